@@ -1,0 +1,3 @@
+from cortexfs.cli.main import run
+
+run()

@@ -1,0 +1,204 @@
+"""The three atom types and the typed view of one atom file."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One atom type: experiment, knowledge or pattern."""
+
+    name: str  # experiment | knowledge | pattern
+    short: str  # what `cortex new` takes: exp | k | pat
+    prefix: str  # EXP | K | PAT
+    folder: str  # experiments | knowledge | patterns
+    title: str  # Experiments | Knowledge | Patterns
+    id_re: re.Pattern[str]
+    required: tuple[str, ...]
+    optional: tuple[str, ...]
+
+    def format_id(self, number: int) -> str:
+        return f"{self.prefix}-{number:03d}"
+
+
+_COMMON = ("id", "date", "project", "summary", "tags")
+_TOOL_KEYS = ("refs", "last-ref")
+
+EXPERIMENT = Kind(
+    "experiment", "exp", "EXP", "experiments", "Experiments",
+    re.compile(r"^EXP-(\d+)([a-z])?$"),
+    _COMMON,
+    ("status", "executor", "links", *_TOOL_KEYS, "invalidated-date", "invalidated-reason",
+     "priority", "src"),
+)
+KNOWLEDGE = Kind(
+    "knowledge", "k", "K", "knowledge", "Knowledge",
+    re.compile(r"^K-(\d+)$"),
+    (*_COMMON, "evidence"),
+    ("status", "links", *_TOOL_KEYS, "invalidated-date", "invalidated-reason", "priority", "src"),
+)
+PATTERN = Kind(
+    "pattern", "pat", "PAT", "patterns", "Patterns",
+    re.compile(r"^PAT-(\d+)$"),
+    (*_COMMON, "source-experiments"),
+    ("status", "evidence", "links", *_TOOL_KEYS, "invalidated-date", "invalidated-reason",
+     "priority", "src"),
+)
+KINDS: tuple[Kind, ...] = (EXPERIMENT, KNOWLEDGE, PATTERN)
+KIND_BY_SHORT = {k.short: k for k in KINDS}
+KIND_BY_PREFIX = {k.prefix: k for k in KINDS}
+
+# Any atom id, as it appears in evidence, links, status suffixes and body text.
+ATOM_ID = re.compile(r"\b(?:EXP-\d+[a-z]?|K-\d+|PAT-\d+)\b")
+_FILENAME = re.compile(r"^(EXP-\d+[a-z]?|K-\d+|PAT-\d+)\.md$")
+
+STATUSES = (
+    "active", "valid", "partial", "challenged", "corrected",
+    "superseded", "refined", "invalidated", "stale", "deprecated",
+)
+ACTIVE_STATUSES = frozenset({"active", "valid", "partial", "challenged", "corrected"})
+SUPERSEDED_STATUSES = frozenset({"superseded", "refined", "stale", "deprecated"})
+INVALIDATED_STATUSES = frozenset({"invalidated"})
+
+
+def kind_of_filename(name: str) -> Kind | None:
+    """The kind of an atom file name such as `EXP-042b.md`; None for any other file."""
+    m = _FILENAME.match(name)
+    return kind_of_id(m.group(1)) if m else None
+
+
+def kind_of_id(atom_id: str) -> Kind | None:
+    prefix = atom_id.split("-", 1)[0]
+    kind = KIND_BY_PREFIX.get(prefix)
+    return kind if kind and kind.id_re.match(atom_id) else None
+
+
+def id_number(atom_id: str) -> int | None:
+    """42 for EXP-042 and EXP-042b; None when `atom_id` is not an atom id."""
+    kind = kind_of_id(atom_id)
+    if kind is None:
+        return None
+    m = kind.id_re.match(atom_id)
+    return int(m.group(1)) if m else None
+
+
+def split_status(raw: object) -> tuple[str, str | None]:
+    """`superseded:EXP-050` → ("superseded", "EXP-050"); missing → ("active", None)."""
+    if raw is None or raw == "":
+        return "active", None
+    text = str(raw).strip()
+    name, sep, ref = text.partition(":")
+    return name.strip().lower(), (ref.strip() or None) if sep else None
+
+
+def status_group(status: str) -> str:
+    """Which index table an atom with this status belongs to."""
+    if status in INVALIDATED_STATUSES:
+        return "invalidated"
+    if status in SUPERSEDED_STATUSES:
+        return "superseded"
+    return "active"
+
+
+def as_list(value: object) -> list[str]:
+    """A frontmatter list field, leniently: a list, a comma-separated string, or nothing."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [str(v).strip() for v in value if v is not None and str(v).strip()]
+    return [p.strip() for p in str(value).split(",") if p.strip()]
+
+
+def as_date(value: object) -> dt.date | None:
+    """The date of a frontmatter value (ISO date or timestamp string); None if not a date."""
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    if isinstance(value, str):
+        try:
+            return dt.date.fromisoformat(value.strip()[:10])
+        except ValueError:
+            return None
+    return None
+
+
+@dataclass
+class Atom:
+    """One atom file, parsed. `meta` is the frontmatter with dates as ISO strings."""
+
+    path: Path
+    kind: Kind
+    meta: dict[str, Any]
+    body: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def file_id(self) -> str:
+        return self.path.stem
+
+    @property
+    def id(self) -> str:
+        raw = self.meta.get("id")
+        return str(raw) if raw is not None else self.file_id
+
+    @property
+    def date(self) -> dt.date | None:
+        return as_date(self.meta.get("date"))
+
+    @property
+    def project(self) -> str | None:
+        raw = self.meta.get("project")
+        return None if raw is None else str(raw)
+
+    @property
+    def summary(self) -> str:
+        raw = self.meta.get("summary")
+        return "" if raw is None else str(raw)
+
+    @property
+    def tags(self) -> list[str]:
+        return as_list(self.meta.get("tags"))
+
+    @property
+    def status(self) -> str:
+        return split_status(self.meta.get("status"))[0]
+
+    @property
+    def status_ref(self) -> str | None:
+        return split_status(self.meta.get("status"))[1]
+
+    @property
+    def group(self) -> str:
+        return status_group(self.status)
+
+    @property
+    def evidence(self) -> list[str]:
+        return as_list(self.meta.get("evidence"))
+
+    @property
+    def source_experiments(self) -> list[str]:
+        return as_list(self.meta.get("source-experiments"))
+
+    @property
+    def links(self) -> list[str]:
+        return as_list(self.meta.get("links"))
+
+    @property
+    def refs(self) -> int:
+        raw = self.meta.get("refs")
+        return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else 0
+
+    @property
+    def last_ref(self) -> str | None:
+        raw = self.meta.get("last-ref")
+        return str(raw) if raw else None
+
+    def cited_experiments(self) -> list[str]:
+        """Experiment ids this atom rests on (evidence and source-experiments), deduplicated."""
+        return list(dict.fromkeys([*self.evidence, *self.source_experiments]))

@@ -1,0 +1,130 @@
+"""Writing new atoms: id allocation under a lock, rendering from templates."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from cortexfs import templates
+from cortexfs.atoms import EXPERIMENT, PATTERN, Atom, Kind, id_number, kind_of_filename
+from cortexfs.errors import InvalidInputError
+from cortexfs.frontmatter import dump_scalar, parse
+from cortexfs.fsutil import file_lock
+from cortexfs.store import Project
+
+TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]{0,63}$")
+MAX_SUMMARY = 300
+
+
+@dataclass
+class NewAtom:
+    """What `cortex new` is asked to write."""
+
+    kind: Kind
+    summary: str
+    tags: list[str]
+    evidence: list[str]
+    sources: list[str]
+    links: list[str]
+    executor: str | None = None
+    date: dt.date | None = None
+
+
+def next_number(project: Project, kind: Kind) -> int:
+    """Highest existing number of `kind` in the project + 1 (EXP-042b counts as 42)."""
+    highest = 0
+    for _, path in project.atom_paths(kind):
+        highest = max(highest, id_number(path.stem) or 0)
+    return highest + 1
+
+
+def _check(project: Project, req: NewAtom) -> None:
+    summary = req.summary.strip()
+    if not summary:
+        raise InvalidInputError("the summary is empty: pass --summary \"what this atom says\"")
+    if "\n" in summary or "\r" in summary:
+        raise InvalidInputError("the summary must be one line: put details in the body")
+    if len(summary) > MAX_SUMMARY:
+        raise InvalidInputError(f"the summary is {len(summary)} characters: keep it under "
+                                f"{MAX_SUMMARY} and put details in the body")
+    if not req.tags:
+        raise InvalidInputError("no tags: pass --tags a,b (at least one)")
+    for tag in req.tags:
+        if not TAG.match(tag):
+            raise InvalidInputError(f"invalid tag {tag!r}: use letters, digits, '-', '_', '.' "
+                                    "or '/', without spaces")
+    cited = [*req.evidence, *req.sources]
+    if req.kind.name == "knowledge" and not req.evidence:
+        raise InvalidInputError("knowledge needs evidence: pass --evidence EXP-NNN "
+                                "(the experiments it rests on)")
+    if req.kind is PATTERN and not (req.sources or req.evidence):
+        raise InvalidInputError("a pattern needs its source experiments: pass "
+                                "--sources EXP-NNN,EXP-MMM")
+    for exp in cited:
+        if kind_of_filename(f"{exp}.md") is not EXPERIMENT:
+            raise InvalidInputError(f"{exp!r} is not an experiment id (EXP-NNN)")
+        if not (project.folder(EXPERIMENT) / f"{exp}.md").is_file():
+            raise InvalidInputError(f"{exp} does not exist in project {project.name}: "
+                                    "cite an existing experiment")
+    for link in req.links:
+        if kind_of_filename(f"{link}.md") is None:
+            raise InvalidInputError(f"{link!r} is not an atom id (EXP-NNN, K-NNN or PAT-NNN)")
+
+
+def render_atom(project: Project, req: NewAtom, atom_id: str) -> str:
+    """The text of a new atom file, from the store's (or the packaged) template."""
+    sources = req.sources or (req.evidence if req.kind is PATTERN else [])
+    return templates.render(
+        project.store, f"atoms/{req.kind.name}.md.j2",
+        id=atom_id,
+        date=(req.date or dt.date.today()).isoformat(),
+        project=project.name,
+        summary=req.summary.strip(),
+        summary_yaml=dump_scalar(req.summary.strip()),
+        tags_yaml=dump_scalar(req.tags),
+        evidence=req.evidence,
+        evidence_yaml=dump_scalar(req.evidence),
+        sources=sources,
+        sources_yaml=dump_scalar(sources),
+        links_yaml=dump_scalar(req.links),
+        executor=req.executor or "",
+    )
+
+
+def create_atom(project: Project, req: NewAtom) -> Atom:
+    """Write a new atom with the next free id; never reuses an id, even under concurrency."""
+    _check(project, req)
+    folder = project.folder(req.kind)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = project.store.locks_dir / f"ids-{project.name}-{req.kind.prefix}.lock"
+    with file_lock(lock, what=f"{req.kind.folder} ids of {project.name}"):
+        atom_id = req.kind.format_id(next_number(project, req.kind))
+        text = render_atom(project, req, atom_id)
+        doc = parse(text, f"template atoms/{req.kind.name}.md.j2")
+        path = folder / f"{atom_id}.md"
+        _write_new(path, text)
+    return Atom(path, req.kind, doc.meta, doc.body)
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Create `path` atomically, failing if it exists (a hard link never replaces a file)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise InvalidInputError(f"{path.name} already exists: run `cortex new` again") \
+                from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)

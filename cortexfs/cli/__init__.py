@@ -1,0 +1,1 @@
+"""The `cortex` command: a thin layer that parses arguments and calls the library."""

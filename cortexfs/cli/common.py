@@ -1,0 +1,49 @@
+"""What every command shares: the store it works on and how it prints."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import typer
+
+from cortexfs.store import Store
+
+_state: dict[str, str | None] = {"home": None}
+
+
+def set_home(home: str | None) -> None:
+    _state["home"] = home
+
+
+def open_store() -> Store:
+    """The store named by --home / CORTEX_HOME / ~/.cortex; errors if not initialised."""
+    return Store.open(_state["home"])
+
+
+def unopened_store() -> Store:
+    """The store location, whether or not a store exists there yet (for `cortex init`)."""
+    from cortexfs.store import resolve_home
+
+    return Store(resolve_home(_state["home"]))
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def ok(message: str) -> None:
+    typer.secho(message, fg="green")
+
+
+def warn(message: str) -> None:
+    typer.secho(f"warning: {message}", fg="yellow", err=True)
+
+
+def check_format(fmt: str) -> str:
+    from cortexfs.errors import InvalidInputError
+
+    if fmt not in ("text", "json"):
+        raise InvalidInputError(f"unknown --format {fmt!r}: use text or json")
+    return fmt

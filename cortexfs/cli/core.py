@@ -1,0 +1,102 @@
+"""`cortex init`, `cortex project …` and `cortex new`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cortexfs.cli import common
+
+project_app = typer.Typer(help="Create and list projects.", no_args_is_help=True)
+
+NoCommit = Annotated[bool, typer.Option("--no-commit", help="Write the files but do not commit.")]
+
+
+def _split_ids(values: list[str] | None) -> list[str]:
+    """`--evidence EXP-001,EXP-002 --evidence EXP-003` → three ids."""
+    out: list[str] = []
+    for value in values or []:
+        out.extend(v.strip() for v in value.split(",") if v.strip())
+    return list(dict.fromkeys(out))
+
+
+def init(no_commit: NoCommit = False) -> None:
+    """Create a store at CORTEX_HOME (safe to run again: existing files are kept)."""
+    from cortexfs import git, scaffold
+
+    store = common.unopened_store()
+    created = scaffold.init_store(store)
+    written = git.ensure_repo(store)
+    if not no_commit:
+        git.commit_paths(store, [*created, *written], "chore: initialise cortex store")
+    if created:
+        common.ok(f"initialised a cortex store at {store.home}")
+    else:
+        common.ok(f"the cortex store at {store.home} is already initialised")
+
+
+@project_app.command("new")
+def project_new(
+    name: Annotated[str, typer.Argument(help="Project name (letters, digits, . _ -).")],
+    no_commit: NoCommit = False,
+) -> None:
+    """Scaffold a project: governance files, atom folders and _meta/."""
+    from cortexfs import git, scaffold
+
+    store = common.open_store()
+    project, created = scaffold.new_project(store, name)
+    if not created:
+        common.ok(f"project {name} already exists at {project.root}")
+        return
+    if not no_commit:
+        git.commit_paths(store, created, f"project: add {name}")
+    common.ok(f"created project {name} at {project.root}")
+
+
+@project_app.command("list")
+def project_list() -> None:
+    """List the store's projects."""
+    store = common.open_store()
+    for name in store.project_names():
+        typer.echo(name)
+
+
+def new(
+    kind: Annotated[str, typer.Argument(help="exp, k or pat.", metavar="exp|k|pat")],
+    project: Annotated[str, typer.Option("--project", "-p", help="Project to write into.")],
+    summary: Annotated[str, typer.Option("--summary", "-s", help="One-line summary.")],
+    tags: Annotated[str, typer.Option("--tags", "-t", help="Comma-separated tags.")],
+    evidence: Annotated[list[str] | None, typer.Option(
+        "--evidence", "-e", help="Experiment ids it rests on (repeat or comma-separate).")] = None,
+    sources: Annotated[list[str] | None, typer.Option(
+        "--sources", help="Patterns: source experiments (default: --evidence).")] = None,
+    links: Annotated[list[str] | None, typer.Option(
+        "--links", "-l", help="Related atom ids.")] = None,
+    executor: Annotated[str | None, typer.Option(help="Experiments: who ran it.")] = None,
+    no_commit: NoCommit = False,
+) -> None:
+    """Write a new atom from its template with the next free id, and print its path."""
+    from cortexfs import git
+    from cortexfs.atoms import KIND_BY_SHORT
+    from cortexfs.authoring import NewAtom, create_atom
+    from cortexfs.errors import InvalidInputError
+
+    atom_kind = KIND_BY_SHORT.get(kind.lower())
+    if atom_kind is None:
+        raise InvalidInputError(f"unknown atom type {kind!r}: use exp, k or pat")
+    store = common.open_store()
+    proj = store.project(project)
+    req = NewAtom(atom_kind, summary, _split_ids([tags]), _split_ids(evidence),
+                  _split_ids(sources), _split_ids(links), executor)
+    atom = create_atom(proj, req)
+    if not no_commit:
+        git.commit_paths(store, [atom.path], f"atom: add {atom.id} — {atom.summary}")
+    typer.echo(str(atom.path))
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to `app`."""
+    app.command("init")(init)
+    app.command("new")(new)
+    app.add_typer(project_app, name="project")

@@ -1,0 +1,92 @@
+"""The `cortex` application: global options, error handling, command registration."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from cortexfs import __version__
+from cortexfs.cli import common
+from cortexfs.errors import CortexError
+
+
+class CortexGroup(TyperGroup):
+    """Turns every expected error into one red line and exit 1; a bug into exit 2 and a log."""
+
+    def invoke(self, ctx: Any) -> Any:  # a click Context (typer vendors click)
+        try:
+            return super().invoke(ctx)
+        except CortexError as e:
+            typer.secho(f"error: {e}", fg="red", err=True)
+            raise typer.Exit(1) from None
+        except (typer.Exit, typer.Abort, typer.TyperException, KeyboardInterrupt):
+            raise
+        except Exception as e:
+            if os.environ.get("CORTEX_DEBUG"):
+                raise
+            where = _log_crash()
+            typer.secho(f"internal error: {type(e).__name__}: {e} — this is a bug; details "
+                        f"in {where}", fg="red", err=True)
+            raise typer.Exit(2) from None
+
+
+def _log_crash() -> str:
+    import traceback
+
+    from cortexfs.store import resolve_home
+
+    try:
+        logs = resolve_home(common._state["home"]) / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        path = logs / "crash.log"
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"--- cortex {' '.join(sys.argv[1:])}\n{traceback.format_exc()}\n")
+        return str(path)
+    except OSError:
+        return "(could not write a log; rerun with CORTEX_DEBUG=1)"
+
+
+app = typer.Typer(
+    cls=CortexGroup,
+    name="cortex",
+    help="File-based long-term memory for AI agents: atoms, indexes, access tracking, git.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"cortex {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    home: str = typer.Option(None, "--home", metavar="DIR",
+                             help="The store to use (default: $CORTEX_HOME, else ~/.cortex)."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    common.set_home(home)
+
+
+def _register() -> None:
+    from cortexfs.cli import access, core, governance, index, memory, recall, sync, validate
+
+    for module in (core, validate, index, access, sync, governance, memory, recall):
+        module.register(app)
+
+
+_register()
+
+
+def run() -> None:
+    """Console-script entry point."""
+    app()

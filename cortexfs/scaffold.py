@@ -1,0 +1,91 @@
+"""Creating a store (`cortex init`) and a project (`cortex project new`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from cortexfs import templates
+from cortexfs.atoms import KINDS
+from cortexfs.errors import InvalidInputError
+from cortexfs.fsutil import atomic_write
+from cortexfs.store import Project, Store, check_project_name
+
+# The generated part of every CORTEX.md lies between these markers; text around them is
+# hand-written and never touched.
+GENERATED_START = "<!-- cortex:generated:start — do not edit between these markers -->"
+GENERATED_END = "<!-- cortex:generated:end -->"
+EMPTY_BLOCK = f"{GENERATED_START}\n{GENERATED_END}"
+
+STORE_FOLDERS = {
+    "decisions": ("Decisions", "System-level decision records, one file per decision: "
+                  "`NNNN-title.md` (Date, Status, Context, Alternatives, Decision, "
+                  "Consequences)."),
+    "ideas": ("Ideas", "Incubating research directions, not yet projects."),
+    "scans": ("Scans", "Knowledge scan reports, one file per date (`YYYY-MM-DD.md`)."),
+    "user": ("User", "The user's preferences: `USER.md` (kept under 3 KB)."),
+    "projects": ("Projects", "One folder per project; each has its own `CORTEX.md`."),
+}
+PROJECT_FOLDERS = {
+    "experiments": ("Experiments", "One file per experiment, `EXP-NNN.md`. "
+                    "`index.md` is generated from their frontmatter."),
+    "knowledge": ("Knowledge", "Atomic facts, heuristics and anti-patterns, `K-NNN.md`, "
+                  "each citing its evidence. `index.md` is generated."),
+    "patterns": ("Patterns", "Invariants across experiments, `PAT-NNN.md`, each citing "
+                 "its source experiments. `index.md` is generated."),
+    "decisions": ("Decisions", "Project decision records, `NNNN-title.md`."),
+}
+PROJECT_FILES = ("mission.md", "roadmap.md", "STATUS.md", "ISSUES.md", "TASKS.yaml",
+                 "tasks-archive.md")
+
+
+def _create(path: Path, text: str, created: list[Path]) -> None:
+    """Write `path` only when it does not exist: init and project new never overwrite."""
+    if path.exists():
+        return
+    atomic_write(path, text)
+    created.append(path)
+
+
+def init_store(store: Store) -> list[Path]:
+    """Create the layout of a store (idempotent); returns the files it created."""
+    if store.home.exists() and not store.home.is_dir():
+        raise InvalidInputError(f"{store.home} is a file, not a folder: "
+                                "choose another CORTEX_HOME or --home")
+    created: list[Path] = []
+    ctx = store.context
+    for folder in (ctx, *(ctx / name for name in STORE_FOLDERS)):
+        folder.mkdir(parents=True, exist_ok=True)
+    _create(ctx / "CORTEX.md",
+            templates.render(store, "store/CORTEX.md.j2", generated_block=EMPTY_BLOCK), created)
+    _create(ctx / "OVERVIEW.md", templates.render(store, "store/OVERVIEW.md.j2"), created)
+    _create(ctx / "user" / "USER.md", templates.render(store, "store/USER.md.j2"), created)
+    for name, (title, purpose) in STORE_FOLDERS.items():
+        _create(ctx / name / "CORTEX.md", templates.render(
+            store, "store/folder-CORTEX.md.j2", title=title, purpose=purpose,
+            generated_block=EMPTY_BLOCK), created)
+    return created
+
+
+def new_project(store: Store, name: str) -> tuple[Project, list[Path]]:
+    """Scaffold project `name` (idempotent: existing files are kept)."""
+    store.require()
+    check_project_name(name)
+    project = Project(store, name)
+    created: list[Path] = []
+    ctx = {"project": name, "date": dt.date.today().isoformat(),
+           "generated_block": EMPTY_BLOCK}
+    project.root.mkdir(parents=True, exist_ok=True)
+    project.meta_dir.mkdir(exist_ok=True)
+    _create(project.root / "CORTEX.md",
+            templates.render(store, "project/CORTEX.md.j2", **ctx), created)
+    for filename in PROJECT_FILES:
+        _create(project.root / filename,
+                templates.render(store, f"project/{filename}.j2", **ctx), created)
+    for folder, (title, purpose) in PROJECT_FOLDERS.items():
+        (project.root / folder).mkdir(exist_ok=True)
+        _create(project.root / folder / "CORTEX.md", templates.render(
+            store, "store/folder-CORTEX.md.j2", title=f"{title} — {name}", purpose=purpose,
+            generated_block=EMPTY_BLOCK), created)
+    assert {k.folder for k in KINDS} <= set(PROJECT_FOLDERS)
+    return project, created

@@ -1,0 +1,144 @@
+"""Where a store lives and what it holds: CORTEX_HOME, the knowledge root, projects."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from cortexfs.atoms import KINDS, Kind, kind_of_filename
+from cortexfs.errors import InvalidInputError, NotAStoreError, ProjectNotFoundError
+
+DEFAULT_HOME = "~/.cortex"
+PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def resolve_home(option: str | os.PathLike[str] | None = None) -> Path:
+    """CORTEX_HOME from the --home option, else the environment, else ~/.cortex."""
+    raw = option or os.environ.get("CORTEX_HOME") or DEFAULT_HOME
+    return Path(os.path.expanduser(str(raw))).absolute()
+
+
+@dataclass(frozen=True)
+class Store:
+    """A cortex store rooted at `home` (a git repository holding `context/`)."""
+
+    home: Path
+
+    @classmethod
+    def open(cls, home: str | os.PathLike[str] | None = None) -> Store:
+        """The store at `home` (resolved as resolve_home does); it must have been initialised."""
+        store = cls(resolve_home(home))
+        store.require()
+        return store
+
+    @property
+    def context(self) -> Path:
+        return self.home / "context"
+
+    @property
+    def projects_dir(self) -> Path:
+        return self.context / "projects"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.home / ".cache"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.home / ".locks"
+
+    @property
+    def templates_dir(self) -> Path:
+        """Per-store template overrides: a file here wins over the packaged one."""
+        return self.home / "templates"
+
+    def exists(self) -> bool:
+        return self.projects_dir.is_dir()
+
+    def require(self) -> None:
+        if not self.exists():
+            raise NotAStoreError(
+                f"no cortex store at {self.home}: run `cortex init` "
+                "(or point CORTEX_HOME / --home at an existing store)"
+            )
+
+    def project_names(self) -> list[str]:
+        """Names of the projects, sorted."""
+        if not self.projects_dir.is_dir():
+            return []
+        return sorted(
+            p.name
+            for p in self.projects_dir.iterdir()
+            if p.is_dir() and not p.name.startswith((".", "_"))
+        )
+
+    def projects(self) -> list[Project]:
+        return [Project(self, name) for name in self.project_names()]
+
+    def project(self, name: str) -> Project:
+        """The existing project `name`; a clear error when there is none."""
+        check_project_name(name)
+        project = Project(self, name)
+        if not project.root.is_dir():
+            known = ", ".join(self.project_names()) or "none yet"
+            raise ProjectNotFoundError(
+                f"no project named {name!r} (projects: {known}); "
+                f"create it with `cortex project new {name}`"
+            )
+        return project
+
+    def select(self, names: list[str] | None) -> list[Project]:
+        """The named projects, or every project when `names` is empty."""
+        if not names:
+            return self.projects()
+        return [self.project(n) for n in dict.fromkeys(names)]
+
+
+def check_project_name(name: str) -> None:
+    if not PROJECT_NAME.match(name):
+        raise InvalidInputError(
+            f"invalid project name {name!r}: use letters, digits, '.', '_' or '-' "
+            "(starting with a letter or digit, at most 64 characters)"
+        )
+
+
+@dataclass(frozen=True)
+class Project:
+    """One project folder under context/projects/."""
+
+    store: Store
+    name: str
+
+    @property
+    def root(self) -> Path:
+        return self.store.projects_dir / self.name
+
+    @property
+    def meta_dir(self) -> Path:
+        return self.root / "_meta"
+
+    @property
+    def access_log(self) -> Path:
+        return self.meta_dir / "access-log.jsonl"
+
+    def folder(self, kind: Kind) -> Path:
+        return self.root / kind.folder
+
+    def atom_paths(self, kind: Kind | None = None) -> Iterator[tuple[Kind, Path]]:
+        """(kind, path) of every atom file, in id order within each kind."""
+        for k in [kind] if kind else KINDS:
+            folder = self.folder(k)
+            try:
+                names = os.listdir(folder)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for name in sorted(names):
+                if kind_of_filename(name) is k:
+                    yield k, folder / name
