@@ -1,0 +1,60 @@
+"""The command surface: every command documents itself, and --help stays light."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import typer
+
+from cortexfs.cli.main import app
+
+HEAVY = ("yaml", "frontmatter", "git", "jinja2", "watchdog", "bm25s", "mcp", "numpy")
+
+
+def _commands(group: typer.Typer, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    import typer.main
+
+    command = typer.main.get_command(group)
+    found: list[tuple[str, ...]] = []
+
+    def walk(cmd: object, path: tuple[str, ...]) -> None:
+        sub = getattr(cmd, "commands", None)
+        if sub:
+            for name, child in sub.items():
+                walk(child, (*path, name))
+        else:
+            found.append(path)
+
+    walk(command, prefix)
+    return found
+
+
+def test_every_command_has_help(cli) -> None:
+    commands = _commands(app)
+    assert ("init",) in commands and ("new",) in commands
+    for path in commands:
+        result = cli(*path, "--help")
+        assert result.exit_code == 0, (path, result.output)
+        import typer.main
+
+        cmd = typer.main.get_command(app)
+        for part in path:
+            cmd = cmd.commands[part]  # type: ignore[attr-defined]
+        assert (cmd.help or "").strip(), f"`cortex {' '.join(path)}` has no help text"
+
+
+def test_help_imports_no_heavy_module() -> None:
+    code = ("import sys, json\n"
+            "from cortexfs.cli.main import app\n"
+            "print(json.dumps(sorted(sys.modules)))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(out.stdout))
+    heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
+    assert not heavy, f"`cortex --help` imports {heavy}: import them inside the commands"
+
+
+def test_version(cli) -> None:
+    result = cli("--version")
+    assert result.exit_code == 0 and result.stdout.startswith("cortex ")
