@@ -1,13 +1,24 @@
 """The one module that talks to git: the store's repository and cortex's own commits.
 
-cortex commits only the paths it wrote, never a user's other staged or unstaged work.
+cortex commits only the paths it wrote, never a user's other staged or unstaged work: a
+commit is built in a private index from HEAD plus those paths, HEAD is moved with a
+compare-and-swap, and only those paths' entries of the user's index are brought up to date.
+
+Git runs as plain subprocesses (not gitpython objects) on every path that must be fast:
+`cortex ready` reads `worktree_state` at each session start.
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
+import json
 import os
+import subprocess
+import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,10 +32,103 @@ if TYPE_CHECKING:
 GITIGNORE_LINES = (".cache/", "logs/", ".locks/", "*.tmp", ".watch.pid")
 GITATTRIBUTES_LINES = ("**/_meta/access-log.jsonl merge=union",)
 LOCK_WAIT_SECONDS = 10.0
+SYNC_STATE_FILE = "cortex-sync.json"  # inside the git dir: never committed, never pushed
 
+# Variables that would point git at another repository or index than the store's (set, for
+# instance, when cortex runs from inside a git hook of some other repository).
+_LOCATION_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+                  "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE",
+                  "GIT_PREFIX", "GIT_QUARANTINE_PATH")
+_IN_PROGRESS = (("MERGE_HEAD", "merge"), ("rebase-merge", "rebase"), ("rebase-apply", "rebase"),
+                ("CHERRY_PICK_HEAD", "cherry-pick"), ("REVERT_HEAD", "revert"))
+
+
+# --- running git -----------------------------------------------------------------------------
+
+def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a git subprocess: no inherited repository location, no prompts."""
+    env = {k: v for k, v in os.environ.items() if k not in _LOCATION_VARS}
+    # a fetch or push must fail, not hang, when credentials are missing
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
+    env["LC_ALL"] = "C"  # messages we look into are the English ones
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _is_lock_busy(stderr: str) -> bool:
+    return "index.lock" in stderr and ("File exists" in stderr or "Unable to create" in stderr)
+
+
+def git_run(home: Path, *args: str, check: bool = True, input: str | None = None,
+            env: dict[str, str] | None = None, timeout: float | None = None,
+            ) -> subprocess.CompletedProcess[str]:
+    """Run `git args` in `home`, waiting out another process's index.lock.
+
+    With `check`, a failure becomes a GitError whose one line says what git said.
+    """
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    cmd = ["git", "--literal-pathspecs", *args]
+    while True:
+        try:
+            proc = subprocess.run(cmd, cwd=home, input=input, capture_output=True, text=True,
+                                  encoding="utf-8", errors="surrogateescape",
+                                  env=git_env(env), timeout=timeout)
+        except FileNotFoundError:
+            raise GitError("git is not installed or not on PATH: install git") from None
+        except subprocess.TimeoutExpired:
+            raise GitError(f"git {args[0]} did not finish within {timeout:.0f}s: check the "
+                           "network and the remote, then try again") from None
+        if proc.returncode == 0 or not check:
+            if proc.returncode != 0 and _is_lock_busy(proc.stderr) \
+                    and time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            return proc
+        if _is_lock_busy(proc.stderr):
+            if time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            raise GitError(f"git is busy ({git_dir_of(home)}/index.lock has been held for "
+                           f"{LOCK_WAIT_SECONDS:.0f}s): wait for the other git process, or "
+                           "delete the lock file if none is running")
+        raise _git_error(args, proc.stderr or proc.stdout)
+
+
+def _git_error(args: Sequence[str], output: str) -> GitError:
+    text = output.strip()
+    if "Please tell me who you are" in text or "empty ident" in text:
+        return GitError("git has no identity for commits: run `git config --global "
+                        "user.name NAME` and `git config --global user.email EMAIL`")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    fatal = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
+    first = (fatal or lines or ["(no message)"])[0]
+    return GitError(f"git {args[0]} failed: {first}")
+
+
+def run_git(repo: git.Repo | Path, *args: str) -> str:
+    """Run a git command in `repo` (a gitpython Repo or a work-tree path); its stdout."""
+    home = repo if isinstance(repo, Path) else Path(str(repo.working_tree_dir))
+    return git_run(home, *args).stdout
+
+
+# --- the repository --------------------------------------------------------------------------
 
 def is_repo(home: Path) -> bool:
     return (home / ".git").exists()
+
+
+def git_dir_of(home: Path) -> Path:
+    """The git dir of the work tree `home` (`.git`, or where a `.git` file points)."""
+    dotgit = home / ".git"
+    if dotgit.is_file():
+        # a linked worktree or submodule: ".git" holds "gitdir: <path>"
+        text = dotgit.read_text(encoding="utf-8", errors="replace").strip()
+        if text.startswith("gitdir:"):
+            target = Path(text.split(":", 1)[1].strip())
+            return target if target.is_absolute() else (home / target).resolve()
+    return dotgit
 
 
 def open_repo(home: Path) -> git.Repo:
@@ -52,10 +156,14 @@ def _ensure_lines(path: Path, lines: Iterable[str]) -> bool:
 
 
 def ensure_repo(store: Store) -> list[Path]:
-    """Make CORTEX_HOME a git repository, or adopt the one there; returns files written."""
+    """Make CORTEX_HOME a git repository, or adopt the one there; returns files written.
+
+    An existing repository's history, branches, remotes and config are left as they are.
+    """
     import git
 
     if not is_repo(store.home):
+        store.home.mkdir(parents=True, exist_ok=True)
         git.Repo.init(store.home)
     written = []
     for name, lines in ((".gitignore", GITIGNORE_LINES),
@@ -66,60 +174,201 @@ def ensure_repo(store: Store) -> list[Path]:
     return written
 
 
-def check_idle(repo: git.Repo) -> None:
-    """Refuse to touch a repository in the middle of a merge, rebase or cherry-pick."""
-    gitdir = Path(repo.git_dir)
-    for marker, what in (("MERGE_HEAD", "a merge"), ("rebase-merge", "a rebase"),
-                         ("rebase-apply", "a rebase"), ("CHERRY_PICK_HEAD", "a cherry-pick")):
+def in_progress(home: Path) -> str | None:
+    """'merge', 'rebase', 'cherry-pick' or 'revert' when one is under way in `home`."""
+    gitdir = git_dir_of(home)
+    for marker, what in _IN_PROGRESS:
         if (gitdir / marker).exists():
-            raise GitError(f"{repo.working_tree_dir} is in the middle of {what}: finish or "
-                           "abort it (git status says how), then run the command again")
+            return what
+    return None
 
 
-def run_git(repo: git.Repo, *args: str) -> str:
-    """Run a git command, waiting out another process's index.lock."""
-    import git
+def check_idle(repo: git.Repo | Path) -> None:
+    """Refuse to touch a repository in the middle of a merge, rebase or cherry-pick."""
+    home = repo if isinstance(repo, Path) else Path(str(repo.working_tree_dir))
+    what = in_progress(home)
+    if what:
+        raise GitError(f"{home} is in the middle of a {what}: finish or abort it (`git status` "
+                       "says how), then run the command again")
 
-    deadline = time.monotonic() + LOCK_WAIT_SECONDS
-    while True:
-        try:
-            return str(repo.git.execute(["git", *args]))
-        except git.GitCommandError as e:
-            stderr = str(e.stderr or "")
-            if "index.lock" in stderr and time.monotonic() < deadline:
-                time.sleep(0.05)
-                continue
-            if "index.lock" in stderr:
-                raise GitError(f"git is busy ({repo.git_dir}/index.lock is held): wait for the "
-                               "other git process, or delete the lock if none runs") from None
-            if "Please tell me who you are" in stderr or "user.email" in stderr:
-                raise GitError("git has no identity for commits: run `git config --global "
-                               "user.name NAME` and `git config --global user.email EMAIL`") \
-                    from None
-            first = stderr.strip().splitlines()[-1] if stderr.strip() else str(e)
-            raise GitError(f"git {args[0]} failed: {first}") from None
+
+def head_commit(home: Path) -> str | None:
+    """The commit HEAD points at; None on a branch with no commits yet."""
+    proc = git_run(home, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+# --- worktree state (the fast path of `cortex ready` and `cortex status`) --------------------
+
+@dataclass
+class WorktreeState:
+    """What git says about the store, read without touching the network."""
+
+    is_repo: bool
+    dirty: list[str] = field(default_factory=list)  # relative to home, untracked included
+    has_remote: bool = False
+    upstream: str | None = None  # e.g. "origin/main"
+    ahead: int = 0  # commits on HEAD not on the upstream (as of the last fetch)
+    behind: int = 0
+    in_progress: str | None = None  # merge | rebase | cherry-pick | revert
+    last_sync: str | None = None  # ISO-8601 UTC of the last successful `cortex sync`
+    branch: str | None = None  # None when HEAD is detached
+
+    def to_json(self) -> dict[str, object]:
+        return {"is_repo": self.is_repo, "branch": self.branch, "dirty": self.dirty,
+                "has_remote": self.has_remote, "upstream": self.upstream,
+                "ahead": self.ahead, "behind": self.behind,
+                "in_progress": self.in_progress, "last_sync": self.last_sync}
+
+
+def worktree_state(store: Store) -> WorktreeState:
+    """Uncommitted paths, remote, ahead/behind, operation in progress and last sync.
+
+    Two git processes (status with branch info, and the remotes from config), no fetch.
+    """
+    home = store.home
+    if not is_repo(home):
+        return WorktreeState(is_repo=False)
+    proc = git_run(home, "--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z",
+                   "--untracked-files=all", check=False)
+    if proc.returncode != 0:
+        raise _git_error(["status"], proc.stderr)
+    state = WorktreeState(is_repo=True, in_progress=in_progress(home),
+                          last_sync=read_sync_state(home).get("last_sync"))
+    _parse_status_v2(proc.stdout, state)
+    remotes = git_run(home, "config", "--get-regexp", r"^remote\..*\.url$", check=False)
+    state.has_remote = bool(remotes.stdout.strip())
+    return state
+
+
+def _parse_status_v2(out: str, state: WorktreeState) -> None:
+    records = out.split("\0")
+    i = 0
+    dirty: list[str] = []
+    while i < len(records):
+        rec = records[i]
+        i += 1
+        if not rec:
+            continue
+        if rec.startswith("# branch.head "):
+            head = rec[len("# branch.head "):]
+            state.branch = None if head == "(detached)" else head
+        elif rec.startswith("# branch.upstream "):
+            state.upstream = rec[len("# branch.upstream "):]
+        elif rec.startswith("# branch.ab "):
+            ahead, behind = rec[len("# branch.ab "):].split()
+            state.ahead, state.behind = int(ahead), abs(int(behind))
+        elif rec.startswith("1 "):
+            dirty.append(rec.split(" ", 8)[8])
+        elif rec.startswith("2 "):
+            dirty.append(rec.split(" ", 9)[9])
+            if i < len(records):  # the original path of a rename follows
+                dirty.append(records[i])
+                i += 1
+        elif rec.startswith("u "):
+            dirty.append(rec.split(" ", 10)[10])
+        elif rec.startswith("? "):
+            dirty.append(rec[2:])
+    state.dirty = sorted(dict.fromkeys(dirty))
+
+
+def read_sync_state(home: Path) -> dict[str, str]:
+    """What the last `cortex sync` recorded in the git dir ({} when nothing)."""
+    try:
+        data = json.loads((git_dir_of(home) / SYNC_STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) \
+        else {}
+
+
+def write_sync_state(home: Path, **values: str | None) -> None:
+    """Update the sync record in the git dir (a None value removes that key)."""
+    from cortexfs.fsutil import atomic_write
+
+    data: dict[str, str] = read_sync_state(home)
+    for key, value in values.items():
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    atomic_write(git_dir_of(home) / SYNC_STATE_FILE, json.dumps(data, indent=1) + "\n")
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+# --- committing ------------------------------------------------------------------------------
+
+def changed_paths(home: Path, rel: Sequence[str]) -> list[str]:
+    """Which of `rel` (files or folders, relative to home) differ from HEAD, ignored excluded."""
+    if not rel:
+        return []
+    proc = git_run(home, "status", "--porcelain=v1", "-z", "--untracked-files=all",
+                   "--no-renames", "--", *rel)
+    out: list[str] = []
+    for rec in proc.stdout.split("\0"):
+        if len(rec) > 3:
+            out.append(rec[3:])
+    return sorted(dict.fromkeys(out))
 
 
 def commit_paths(store: Store, paths: Iterable[Path], message: str) -> bool:
     """Commit exactly `paths` (additions, changes, deletions) with `message`.
 
-    Other staged or unstaged changes in the repository stay as they were. Returns False
-    when there was nothing to commit or the store is not a git repository.
+    Other staged or unstaged changes in the repository stay as they were. Works on a
+    branch with no commits yet. Returns False when there was nothing to commit or the
+    store is not a git repository.
     """
     if not is_repo(store.home):
         return False
-    repo = open_repo(store.home)
-    check_idle(repo)
-    rel = sorted({os.path.relpath(p, store.home) for p in paths})
-    if not rel:
-        return False
-    if not run_git(repo, "status", "--porcelain", "--untracked-files=all", "--", *rel).strip():
-        return False
-    run_git(repo, "add", "--all", "--", *rel)
-    if repo.head.is_valid():
-        # --only commits these paths as they are in the work tree, whatever else is staged
-        run_git(repo, "commit", "--quiet", "--no-verify", "--only", "-m", message, "--", *rel)
-    else:
-        # first commit: --only needs a HEAD, and nothing else can be staged yet but ours
-        run_git(repo, "commit", "--quiet", "--no-verify", "-m", message, "--", *rel)
+    home = store.home
+    check_idle(home)
+    rel = sorted({os.path.relpath(os.path.abspath(p), home) for p in paths})
+    if any(r == ".." or r.startswith("../") for r in rel):
+        raise GitError(f"cannot commit paths outside the store {home}: {rel}")
+    for _attempt in range(5):
+        changed = changed_paths(home, rel)
+        if not changed:
+            return False
+        if _commit_once(home, changed, message):
+            return True
+    raise GitError("another process kept moving HEAD while cortex committed: run the "
+                   "command again")
+
+
+def _commit_once(home: Path, rel: Sequence[str], message: str) -> bool:
+    """One attempt; False when HEAD moved under us (the caller retries)."""
+    parent = head_commit(home)
+    gitdir = git_dir_of(home)
+    fd, tmp_index = tempfile.mkstemp(dir=gitdir, prefix="cortex-index.")
+    os.close(fd)
+    os.unlink(tmp_index)  # git wants to create the index file itself
+    env = {"GIT_INDEX_FILE": tmp_index}
+    try:
+        if parent:
+            git_run(home, "read-tree", parent, env=env)
+        git_run(home, "add", "--all", "--", *rel, env=env)
+        tree = git_run(home, "write-tree", env=env).stdout.strip()
+    finally:
+        for leftover in (tmp_index, tmp_index + ".lock"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+    if parent and tree == git_run(home, "rev-parse", f"{parent}^{{tree}}").stdout.strip():
+        return True  # the paths already match HEAD (e.g. only their index entries differ)
+    args = ["commit-tree", tree, "-F", "-"]
+    if parent:
+        args += ["-p", parent]
+    commit = git_run(home, *args, input=message.rstrip("\n") + "\n").stdout.strip()
+    # compare-and-swap: fails if another process moved HEAD since we read it
+    old = parent or "0" * 40
+    proc = git_run(home, "update-ref", "-m", f"commit: {message.splitlines()[0]}", "HEAD",
+                   commit, old, check=False)
+    if proc.returncode != 0:
+        if head_commit(home) != parent:
+            return False
+        raise _git_error(["update-ref"], proc.stderr)
+    # bring the user's index entries for these paths (only) to what HEAD now holds
+    git_run(home, "reset", "-q", "HEAD", "--", *rel)
     return True

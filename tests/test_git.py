@@ -1,0 +1,214 @@
+"""git.py: the store's repository, cortex's own commits, and the worktree state."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cortexfs import git
+from cortexfs.errors import GitError
+from cortexfs.store import Project, Store
+
+
+def sh(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def porcelain(cwd: Path) -> str:
+    return sh(cwd, "status", "--porcelain=v1", "--untracked-files=all")
+
+
+# --- worktree_state --------------------------------------------------------------------------
+
+def test_state_of_a_folder_that_is_not_a_repo(tmp_path: Path) -> None:
+    state = git.worktree_state(Store(tmp_path / "nowhere"))
+    assert not state.is_repo
+    assert state.dirty == [] and state.upstream is None
+
+
+def test_state_of_a_clean_store(store: Store) -> None:
+    state = git.worktree_state(store)
+    assert state.is_repo and state.dirty == []
+    assert not state.has_remote and state.upstream is None
+    assert (state.ahead, state.behind) == (0, 0)
+    assert state.in_progress is None and state.last_sync is None
+    assert state.branch == "main"
+
+
+def test_state_lists_modified_staged_untracked_deleted_renamed_not_ignored(store: Store) -> None:
+    home = store.home
+    (home / "context/OVERVIEW.md").write_text("changed\n")
+    (home / "new dir").mkdir()
+    (home / "new dir/a file.md").write_text("x\n")
+    (home / "context/user/USER.md").unlink()
+    sh(home, "mv", "context/ideas/CORTEX.md", "context/ideas/MOVED.md")
+    (home / ".cache").mkdir()
+    (home / ".cache/ignored.bin").write_text("x")
+    state = git.worktree_state(store)
+    assert state.dirty == sorted(["context/OVERVIEW.md", "new dir/a file.md",
+                                  "context/user/USER.md", "context/ideas/MOVED.md",
+                                  "context/ideas/CORTEX.md"])
+
+
+def test_state_ahead_behind_against_the_upstream(store: Store, tmp_path: Path) -> None:
+    remote = tmp_path / "remote.git"
+    sh(tmp_path, "init", "-q", "--bare", str(remote))
+    sh(store.home, "remote", "add", "origin", str(remote))
+    sh(store.home, "push", "-q", "-u", "origin", "main")
+    other = tmp_path / "other"
+    sh(tmp_path, "clone", "-q", str(remote), str(other))
+    for name in ("a", "b"):
+        (other / name).write_text(name)
+        sh(other, "add", name)
+        sh(other, "commit", "-q", "-m", name)
+    sh(other, "push", "-q")
+    (store.home / "mine").write_text("m")
+    git.commit_paths(store, [store.home / "mine"], "mine")
+    state = git.worktree_state(store)
+    assert state.has_remote and state.upstream == "origin/main"
+    assert (state.ahead, state.behind) == (1, 0)  # no fetch yet: no network in the state
+    sh(store.home, "fetch", "-q")
+    state = git.worktree_state(store)
+    assert (state.ahead, state.behind) == (1, 2)
+
+
+def test_state_reports_a_merge_in_progress(store: Store) -> None:
+    (git.git_dir_of(store.home) / "MERGE_HEAD").write_text(git.head_commit(store.home) or "")
+    assert git.worktree_state(store).in_progress == "merge"
+
+
+def test_state_reads_the_last_sync_record(store: Store) -> None:
+    git.write_sync_state(store.home, last_sync="2026-03-09T10:00:00Z")
+    assert git.worktree_state(store).last_sync == "2026-03-09T10:00:00Z"
+    assert "cortex-sync.json" not in porcelain(store.home)
+
+
+# --- commit_paths ----------------------------------------------------------------------------
+
+def test_commit_leaves_the_users_staged_and_unstaged_changes_alone(project: Project) -> None:
+    store = project.store
+    home = store.home
+    (home / "notes.txt").write_text("v1\n")
+    git.commit_paths(store, [home / "notes.txt"], "notes")
+    # the user: one staged unrelated file, one unstaged edit to a tracked file
+    (home / "staged.txt").write_text("staged\n")
+    sh(home, "add", "staged.txt")
+    (home / "notes.txt").write_text("v2 unstaged\n")
+    before = porcelain(home)
+    diff_cached = sh(home, "diff", "--cached")
+    diff = sh(home, "diff")
+    ours = project.root / "experiments" / "EXP-001.md"
+    ours.parent.mkdir(exist_ok=True)
+    ours.write_text("---\nid: EXP-001\n---\n")
+    assert git.commit_paths(store, [ours], "atom: add EXP-001 — x")
+    assert sh(home, "show", "--name-only", "--format=%s", "HEAD").split() == [
+        "atom:", "add", "EXP-001", "—", "x", "context/projects/flywheel/experiments/EXP-001.md"]
+    assert porcelain(home) == before.replace(
+        "?? context/projects/flywheel/experiments/EXP-001.md\n", "")
+    assert sh(home, "diff", "--cached") == diff_cached
+    assert sh(home, "diff") == diff
+    assert (home / "notes.txt").read_text() == "v2 unstaged\n"
+
+
+def test_first_commit_with_a_user_file_already_staged(tmp_path: Path) -> None:
+    home = tmp_path / "fresh"
+    sh(tmp_path, "init", "-q", str(home))
+    (home / "mine.txt").write_text("mine\n")
+    sh(home, "add", "mine.txt")
+    store = Store(home)
+    (home / "a.md").write_text("a\n")
+    assert git.commit_paths(store, [home / "a.md"], "first")
+    assert sh(home, "show", "--name-only", "--format=", "HEAD").split() == ["a.md"]
+    assert porcelain(home) == "A  mine.txt\n"
+
+
+def test_commit_a_deletion_and_nothing_to_commit(store: Store) -> None:
+    path = store.context / "OVERVIEW.md"
+    path.unlink()
+    assert git.commit_paths(store, [path], "chore: drop overview")
+    assert porcelain(store.home) == ""
+    assert not git.commit_paths(store, [path], "again")
+    assert not git.commit_paths(store, [], "nothing")
+
+
+def test_commit_skips_ignored_paths(store: Store) -> None:
+    (store.cache_dir).mkdir()
+    junk = store.cache_dir / "x.bin"
+    junk.write_text("x")
+    assert not git.commit_paths(store, [junk], "cache")
+
+
+def test_commit_outside_the_store_is_refused(store: Store, tmp_path: Path) -> None:
+    with pytest.raises(GitError, match="outside the store"):
+        git.commit_paths(store, [tmp_path / "elsewhere.md"], "x")
+
+
+def test_commit_in_a_folder_that_is_not_a_repo(tmp_path: Path) -> None:
+    assert not git.commit_paths(Store(tmp_path / "plain"), [tmp_path / "plain/a"], "x")
+
+
+def test_commit_waits_for_a_held_index_lock(store: Store) -> None:
+    lock = git.git_dir_of(store.home) / "index.lock"
+    lock.write_text("")
+    threading.Timer(0.6, lock.unlink).start()
+    path = store.context / "OVERVIEW.md"
+    path.write_text("new\n")
+    start = time.monotonic()
+    assert git.commit_paths(store, [path], "chore: overview")
+    assert time.monotonic() - start >= 0.5
+    assert porcelain(store.home) == ""
+
+
+def test_a_lock_that_is_never_released_is_a_clear_error(store: Store,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(git, "LOCK_WAIT_SECONDS", 0.3)
+    (git.git_dir_of(store.home) / "index.lock").write_text("")
+    path = store.context / "OVERVIEW.md"
+    path.write_text("new\n")
+    with pytest.raises(GitError, match=r"index.lock has been held .*delete the lock"):
+        git.commit_paths(store, [path], "x")
+
+
+def test_commit_refuses_a_repo_in_the_middle_of_a_merge(store: Store) -> None:
+    (git.git_dir_of(store.home) / "MERGE_HEAD").write_text(git.head_commit(store.home) or "")
+    path = store.context / "OVERVIEW.md"
+    path.write_text("new\n")
+    with pytest.raises(GitError, match="in the middle of a merge: finish or abort it"):
+        git.commit_paths(store, [path], "x")
+    assert "OVERVIEW.md" in porcelain(store.home)
+
+
+def test_concurrent_commits_from_many_processes_all_land(store: Store) -> None:
+    script = ("import sys; from pathlib import Path; from cortexfs import git; "
+              "from cortexfs.store import Store; s = Store(Path(sys.argv[1])); "
+              "p = s.home / sys.argv[2]; p.write_text(sys.argv[2]); "
+              "assert git.commit_paths(s, [p], 'add ' + sys.argv[2])")
+    import sys
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(store.home), f"f{i}.txt"])
+             for i in range(6)]
+    assert [p.wait() for p in procs] == [0] * 6
+    assert porcelain(store.home) == ""
+    assert len(sh(store.home, "log", "--format=%s").splitlines()) == 7
+
+
+# --- ensure_repo -----------------------------------------------------------------------------
+
+def test_adopting_an_existing_repo_keeps_its_history_and_files(tmp_path: Path) -> None:
+    home = tmp_path / "existing"
+    sh(tmp_path, "init", "-q", str(home))
+    (home / ".gitignore").write_text("secret.txt")  # no trailing newline
+    (home / "old.txt").write_text("old\n")
+    sh(home, "add", ".gitignore", "old.txt")
+    sh(home, "commit", "-q", "-m", "history")
+    head = git.head_commit(home)
+    written = git.ensure_repo(Store(home))
+    assert git.head_commit(home) == head
+    assert (home / ".gitignore").read_text().splitlines()[:2] == ["secret.txt", ".cache/"]
+    assert (home / ".gitattributes").read_text() == "**/_meta/access-log.jsonl merge=union\n"
+    assert sorted(p.name for p in written) == [".gitattributes", ".gitignore"]
+    assert git.ensure_repo(Store(home)) == []
