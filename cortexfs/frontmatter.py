@@ -91,12 +91,19 @@ def load_yaml_mapping(fm_text: str, path: str, first_line: int) -> dict[str, Any
     from frontmatter.default_handlers import YAMLHandler
 
     try:
-        data = YAMLHandler().load(fm_text)
+        try:
+            data = YAMLHandler().load(fm_text)
+        except ValueError:
+            # PyYAML builds dates eagerly, so `date: 2026-13-45` raises ValueError (not a
+            # YAMLError): keep such impossible dates as text for validation to report.
+            data = yaml.load(fm_text, Loader=_lenient_loader())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         line = first_line + mark.line if mark is not None else first_line
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise AtomParseError(path, f"invalid YAML in frontmatter: {problem}", line) from None
+    except (ValueError, OverflowError, RecursionError) as e:
+        raise AtomParseError(path, f"invalid value in frontmatter: {e}", first_line) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -105,6 +112,37 @@ def load_yaml_mapping(fm_text: str, path: str, first_line: int) -> dict[str, Any
             first_line,
         )
     return {str(k): normalize(v) for k, v in data.items()}
+
+
+def _lenient_loader() -> Any:
+    """A SafeLoader that leaves timestamps it cannot build (month 13, day 45) as strings."""
+    import yaml
+
+    class Lenient(yaml.SafeLoader):
+        pass
+
+    def timestamp(loader: yaml.SafeLoader, node: Any) -> Any:
+        try:
+            return yaml.SafeLoader.construct_yaml_timestamp(loader, node)
+        except ValueError:
+            return loader.construct_scalar(node)
+
+    Lenient.add_constructor("tag:yaml.org,2002:timestamp", timestamp)
+    return Lenient
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """1-based line of each top-level frontmatter key in `text` ({} without frontmatter)."""
+    try:
+        parts = _split(text, "<string>")
+    except AtomParseError:
+        return {}
+    lines: dict[str, int] = {}
+    for i in range(1, parts.close_idx):
+        m = _TOP_KEY.match(parts.lines[i].rstrip("\r\n"))
+        if m:
+            lines.setdefault(m.group(1), i + 1)
+    return lines
 
 
 def normalize(value: Any) -> Any:
