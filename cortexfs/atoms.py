@@ -57,6 +57,10 @@ KIND_BY_PREFIX = {k.prefix: k for k in KINDS}
 ATOM_ID = re.compile(r"\b(?:EXP-\d+[a-z]?|K-\d+|PAT-\d+)\b")
 _FILENAME = re.compile(r"^(EXP-\d+[a-z]?|K-\d+|PAT-\d+)\.md$")
 
+# A summary is one line of an index table: `cortex new` refuses longer ones and
+# `cortex validate` warns about them (the seed's longest example is 140 characters).
+MAX_SUMMARY = 200
+
 STATUSES = (
     "active", "valid", "partial", "challenged", "corrected",
     "superseded", "refined", "invalidated", "stale", "deprecated",

@@ -11,14 +11,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cortexfs import templates
-from cortexfs.atoms import EXPERIMENT, PATTERN, Atom, Kind, id_number, kind_of_filename
+from cortexfs.atoms import (
+    EXPERIMENT,
+    MAX_SUMMARY,
+    PATTERN,
+    Atom,
+    Kind,
+    id_number,
+    kind_of_filename,
+)
 from cortexfs.errors import InvalidInputError
 from cortexfs.frontmatter import dump_scalar, parse
 from cortexfs.fsutil import file_lock
 from cortexfs.store import Project
 
 TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]{0,63}$")
-MAX_SUMMARY = 300
 
 
 @dataclass
