@@ -1,9 +1,40 @@
-"""`cortex` commands: validate (filled in by its issue)."""
+"""`cortex validate`: check atoms against SPEC §2 (and the governance checks)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from cortexfs.cli import common
+
+_COLOURS = {"error": "red", "warning": "yellow"}
+
+
+def validate(
+    projects: Annotated[list[str] | None, typer.Argument(
+        metavar="[PROJECT]...", help="Projects to check (default: all).")] = None,
+    fmt: Annotated[str, typer.Option(
+        "--format", "-f", metavar="text|json", help="Output: text for people, json for tools.")]
+        = "text",
+) -> None:
+    """Check every atom's frontmatter (and the governance files); exit 1 on any error."""
+    from cortexfs.validate import validate as run
+
+    fmt = common.check_format(fmt)
+    store = common.open_store()
+    report = run(store, store.select(projects))
+    if fmt == "json":
+        common.print_json(report.to_dict())
+    else:
+        for finding in report.findings:
+            severity = typer.style(f"{finding.severity:<7}", fg=_COLOURS[finding.severity])
+            typer.echo(f"{severity}  {finding.location}  [{finding.rule}] {finding.message}")
+        typer.secho(report.summary(), fg="green" if report.ok else "red")
+    if not report.ok:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+    app.command("validate")(validate)
