@@ -1,9 +1,223 @@
-"""`cortex` commands: governance (filled in by its issue)."""
+"""`cortex tasks …`, `cortex decision new`, `cortex maintain` and `cortex ready`."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Annotated
+
 import typer
+
+from cortexfs.cli import common
+
+if TYPE_CHECKING:
+    from cortexfs.store import Project, Store
+
+tasks_app = typer.Typer(help="The project's task queue (TASKS.yaml).", no_args_is_help=True)
+decision_app = typer.Typer(help="Decision records (decisions/NNNN-title.md).",
+                           no_args_is_help=True)
+
+ProjectOpt = Annotated[str | None, typer.Option(
+    "--project", "-p", help="Project (may be left out when the store has only one).")]
+NoCommit = Annotated[bool, typer.Option("--no-commit", help="Write the files but do not commit.")]
+Format = Annotated[str, typer.Option("--format", "-f", metavar="text|json",
+                                     help="Output: text for people, json for tools.")]
+
+
+def _one_project(store: Store, name: str | None) -> Project:
+    """The named project, or the store's only project when none is named."""
+    from cortexfs.errors import InvalidInputError
+
+    if name is not None:
+        return store.project(name)
+    names = store.project_names()
+    if len(names) == 1:
+        return store.project(names[0])
+    known = ", ".join(names) or "none yet: create one with `cortex project new NAME`"
+    raise InvalidInputError(f"which project? pass --project NAME (projects: {known})")
+
+
+def _split(values: list[str] | None) -> list[str]:
+    out: list[str] = []
+    for value in values or []:
+        out.extend(v.strip() for v in value.split(",") if v.strip())
+    return list(dict.fromkeys(out))
+
+
+def _rewritten_note(rewritten: bool, project: Project) -> None:
+    if rewritten:
+        common.warn(f"{project.name}/TASKS.yaml has a layout cortex cannot edit in place, so it "
+                    "was rewritten from its data: its comments other than the leading ones "
+                    "are gone (see git diff)")
+
+
+# --- tasks ---------------------------------------------------------------------------------------
+
+
+@tasks_app.command("list")
+def tasks_list(
+    project: ProjectOpt = None,
+    show_all: Annotated[bool, typer.Option("--all", "-a", help="Include done tasks.")] = False,
+    status: Annotated[str | None, typer.Option(
+        "--status", "-s", metavar="todo|doing|done|blocked", help="Only tasks with this status.")]
+        = None,
+    fmt: Format = "text",
+) -> None:
+    """List tasks, doing first, then todo, blocked (and done with --all), by priority."""
+    from cortexfs import tasks
+    from cortexfs.errors import InvalidInputError
+
+    fmt = common.check_format(fmt)
+    if status is not None and status not in tasks.TASK_STATUSES:
+        raise InvalidInputError(f"unknown --status {status!r}: use one of "
+                                f"{'|'.join(tasks.TASK_STATUSES)}")
+    store = common.open_store()
+    projects = [store.project(project)] if project else store.projects()
+    rows: list[dict[str, object]] = []
+    problems: list[dict[str, object]] = []
+    for proj in projects:
+        tf = tasks.load(proj)
+        if tf.shape is None and project is not None:
+            first = tf.errors[0]
+            raise InvalidInputError(f"{tf.path}:{first.line}: {first.message}")
+        for p in tf.problems:
+            problems.append({"project": proj.name, "level": p.level, "line": p.line,
+                             "message": p.message})
+        done = {t.id for t in tf.tasks if t.status == "done"}
+        for task in sorted(tf.tasks, key=tasks.sort_key):
+            if status is not None and task.status != status:
+                continue
+            if status is None and not show_all and task.status == "done":
+                continue
+            waiting = [d for d in task.depends_on if d not in done and tf.get(d) is not None]
+            rows.append({"project": proj.name, **task.to_json(), "waiting-for": waiting})
+    if fmt == "json":
+        common.print_json({"tasks": rows, "problems": problems})
+        return
+    many = len(projects) > 1
+    for row in rows:
+        prefix = f"{row['project']}  " if many else ""
+        prio = str(row["priority"]) if row["priority"] is not None else "-"
+        line = f"{prefix}{row['id']:<6} {row['status']:<7} {prio:<4} {row['text']}"
+        pending = row["waiting-for"]
+        if isinstance(pending, list) and pending and row["status"] != "done":
+            line += f"  (waits for {', '.join(str(w) for w in pending)})"
+        typer.echo(line)
+    if not rows:
+        typer.echo("no tasks" if show_all or status else "no open tasks")
+    errors = [p for p in problems if p["level"] == "error"]
+    if errors:
+        names = sorted({str(p["project"]) for p in errors})
+        common.warn(f"TASKS.yaml has {len(errors)} error(s) in {', '.join(names)}: run "
+                    "`cortex validate` for details")
+
+
+@tasks_app.command("add")
+def tasks_add(
+    text: Annotated[str, typer.Argument(help="What to do, in one line.")],
+    project: ProjectOpt = None,
+    priority: Annotated[str | None, typer.Option(
+        "--priority", help="P0 (highest) … P3, or any label.")] = None,
+    why: Annotated[str | None, typer.Option("--why", help="Why it matters.")] = None,
+    done_when: Annotated[str | None, typer.Option(
+        "--done-when", help="The condition that makes it done.")] = None,
+    depends_on: Annotated[list[str] | None, typer.Option(
+        "--depends-on", "-d", help="Task ids it waits for (repeat or comma-separate).")] = None,
+    status: Annotated[str, typer.Option(
+        "--status", metavar="todo|doing|done|blocked", help="Initial status.")] = "todo",
+    no_commit: NoCommit = False,
+) -> None:
+    """Append a task to TASKS.yaml with the next id (T-N) and print that id."""
+    from cortexfs import git, tasks
+
+    store = common.open_store()
+    proj = _one_project(store, project)
+    result = tasks.add_task(proj, text, priority=priority, why=why, done_when=done_when,
+                            depends_on=_split(depends_on), status=status)
+    _rewritten_note(result.rewritten, proj)
+    task = result.tasks[0]
+    if not no_commit:
+        git.commit_paths(store, result.paths, f"tasks: add {task.id} — {task.text}")
+    typer.echo(task.id)
+
+
+@tasks_app.command("done")
+def tasks_done(
+    task_id: Annotated[str, typer.Argument(metavar="ID", help="The task's id, e.g. T-3.")],
+    project: ProjectOpt = None,
+    no_commit: NoCommit = False,
+) -> None:
+    """Mark a task done and stamp its completed-at with today's date."""
+    from cortexfs import git, tasks
+
+    store = common.open_store()
+    proj = _one_project(store, project)
+    result = tasks.set_status(proj, task_id, "done")
+    _rewritten_note(result.rewritten, proj)
+    task = result.tasks[0]
+    if result.paths and not no_commit:
+        git.commit_paths(store, result.paths, f"tasks: done {task.id} — {task.text}")
+    completed = task.completed_at.isoformat() if task.completed_at else "?"
+    common.ok(f"{task.id} done (completed-at {completed}): {task.text}")
+
+
+@tasks_app.command("archive")
+def tasks_archive(
+    project: ProjectOpt = None,
+    older_than: Annotated[int, typer.Option(
+        "--older-than", metavar="DAYS", help="Archive tasks completed more than DAYS ago.")]
+        = 3,
+    no_commit: NoCommit = False,
+) -> None:
+    """Move done tasks completed more than 3 days ago to tasks-archive.md, and commit."""
+    from pathlib import Path
+
+    from cortexfs import git, tasks
+
+    store = common.open_store()
+    projects = [store.project(project)] if project else store.projects()
+    paths: list[Path] = []
+    moved: list[str] = []
+    for proj in projects:
+        result = tasks.archive(proj, older_than_days=older_than)
+        _rewritten_note(result.rewritten, proj)
+        if result.tasks:
+            ids = ", ".join(t.id for t in result.tasks)
+            moved.append(f"{proj.name}: {ids}")
+            paths.extend(result.paths)
+            common.ok(f"{proj.name}: archived {ids} to {tasks.ARCHIVE_FILE}")
+        if result.undated:
+            common.warn(f"{proj.name}: done without completed-at, so not archived: "
+                        f"{', '.join(result.undated)} (add `completed-at: YYYY-MM-DD`)")
+    if not moved:
+        typer.echo(f"nothing to archive: no done task completed more than {older_than} "
+                   f"day{'s' if older_than != 1 else ''} ago")
+        return
+    if not no_commit:
+        git.commit_paths(store, paths, f"auto-archive: completed tasks ({'; '.join(moved)})")
+
+
+# --- decisions -----------------------------------------------------------------------------------
+
+
+@decision_app.command("new")
+def decision_new(
+    title: Annotated[str, typer.Argument(help="The decision's title, e.g. \"Store atoms as "
+                                         "files\".")],
+    project: Annotated[str | None, typer.Option(
+        "--project", "-p", help="Project decision (default: a system-level decision in "
+        "context/decisions/).")] = None,
+    no_commit: NoCommit = False,
+) -> None:
+    """Write the next decision record NNNN-title.md from its template and print its path."""
+    from cortexfs import decisions, git
+
+    store = common.open_store()
+    path = decisions.new_decision(store, title, project)
+    if not no_commit:
+        git.commit_paths(store, [path], f"decision: add {path.stem}")
+    typer.echo(str(path))
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+    app.add_typer(tasks_app, name="tasks")
+    app.add_typer(decision_app, name="decision")

@@ -1,0 +1,219 @@
+"""Decision records: `NNNN-title.md` files in a `decisions/` folder, their checks and creation.
+
+A record holds a Date and a Status (as `- **Date**: 2026-05-01` lines, `Date:` lines, their
+own `## Date` sections, or frontmatter keys) and the sections Context, Alternatives (at least
+two: list items, or sub-headings when the options have their own headings), Decision and
+Consequences. Section headings match case-insensitively by their first word, so
+"## Context and problem statement" or "## Alternatives considered" count.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+from cortexfs import templates
+from cortexfs.errors import InvalidInputError
+from cortexfs.fsutil import atomic_write, file_lock
+from cortexfs.store import Store
+
+FOLDER = "decisions"
+RECORD_NAME = re.compile(r"^(\d{4})-([a-z0-9]+(?:-[a-z0-9]+)*)\.md$")
+_NUMBERED = re.compile(r"^(?:DR-)?(\d{4})-")
+MAX_SLUG = 60
+MIN_ALTERNATIVES = 2
+
+FIELDS = ("Date", "Status")
+# section → the words a heading may start with
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "Context": ("context", "background", "problem"),
+    "Alternatives": ("alternatives", "options", "considered options", "alternatives considered",
+                     "options considered"),
+    "Decision": ("decision",),
+    "Consequences": ("consequences",),
+}
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+_FIELD = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?(?:\*\*|__)?(date|status)(?:\*\*|__)?[ \t]*:"
+                    r"(?:\*\*|__)?[ \t]*(.*)$", re.I)
+_LIST_ITEM = re.compile(r"^ {0,1}(?:[-*+]|\d+[.)])[ \t]+\S")
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_ISO_DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
+
+
+@dataclass
+class RecordProblem:
+    """Something a decision record lacks; `line` is 1-based where known."""
+
+    line: int | None
+    message: str
+
+
+def _blank_comments(text: str) -> str:
+    """`text` with HTML comments replaced by spaces (line numbers stay the same)."""
+    return _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
+def check_record(text: str) -> list[RecordProblem]:
+    """What a decision record's text lacks (empty list when it is complete)."""
+    lines = _blank_comments(text).splitlines()
+    start = 0
+    fields: dict[str, tuple[int, str]] = {}
+    if lines and lines[0].strip() == "---":
+        for i in range(1, len(lines)):
+            if lines[i].strip() in ("---", "..."):
+                start = i + 1
+                break
+            m = re.match(r"^(date|status)[ \t]*:[ \t]*(.*)$", lines[i], re.I)
+            if m:
+                fields.setdefault(m.group(1).lower(), (i + 1, m.group(2).strip()))
+    headings: list[tuple[int, int, str]] = []  # (line index, level, normalised title)
+    for i in range(start, len(lines)):
+        m = _HEADING.match(lines[i])
+        if m:
+            title = re.sub(r"[^a-z0-9 ]+", " ", m.group(2).lower())
+            headings.append((i, len(m.group(1)), " ".join(title.split())))
+        else:
+            f = _FIELD.match(lines[i])
+            if f and f.group(2).strip():
+                fields.setdefault(f.group(1).lower(), (i + 1, f.group(2).strip()))
+    for i, (idx, _level, title) in enumerate(headings):
+        if title in ("date", "status"):
+            body = _section_lines(lines, headings, i)
+            value = next((ln.strip() for ln in body if ln.strip()), "")
+            if value:
+                fields.setdefault(title, (idx + 1, value))
+    problems: list[RecordProblem] = []
+    for name in FIELDS:
+        if name.lower() not in fields:
+            problems.append(RecordProblem(None, f"no {name}: add a line `- **{name}**: …` "
+                                          "under the title"))
+    if "date" in fields:
+        line, value = fields["date"]
+        found = _ISO_DATE.search(value)
+        if found is None or _as_date(found.group(1)) is None:
+            problems.append(RecordProblem(line, f"Date {value!r} is not a date: write "
+                                          "YYYY-MM-DD"))
+    for name, starts in SECTIONS.items():
+        index = _find_section(headings, starts)
+        if index is None:
+            problems.append(RecordProblem(None, f"no {name} section: add `## {name}`"))
+            continue
+        line = headings[index][0] + 1
+        body = _section_lines(lines, headings, index)
+        if name == "Alternatives":
+            count = _count_alternatives(body, headings, index)
+            if count < MIN_ALTERNATIVES:
+                problems.append(RecordProblem(
+                    line, f"Alternatives lists {count} option{'s' if count != 1 else ''}: "
+                    f"record at least {MIN_ALTERNATIVES} (one list item each, including the "
+                    "one chosen)"))
+        elif not any(ln.strip() for ln in body):
+            problems.append(RecordProblem(line, f"the {name} section is empty: write it"))
+    return problems
+
+
+def _as_date(text: str) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def _find_section(headings: list[tuple[int, int, str]], starts: tuple[str, ...]) -> int | None:
+    for i, (_idx, level, title) in enumerate(headings):
+        if level >= 2 and any(title == s or title.startswith(s + " ") for s in starts):
+            return i
+    return None
+
+
+def _section_lines(lines: list[str], headings: list[tuple[int, int, str]], i: int) -> list[str]:
+    """The lines under heading `i`, up to the next heading of the same or a higher level
+    (sub-headings and their text included)."""
+    idx, level, _ = headings[i]
+    end = len(lines)
+    for nxt_idx, nxt_level, _ in headings[i + 1:]:
+        if nxt_level <= level:
+            end = nxt_idx
+            break
+    return lines[idx + 1:end]
+
+
+def _count_alternatives(body: list[str], headings: list[tuple[int, int, str]], i: int) -> int:
+    level = headings[i][1]
+    sub = 0
+    for _idx, nxt_level, _ in headings[i + 1:]:
+        if nxt_level <= level:
+            break
+        if nxt_level == level + 1:
+            sub += 1
+    if sub:
+        return sub
+    return sum(1 for ln in body if _LIST_ITEM.match(ln))
+
+
+# --- files -------------------------------------------------------------------------------------
+
+
+def record_number(name: str) -> int | None:
+    """1 for `0001-use-git.md` (and the seed's `DR-0001-…`); None for other names."""
+    m = _NUMBERED.match(name)
+    return int(m.group(1)) if m else None
+
+
+def records(folder: Path) -> list[Path]:
+    """The markdown files of a decisions folder, except its CORTEX.md / index.md."""
+    try:
+        names = sorted(p.name for p in folder.iterdir() if p.is_file())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [folder / n for n in names
+            if n.endswith(".md") and n not in ("CORTEX.md", "index.md", "README.md")
+            and not n.startswith(".")]
+
+
+def slugify(title: str) -> str:
+    """`Use Git, not SQLite!` → `use-git-not-sqlite` (ASCII, at most 60 characters)."""
+    ascii_text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")
+    if len(slug) > MAX_SLUG:
+        cut = slug[:MAX_SLUG + 1]
+        slug = cut.rsplit("-", 1)[0] if "-" in cut else slug[:MAX_SLUG]
+    return slug.strip("-")
+
+
+def folder_for(store: Store, project: str | None) -> Path:
+    """`context/decisions/`, or the project's `decisions/` folder."""
+    if project is None:
+        return store.context / FOLDER
+    return store.project(project).root / FOLDER
+
+
+def new_decision(store: Store, title: str, project: str | None = None,
+                 today: dt.date | None = None) -> Path:
+    """Write the next `NNNN-slug.md` from the decision template; returns its path."""
+    title = " ".join(title.split())
+    if not title:
+        raise InvalidInputError("the decision title is empty: pass it, e.g. "
+                                "`cortex decision new \"Store atoms as files\"`")
+    slug = slugify(title)
+    if not slug:
+        raise InvalidInputError(f"the title {title!r} has no letters or digits to name the "
+                                "file after: use a title with some")
+    store.require()
+    folder = folder_for(store, project)
+    lock = store.locks_dir / f"decisions-{project or '_store'}.lock"
+    with file_lock(lock, what="decision numbers"):
+        numbers = [record_number(p.name) or 0 for p in records(folder)]
+        number = max(numbers, default=0) + 1
+        if number > 9999:
+            raise InvalidInputError(f"{folder} already holds decision 9999: archive old "
+                                    "records before adding more")
+        path = folder / f"{number:04d}-{slug}.md"
+        text = templates.render(store, "project/decision.md.j2", number=f"{number:04d}",
+                                title=title, date=(today or dt.date.today()).isoformat(),
+                                project=project or "")
+        atomic_write(path, text)
+    return path
