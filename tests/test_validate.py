@@ -83,6 +83,15 @@ def messages(store: Store) -> list[str]:
     return [f.message for f in validate(store).findings]
 
 
+REGISTERED_EXTRA_CHECKS = list(validation.EXTRA_CHECKS)
+
+
+@pytest.fixture(autouse=True)
+def atom_rules_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests pin the atom rules' exact findings: governance checks have their own."""
+    monkeypatch.setattr(validation, "EXTRA_CHECKS", [])
+
+
 @pytest.fixture
 def base(project: Project, write_atom: WriteAtom) -> Project:
     """flywheel with one valid experiment, EXP-001, that other atoms can cite."""
@@ -554,6 +563,17 @@ def test_extra_checks_are_called_and_reported(base: Project, store: Store, tmp_p
 
 
 # --- the command ---------------------------------------------------------------------------
+
+
+def test_fresh_project_and_new_atoms_pass_with_every_check(
+        cli, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(validation, "EXTRA_CHECKS", REGISTERED_EXTRA_CHECKS)
+    assert cli("new", "exp", "-p", "flywheel", "-s", "First run", "-t", "a").exit_code == 0
+    assert cli("new", "k", "-p", "flywheel", "-s", "A fact", "-t", "a",
+               "-e", "EXP-001").exit_code == 0
+    result = cli("validate")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1].startswith("0 errors, ")
 
 
 def test_cli_clean_store_exits_0(cli, base: Project) -> None:

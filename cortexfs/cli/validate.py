@@ -13,7 +13,7 @@ _COLOURS = {"error": "red", "warning": "yellow"}
 
 def validate(
     projects: Annotated[list[str] | None, typer.Argument(
-        metavar="[PROJECT]...", help="Projects to check (default: all).")] = None,
+        metavar="PROJECT", help="Projects to check (default: all).")] = None,
     fmt: Annotated[str, typer.Option(
         "--format", "-f", metavar="text|json", help="Output: text for people, json for tools.")]
         = "text",
