@@ -9,4 +9,5 @@ Imported lazily so a regeneration pays only for the generators it runs.
 from __future__ import annotations
 
 GENERATORS: list[str] = [
+    "cortexfs.hippocampus:regen",
 ]
