@@ -50,7 +50,9 @@ ERROR: Severity = "error"
 WARNING: Severity = "warning"
 
 # Further checks, "module:function"; see the module docstring.
-EXTRA_CHECKS: list[str] = []
+EXTRA_CHECKS: list[str] = [
+    "cortexfs.governance:check",
+]
 
 
 @dataclass(frozen=True)
@@ -185,10 +187,9 @@ class Context:
         for kind in KINDS:
             try:
                 names = os.listdir(self.project.folder(kind))
-            except (FileNotFoundError, NotADirectoryError):
+            except OSError:  # no such folder (or unreadable: the loader reports nothing either)
                 continue
-            stray.extend((kind, n) for n in sorted(names)
-                         if n not in read and not n.startswith("."))
+            stray.extend((kind, n) for n in names if n not in read and not n.startswith("."))
         return stray
 
 
@@ -624,17 +625,18 @@ def check_project(project: Project, loaded: LoadedProject) -> list[Finding]:
     prefix = f"projects/{project.name}/"
     findings: list[Finding] = []
     atom_rules = [(r.name, r.severity, r.check) for r in RULES if r.per_atom]
-    pending: dict[str, list[tuple[str, Severity, Issue]]] = {}
+    pending: dict[int, tuple[Atom, list[tuple[str, Severity, Issue]]]] = {}
     atoms = loaded.atoms
     for name, severity, check in atom_rules:
         # rule by rule over all atoms: map() keeps the per-atom cost to the rule itself
         for atom, issues in zip(atoms, map(check, atoms, repeat(ctx)), strict=True):
             if issues:
-                found = pending.setdefault(str(atom.path), [])
+                found = pending.setdefault(id(atom), (atom, []))[1]
                 found.extend((name, severity, issue) for issue in issues)
-    for path, issues in pending.items():
-        lines = _key_lines(path) if any(i.key for _, _, i in issues) else {}
-        rel = prefix + _project_relative(project, path)
+    for atom, issues in pending.values():
+        # the one file read of validation: where the keys with findings are, for their lines
+        lines = _key_lines(str(atom.path)) if any(i.key for _, _, i in issues) else {}
+        rel = f"{prefix}{atom.kind.folder}/{atom.path.name}"
         for name, severity, issue in issues:
             line = lines.get(issue.key) if issue.key else None
             findings.append(Finding(severity, name, rel, line, issue.message))
