@@ -3,6 +3,14 @@
 Quirks handled here and nowhere else: a UTF-8 BOM, CRLF line endings, PyYAML turning
 dates into `date` objects, empty frontmatter, `---` lines inside the body, and keys
 named `content` (which python-frontmatter's `loads()` would collide with).
+
+Loading has two paths that give identical results. Most atoms are plain `key: value` and
+`key: [a, b]` lines, which `fast_mapping` reads without the YAML library (about ten times
+faster than even libyaml, and no import). It refuses — returns None — anything it is not
+certain about (block lists, anchors, escapes, YAML 1.1's `yes`/`0x1F`/`1:30`/`.inf`
+scalars, comments after values, tabs …), and then the YAML library decides. A property
+test (tests/test_frontmatter.py) checks that whatever the fast path accepts, it reads
+exactly as `yaml.load(…, CSafeLoader)` + `normalize` does.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ MAX_ATOM_BYTES = 1_000_000  # bigger files are not atoms someone wrote by hand: 
 
 _FENCE = re.compile(r"^---[ \t]*\r?$")
 _CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$")
+_CLOSE_LINE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
 _TOP_KEY = re.compile(r"^([A-Za-z_][\w.-]*)[ \t]*:(?:[ \t]|$)")
 
 
@@ -34,32 +43,61 @@ class Document:
     body_line: int  # 1-based line number of the first body line
 
 
+@dataclass(frozen=True)
+class Span:
+    """Where the parts of a file's text are: `text[fm_start:fm_end]` is the YAML,
+    `text[body_start:]` the body. Lines are ended by "\\n" (a "\\r" before it belongs to
+    the line ending); a BOM is skipped."""
+
+    fm_start: int
+    fm_end: int
+    body_start: int
+    body_line: int  # 1-based line number of the first body line
+
+
+def locate(text: str, path: str = "<string>") -> Span:
+    """Find the frontmatter fences; AtomParseError when there is no (closed) frontmatter."""
+    start = len(BOM) if text.startswith(BOM) else 0
+    nl = text.find("\n", start)
+    first = text[start:] if nl < 0 else text[start:nl]
+    if not _FENCE.match(first):
+        raise AtomParseError(path, "no frontmatter: the file must start with a line '---'", 1)
+    m = _CLOSE_LINE.search(text, nl + 1) if nl >= 0 else None
+    if m is None:
+        raise AtomParseError(path, "frontmatter is not closed: add a line '---' after it", 1)
+    body_start = min(m.end() + 1, len(text))
+    return Span(nl + 1, m.start(), body_start, text.count("\n", 0, body_start) + 1)
+
+
 @dataclass
 class _Split:
     bom: str
-    lines: list[str]  # every line of the text, line endings kept
+    lines: list[str]  # every line of the text after the BOM, "\n" endings kept
     open_idx: int  # index of the opening fence line (always 0)
     close_idx: int  # index of the closing fence line
 
 
+def _lines(text: str) -> list[str]:
+    """`text` cut after each "\\n" (unlike str.splitlines, which also cuts at \\r, \\x0c …)."""
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
 def _split(text: str, path: str) -> _Split:
+    span = locate(text, path)
     bom = BOM if text.startswith(BOM) else ""
-    lines = text[len(bom):].splitlines(keepends=True)
-    if not lines or not _FENCE.match(lines[0].rstrip("\n")):
-        raise AtomParseError(path, "no frontmatter: the file must start with a line '---'", 1)
-    for i in range(1, len(lines)):
-        if _CLOSE.match(lines[i].rstrip("\n")):
-            return _Split(bom, lines, 0, i)
-    raise AtomParseError(path, "frontmatter is not closed: add a line '---' after it", 1)
+    close_idx = text.count("\n", 0, span.fm_end) - text.count("\n", 0, len(bom))
+    return _Split(bom, _lines(text[len(bom):]), 0, close_idx)
 
 
 def parse(text: str, path: str = "<string>") -> Document:
     """Parse a markdown file's text; AtomParseError (with line) when the frontmatter is bad."""
-    parts = _split(text, path)
-    fm_text = "".join(parts.lines[1:parts.close_idx])
-    meta = load_yaml_mapping(fm_text, path, first_line=2)
-    body = "".join(parts.lines[parts.close_idx + 1:])
-    return Document(meta, body, parts.close_idx + 2)
+    span = locate(text, path)
+    meta = load_mapping(text[span.fm_start:span.fm_end], path, first_line=2)
+    return Document(meta, text[span.body_start:], span.body_line)
 
 
 def read(path: Path) -> Document:
@@ -85,18 +123,186 @@ def decode(raw: bytes, path: str) -> str:
             from None
 
 
+def load_mapping(fm_text: str, path: str, first_line: int) -> dict[str, Any]:
+    """The frontmatter mapping, normalised: the fast path when it is sure, else YAML."""
+    meta = fast_mapping(fm_text)
+    return meta if meta is not None else load_yaml_mapping(fm_text, path, first_line)
+
+
+# --- the fast path ---------------------------------------------------------------------------
+
+# Characters the fast path accepts anywhere: printable (as YAML's reader defines it) minus
+# tab, NEL, LS, PS and the BOM, which YAML treats as whitespace or line breaks.
+_UNSURE_CHAR = re.compile(
+    "[^\n\r\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+)
+# One line of frontmatter: `key: value`, `key:`, a block-list item `  - value`, a whole-line
+# comment at column 0, or a blank line.
+_LINE = re.compile(
+    r"^(?:([A-Za-z_][A-Za-z0-9_.-]{0,127}):(?: +(.*))?|( *-) +(.*)|#.*| *)\r?$", re.MULTILINE
+)
+_DQ = re.compile(r'"([^"\\]*)"')
+_SQ = re.compile(r"'((?:[^']|'')*)'")
+_INDICATOR = frozenset("-?:,[]{}#&*!|>'\"%@`")
+_FLOW_UNSURE = frozenset(":#[]{}")
+# PyYAML's YAML 1.1 implicit resolvers (yaml/resolver.py), for plain scalars.
+_BOOL = re.compile(r"yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF")
+_TRUE = frozenset({"yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"})
+_NULL = frozenset({"~", "null", "Null", "NULL"})
+_NUMBERISH = re.compile(r"""
+    [-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+  | \.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
+  | [-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+  | [-+]?\.(?:inf|Inf|INF)
+  | \.(?:nan|NaN|NAN)
+  | [-+]?0b[0-1_]+
+  | [-+]?0[0-7_]+
+  | [-+]?(?:0|[1-9][0-9_]*)
+  | [-+]?0x[0-9a-fA-F_]+
+  | [-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+
+  | [0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]
+  | [0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?
+    (?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?
+    (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?
+""", re.VERBOSE)
+_INT = re.compile(r"0|[1-9][0-9]{0,17}")
+_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
+
+
+class _Unsure(Exception):
+    """The fast path cannot be certain what YAML makes of this: let YAML decide."""
+
+
+def fast_mapping(fm_text: str) -> dict[str, Any] | None:
+    """The frontmatter as YAML + `normalize` would give it, or None when not certain."""
+    if _UNSURE_CHAR.search(fm_text) or fm_text.count("\r") != fm_text.count("\r\n"):
+        return None
+    lines = _LINE.findall(fm_text)
+    if len(lines) != fm_text.count("\n") + 1:
+        return None  # a line of some other shape (indented, `key:value`, a `#` after spaces …)
+    out: dict[str, Any] = {}
+    key = ""  # the last key, while block-list items may still follow it
+    indent = None  # the indentation of that key's `- item` lines
+    try:
+        for name, raw, item_indent, item in lines:
+            if name:
+                if name in out or (name[0] in "yYnNoOtTfF" and _plain(name) != name):
+                    return None  # a duplicate, or a key YAML reads as a bool or null
+                raw = raw.rstrip(" \r")
+                out[name] = _cached_value(raw)
+                key, indent = (name, None) if not raw else ("", None)
+            elif item_indent:  # `  -`, the indentation and the dash of a list item
+                if not key or (indent is not None and item_indent != indent):
+                    return None  # an item with no list to belong to, or a nested list
+                if indent is None:
+                    indent, out[key] = item_indent, []
+                item = item.rstrip(" \r")
+                if not item or item[0] in "[{":
+                    return None
+                out[key].append(_cached_value(item))
+    except _Unsure:
+        return None
+    return out
+
+
+def _cached_value(raw: str) -> Any:
+    value = _MEMO.get(raw, _MISS)
+    if value is _MISS:
+        value = _value(raw)
+        if len(_MEMO) >= _MEMO_MAX:
+            _MEMO.clear()
+        _MEMO[raw] = tuple(value) if isinstance(value, list) else value
+    return list(value) if isinstance(value, tuple) else value
+
+
+# Values repeat across atoms (projects, statuses, dates, tags): remember what each read as.
+# Lists are kept as tuples so that no caller can change a remembered value.
+_MEMO: dict[str, Any] = {}
+_MEMO_MAX = 100_000
+_MISS = object()
+
+
+def _value(raw: str) -> Any:
+    if not raw:
+        return None
+    first = raw[0]
+    if first == '"':
+        return _quoted(raw)
+    if first == "'":
+        return _quoted(raw)
+    if first == "[":
+        if raw[-1] != "]":
+            raise _Unsure
+        inner = raw[1:-1]
+        if not inner.strip(" "):
+            return []
+        items = []
+        for item in inner.split(","):
+            item = item.strip(" ")
+            if not item:
+                raise _Unsure
+            if item[0] in "\"'":
+                items.append(_quoted(item))
+            elif _FLOW_UNSURE.isdisjoint(item):
+                items.append(_plain(item))
+            else:
+                raise _Unsure
+        return items
+    if " #" in raw or ": " in raw or raw[-1] == ":":
+        raise _Unsure
+    return _plain(raw)
+
+
+def _quoted(raw: str) -> str:
+    m = (_DQ if raw[0] == '"' else _SQ).fullmatch(raw)
+    if m is None:
+        raise _Unsure
+    return m.group(1) if raw[0] == '"' else m.group(1).replace("''", "'")
+
+
+def _plain(text: str) -> Any:
+    """A one-line plain scalar resolved as PyYAML's YAML 1.1 resolver does (dates as ISO)."""
+    first = text[0]
+    if first in _INDICATOR:
+        raise _Unsure
+    if first in "0123456789+.":
+        if _INT.fullmatch(text):
+            return int(text)
+        m = _DATE.fullmatch(text)
+        if m:
+            try:
+                return dt.date(int(m[1]), int(m[2]), int(m[3])).isoformat()
+            except ValueError:
+                raise _Unsure from None
+        if _NUMBERISH.fullmatch(text):
+            raise _Unsure
+        return text
+    if first in "yYnNtTfFoO" and _BOOL.fullmatch(text):
+        return text in _TRUE
+    if text in _NULL:
+        return None
+    if text in ("<<", "="):
+        raise _Unsure
+    return text
+
+
+# --- the YAML library ------------------------------------------------------------------------
+
+
 def load_yaml_mapping(fm_text: str, path: str, first_line: int) -> dict[str, Any]:
     """Safely load YAML frontmatter that must be a mapping (or empty), normalised."""
     import yaml
-    from frontmatter.default_handlers import YAMLHandler
 
+    # python-frontmatter's YAMLHandler does exactly this load; calling yaml directly saves
+    # importing that package on the paths that need no other part of it.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         try:
-            data = YAMLHandler().load(fm_text)
+            data = yaml.load(fm_text, Loader=loader)  # noqa: S506 - a safe loader
         except ValueError:
             # PyYAML builds dates eagerly, so `date: 2026-13-45` raises ValueError (not a
             # YAMLError): keep such impossible dates as text for validation to report.
-            data = yaml.load(fm_text, Loader=_lenient_loader())
+            data = yaml.load(fm_text, Loader=_lenient_loader())  # noqa: S506
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         line = first_line + mark.line if mark is not None else first_line
@@ -173,8 +379,6 @@ def normalize(value: Any) -> Any:
 
 def dump_scalar(value: Any) -> str:
     """A value as inline YAML that loads back to exactly `value`."""
-    import yaml
-
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -184,13 +388,25 @@ def dump_scalar(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_dump_flow_item(v) for v in value) + "]"
     text = str(value)
-    if _PLAIN_SAFE.match(text):
-        try:
-            if yaml.safe_load(text) == text:
-                return text
-        except yaml.YAMLError:
-            pass
+    if _PLAIN_SAFE.match(text) and _reads_back_plain(text):
+        return text
     return json.dumps(text, ensure_ascii=False)
+
+
+def _reads_back_plain(text: str) -> bool:
+    """Whether `text` written unquoted after `key: ` loads back as exactly `text`."""
+    if text != text.strip(" ") or _DATE.fullmatch(text):
+        return False  # YAML strips the spaces; a date would load as a date object
+    try:
+        return bool(_value(text) == text)
+    except _Unsure:
+        pass
+    import yaml
+
+    try:
+        return bool(yaml.safe_load(text) == text)
+    except yaml.YAMLError:
+        return False
 
 
 _PLAIN_SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_ ./:+-]*$")
@@ -198,7 +414,12 @@ _FLOW_SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+-]*$")
 
 
 def _dump_flow_item(value: Any) -> str:
-    if isinstance(value, str) and _FLOW_SAFE.match(value):
+    if isinstance(value, str) and _FLOW_SAFE.match(value) and not _DATE.fullmatch(value):
+        try:
+            if _plain(value) == value:
+                return value
+        except _Unsure:
+            pass
         import yaml
 
         if yaml.safe_load(value) == value:
@@ -218,7 +439,7 @@ def set_keys(text: str, updates: dict[str, Any], path: str = "<string>") -> str:
     lines = parts.lines
     eol = "\r\n" if lines[0].endswith("\r\n") else "\n"
     block = lines[1:parts.close_idx]
-    before = load_yaml_mapping("".join(block), path, 2)
+    before = load_mapping("".join(block), path, 2)
     pending = dict(updates)
     out: list[str] = []
     i = 0
