@@ -58,7 +58,9 @@ def init_store(store: Store) -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True)
     _create(ctx / "CORTEX.md",
             templates.render(store, "store/CORTEX.md.j2", generated_block=EMPTY_BLOCK), created)
-    _create(ctx / "OVERVIEW.md", templates.render(store, "store/OVERVIEW.md.j2"), created)
+    from cortexfs.overview import render_overview
+
+    _create(ctx / "OVERVIEW.md", render_overview(store, []), created)
     _create(ctx / "user" / "USER.md", templates.render(store, "store/USER.md.j2"), created)
     for name, (title, purpose) in STORE_FOLDERS.items():
         _create(ctx / name / "CORTEX.md", templates.render(

@@ -234,9 +234,15 @@ NONE: tuple[Issue, ...] = ()
 # --- value shapes ----------------------------------------------------------------------------
 
 
+# YYYY-MM-DD, optionally with a time: what frontmatter makes of YAML dates and timestamps.
+# (datetime.fromisoformat alone would also take 20260309 and week dates such as 2026-W10.)
+_ISO_DATE = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?")
+
+
 def is_date(value: object) -> bool:
-    """An ISO date or date-time, as frontmatter normalises YAML dates (2026-03-09[T…])."""
-    if not isinstance(value, str):
+    """A real calendar date written YYYY-MM-DD, optionally followed by a time."""
+    if not isinstance(value, str) or not _ISO_DATE.fullmatch(value):
         return False
     try:
         if len(value) == 10:

@@ -1,0 +1,452 @@
+"""Generated overviews: OVERVIEW.md and the generated block of every CORTEX.md.
+
+A derived generator (see `cortexfs.derived`): `cortex index regen` calls `regen` after the
+indexes. It writes
+
+- `context/OVERVIEW.md`: one table row per project — the phase from its STATUS.md, its atom
+  counts, the date of its newest atom — and the date of the newest scan report in `scans/`;
+- in every folder of the knowledge root (hidden folders, `_meta`-style folders starting with
+  `_` and empty folders excepted), the block of its CORTEX.md between the markers
+  `scaffold.GENERATED_START` / `GENERATED_END`: the folder's files and sub-folders, one line
+  each with a description (a markdown file's frontmatter summary or first heading; a
+  sub-folder's CORTEX.md title). Atom folders list their non-atom files and a count of atoms,
+  pointing to index.md rather than repeating it.
+
+Text outside the markers is never touched. A CORTEX.md without markers gets the block
+appended at its end (with the markers, so later runs replace only the block); a folder
+without a CORTEX.md gets one from the folder template. A CORTEX.md with a start marker but
+no end marker is left alone (validation reports it). Nothing written depends on the clock:
+a second run writes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from cortexfs import templates
+from cortexfs.atoms import KINDS, Atom, kind_of_filename
+from cortexfs.fsutil import write_if_changed
+from cortexfs.scaffold import GENERATED_END, GENERATED_START, PROJECT_FOLDERS, STORE_FOLDERS
+from cortexfs.store import Store
+
+if TYPE_CHECKING:
+    from cortexfs.index import RegenContext
+
+OVERVIEW = "OVERVIEW.md"
+CORTEX = "CORTEX.md"
+MAX_ENTRIES = 200  # a folder block lists at most this many files and folders
+MAX_DESCRIPTION = 120
+HEAD_BYTES = 8192  # descriptions come from the start of a file only
+SKIP_DIRS = frozenset({"node_modules", "__pycache__"})
+_SCAN_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})")
+_HEADING = re.compile(r"^#{1,6}[ \t]+(.*?)[ \t]*#*[ \t]*$")
+_ATOM_FOLDERS = {k.folder: k for k in KINDS}
+# Files other generators write, described without reading them (they may not exist yet in
+# this run, and a description must not depend on the order generators run in).
+_GENERATED = {
+    "index.md": "generated index of this folder's atoms (do not edit)",
+    OVERVIEW: "one line per project: phase, atom counts, newest atom (generated)",
+    "HIPPOCAMPUS.md": "sparse memory index: most used atoms, by topic and time (generated)",
+}
+_KNOWN_FILES = {
+    "TASKS.yaml": "structured task queue (see: cortex tasks list)",
+    "access-log.jsonl": "access log (one JSON line per read)",
+}
+
+
+# --- which folders ---------------------------------------------------------------------------
+
+
+def _visible(name: str) -> bool:
+    return not name.startswith((".", "_")) and name not in SKIP_DIRS
+
+
+def content_dirs(store: Store) -> list[Path]:
+    """Every folder of the knowledge root that should have a CORTEX.md, parents first.
+
+    Hidden folders, folders starting with `_` (such as `_meta`), and folders holding no
+    visible file at any depth (git cannot hold them, so a fresh clone would not have them)
+    are left out.
+    """
+    found: list[Path] = []
+
+    def walk(folder: Path) -> bool:
+        try:
+            entries = list(os.scandir(folder))
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            return False
+        mark = len(found)
+        found.append(folder)
+        has_content = False
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if _visible(entry.name) and walk(Path(entry.path)):
+                    has_content = True
+            elif entry.is_file():
+                has_content = True
+        if not has_content:
+            del found[mark:]
+        return has_content
+
+    if store.context.is_dir():
+        walk(store.context)
+    return found
+
+
+# --- descriptions ------------------------------------------------------------------------------
+
+
+def _head(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read(HEAD_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    if len(text) > MAX_DESCRIPTION:
+        text = text[:MAX_DESCRIPTION - 1].rstrip() + "…"
+    return text
+
+
+def describe_markdown(text: str) -> str:
+    """A markdown file in one line: its frontmatter summary, else its first heading, else
+    its first line of text."""
+    lines = text.splitlines()
+    start = 0
+    if lines and lines[0].lstrip("\ufeff").strip() == "---":
+        for i in range(1, len(lines)):
+            if lines[i].strip() in ("---", "..."):
+                start = i + 1
+                break
+            m = re.match(r"^summary:[ \t]*(.+)$", lines[i])
+            if m:
+                value = m.group(1).strip()
+                if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                    value = value[1:-1]
+                if value:
+                    return _clip(value)
+    first_text = ""
+    in_comment = False
+    for line in lines[start:]:
+        stripped = line.strip()
+        if in_comment:
+            in_comment = "-->" not in stripped
+            continue
+        if stripped.startswith("<!--"):
+            in_comment = "-->" not in stripped
+            continue
+        m = _HEADING.match(stripped)
+        if m and m.group(1):
+            return _clip(m.group(1))
+        if stripped and not first_text:
+            first_text = stripped
+    return _clip(first_text)
+
+
+def _describe_file(path: Path) -> str:
+    name = path.name
+    if name in _GENERATED:
+        return _GENERATED[name]
+    if name in _KNOWN_FILES:
+        return _KNOWN_FILES[name]
+    suffix = path.suffix.lower()
+    if suffix in (".md", ".markdown"):
+        return describe_markdown(_head(path))
+    if suffix in (".yaml", ".yml", ".toml", ".sh", ".py"):
+        for line in _head(path).splitlines():
+            if line.startswith("#") and not line.startswith("#!"):
+                return _clip(line.lstrip("#").strip())
+    return ""
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a markdown table cell or a list item (one line, no markup breakers)."""
+    text = " ".join(text.split())
+    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
+            .replace(">", "&gt;").replace("`", "'"))
+
+
+def _link(name: str) -> str:
+    return quote(name, safe="/._-~")
+
+
+# --- blocks ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Plan:
+    """The CORTEX.md text of each folder as it will be after this run (new ones included)."""
+
+    store: Store
+    texts: dict[Path, str]  # CORTEX.md path → current or planned text
+    new: set[Path]
+
+    def title(self, folder: Path) -> str:
+        text = self.texts.get(folder / CORTEX)
+        if text is None:
+            return ""
+        return describe_markdown(text)
+
+
+def _new_cortex_md(store: Store, folder: Path) -> str:
+    """The CORTEX.md a folder gets when it has none (folder template, empty block)."""
+    from cortexfs.scaffold import EMPTY_BLOCK
+
+    rel = folder.relative_to(store.context).parts
+    if len(rel) == 2 and rel[0] == "projects":
+        return templates.render(store, "project/CORTEX.md.j2", project=rel[1],
+                                date="", generated_block=EMPTY_BLOCK)
+    known = (PROJECT_FOLDERS if len(rel) == 3 and rel[0] == "projects" else
+             STORE_FOLDERS if len(rel) == 1 else {})
+    title, purpose = known.get(folder.name, (
+        folder.name.replace("-", " ").replace("_", " ").capitalize(),
+        "Say here what this folder holds and how to find things in it; the list below "
+        "is generated."))
+    if len(rel) == 3 and rel[0] == "projects":
+        title = f"{title} — {rel[1]}"
+    return templates.render(store, "store/folder-CORTEX.md.j2", title=title, purpose=purpose,
+                            generated_block=EMPTY_BLOCK)
+
+
+def _folder_entries(folder: Path) -> tuple[list[str], list[str], int, list[str]]:
+    """(files, sub-folders, atom count, atom ids) of a folder, sorted."""
+    files: list[str] = []
+    dirs: list[str] = []
+    atoms: list[str] = []
+    atom_kind = _ATOM_FOLDERS.get(folder.name)
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return [], [], 0, []
+    for entry in entries:
+        name = entry.name
+        if name.startswith(".") or name == CORTEX:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            if _visible(name):
+                dirs.append(name)
+        elif entry.is_file():
+            if atom_kind is not None and kind_of_filename(name) is atom_kind:
+                atoms.append(name[:-3])
+            else:
+                files.append(name)
+    return sorted(files, key=str.casefold), sorted(dirs, key=str.casefold), len(atoms), atoms
+
+
+def render_block(plan: _Plan, folder: Path, subdirs: set[Path]) -> str:
+    """The generated block of `folder`'s CORTEX.md, markers included."""
+    files, dirs, atom_count, atom_ids = _folder_entries(folder)
+    dirs = [d for d in dirs if folder / d in subdirs]
+    lines = [GENERATED_START, "## Contents", ""]
+    entries: list[str] = []
+    if folder == plan.store.context:
+        for name in (OVERVIEW, "HIPPOCAMPUS.md"):
+            if name not in files and _expected(plan.store, name):
+                files.append(name)
+        files.sort(key=str.casefold)
+    kind = _ATOM_FOLDERS.get(folder.name)
+    if kind is not None and folder.parent.parent == plan.store.projects_dir \
+            and "index.md" not in files:
+        files.insert(0, "index.md")
+    for name in files:
+        desc = _describe_file(folder / name)
+        entries.append(f"- [{_cell(name)}]({_link(name)})" + (f" — {_cell(desc)}" if desc else ""))
+    if kind is not None and atom_count:
+        ordered = sorted(atom_ids, key=_id_sort)
+        span = ordered[0] if atom_count == 1 else f"{ordered[0]} … {ordered[-1]}"
+        entries.append(f"- {atom_count} {kind.name} atom{'s' if atom_count != 1 else ''} "
+                       f"`{kind.prefix}-NNN.md` ({span}): find them through index.md")
+    for name in dirs:
+        title = plan.title(folder / name)
+        entries.append(f"- [{_cell(name)}/]({_link(name)}/{CORTEX})"
+                       + (f" — {_cell(title)}" if title else ""))
+    if not entries:
+        entries.append("_Nothing here yet._")
+    if len(entries) > MAX_ENTRIES:
+        rest = len(entries) - MAX_ENTRIES
+        entries = [*entries[:MAX_ENTRIES], f"- … and {rest} more"]
+    lines.extend(entries)
+    lines.append(GENERATED_END)
+    return "\n".join(lines)
+
+
+def _id_sort(atom_id: str) -> tuple[int, str]:
+    m = re.search(r"-(\d+)", atom_id)
+    return (int(m.group(1)) if m else 0, atom_id)
+
+
+def _expected(store: Store, name: str) -> bool:
+    """Whether a store-level generated file will exist after regeneration."""
+    if name == OVERVIEW:
+        return True
+    from cortexfs import derived
+
+    return (store.context / name).exists() or any(
+        "hippocampus" in spec for spec in derived.GENERATORS)
+
+
+def splice_block(text: str, block: str) -> str | None:
+    """`text` with its generated block replaced by `block` (appended when it has no markers);
+    None when the markers are broken (a start without an end, or the wrong way round)."""
+    eol = "\r\n" if "\r\n" in text else "\n"
+    start = text.find(GENERATED_START)
+    end = text.find(GENERATED_END, start + 1 if start >= 0 else 0)
+    block = block.replace("\n", eol)
+    if start < 0:
+        if GENERATED_END in text:
+            return None
+        body = text.rstrip("\r\n")
+        return (body + eol + eol if body else "") + block + eol
+    if end < 0:
+        return None
+    return text[:start] + block + text[end + len(GENERATED_END):]
+
+
+def has_broken_markers(text: str) -> bool:
+    return splice_block(text, "") is None
+
+
+def cortex_md_updates(store: Store) -> dict[Path, str]:
+    """Every CORTEX.md whose text would change, with its new text."""
+    folders = content_dirs(store)
+    texts: dict[Path, str] = {}
+    new: set[Path] = set()
+    for folder in folders:
+        path = folder / CORTEX
+        try:
+            texts[path] = path.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            texts[path] = _new_cortex_md(store, folder)
+            new.add(path)
+        except (UnicodeDecodeError, OSError):
+            continue  # not a text file we can edit: leave it to the user
+    plan = _Plan(store, texts, new)
+    folder_set = set(folders)
+    changes: dict[Path, str] = {}
+    for folder in folders:
+        path = folder / CORTEX
+        if path not in texts:
+            continue
+        updated = splice_block(texts[path], render_block(plan, folder, folder_set))
+        if updated is None:
+            continue
+        if path in new or updated != texts[path]:
+            changes[path] = updated
+    return changes
+
+
+# --- OVERVIEW.md -------------------------------------------------------------------------------
+
+
+@dataclass
+class ProjectLine:
+    """One project's row in OVERVIEW.md."""
+
+    name: str
+    phase: str
+    counts: dict[str, int]
+    newest: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "phase": self.phase, "counts": self.counts,
+                "newest": self.newest}
+
+
+def project_line(store: Store, name: str, atoms: Sequence[Atom]) -> ProjectLine:
+    from cortexfs.governance import STATUS_FILE, read_status
+
+    root = store.projects_dir / name
+    try:
+        phase = read_status((root / STATUS_FILE).read_text(encoding="utf-8",
+                                                            errors="replace")).phase
+    except (FileNotFoundError, IsADirectoryError):
+        phase = None
+    counts = {k.folder: 0 for k in KINDS}
+    newest = None
+    for atom in atoms:
+        counts[atom.kind.folder] += 1
+        day = atom.date
+        if day is not None and (newest is None or day.isoformat() > newest):
+            newest = day.isoformat()
+    return ProjectLine(name, _clip(phase) if phase else "", counts, newest)
+
+
+def last_scan(store: Store) -> str | None:
+    """Name of the newest scan report in `scans/` (by the date its name starts with)."""
+    try:
+        names = [n for n in os.listdir(store.context / "scans")
+                 if _SCAN_DATE.match(n) and n.endswith(".md")]
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return max(names) if names else None
+
+
+def render_overview(store: Store, lines: list[ProjectLine]) -> str:
+    scan = last_scan(store)
+    match = _SCAN_DATE.match(scan) if scan else None
+    return templates.render(
+        store, "store/OVERVIEW.md.j2",
+        projects=[{"name": _cell(p.name), "link": _link(p.name), "phase": _cell(p.phase) or "—",
+                   "experiments": p.counts["experiments"], "knowledge": p.counts["knowledge"],
+                   "patterns": p.counts["patterns"], "newest": p.newest or "—"}
+                  for p in lines],
+        last_scan=match.group(1) if match else None,
+        last_scan_file=scan,
+    )
+
+
+# --- the generator -----------------------------------------------------------------------------
+
+
+def refresh(store: Store, atoms: dict[str, Sequence[Atom]], dry_run: bool = False) \
+        -> list[Path]:
+    """Write OVERVIEW.md and the CORTEX.md blocks; the paths written (or, dry, to write).
+
+    `atoms` maps every project name to its parsed atoms.
+    """
+    changes: dict[Path, str] = {}
+    lines = [project_line(store, name, atoms.get(name, ())) for name in store.project_names()]
+    overview = store.context / OVERVIEW
+    text = render_overview(store, lines)
+    try:
+        current = overview.read_bytes().decode("utf-8")
+    except (FileNotFoundError, UnicodeDecodeError):
+        current = None
+    if current != text:
+        changes[overview] = text
+    changes.update(cortex_md_updates(store))
+    if dry_run:
+        return sorted(changes)
+    return sorted(p for p, t in changes.items() if write_if_changed(p, t))
+
+
+def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
+    """The derived-generator entry point (listed in cortexfs.derived.GENERATORS)."""
+    store: Store = ctx.store
+    atoms = _atoms_of(ctx)
+    for name in store.project_names():
+        if name not in atoms:  # a regeneration of some projects: the others' rows still count
+            from cortexfs.loader import load_project
+
+            atoms[name] = load_project(store.project(name)).atoms
+    return refresh(store, atoms, dry_run=dry_run)
+
+
+def _atoms_of(ctx: Any) -> dict[str, Sequence[Atom]]:
+    """Project name → atoms, from the regeneration context."""
+    projects: Iterable[Any] = getattr(ctx, "projects", ())
+    out: dict[str, Sequence[Atom]] = {}
+    for loaded in projects.values() if isinstance(projects, dict) else projects:
+        out[loaded.project.name] = loaded.atoms
+    return out

@@ -1,0 +1,159 @@
+"""OVERVIEW.md and the generated block of every CORTEX.md."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from cortexfs import overview, scaffold
+from cortexfs.loader import load_project
+from cortexfs.scaffold import GENERATED_END, GENERATED_START
+from cortexfs.store import Project, Store
+
+
+def _atoms(store: Store) -> dict[str, list]:
+    return {p.name: load_project(p).atoms for p in store.projects()}
+
+
+def _refresh(store: Store, dry_run: bool = False) -> list[Path]:
+    return overview.refresh(store, _atoms(store), dry_run=dry_run)
+
+
+def _block(text: str) -> str:
+    start = text.index(GENERATED_START)
+    return text[start:text.index(GENERATED_END) + len(GENERATED_END)]
+
+
+def test_overview_lists_each_project(project: Project, write_atom: Callable[..., Path]) -> None:
+    store = project.store
+    write_atom("EXP-001", date="2026-03-01")
+    write_atom("EXP-002", date="2026-03-09")
+    write_atom("K-001", date="2026-03-05")
+    other, _ = scaffold.new_project(store, "other")
+    (other.root / "STATUS.md").write_text("# S\n\n## Current phase\n\n- Phase 3 | ship\n")
+    (store.context / "scans" / "2026-02-01.md").write_text("# Scan\n")
+    (store.context / "scans" / "2026-04-11-deep.md").write_text("# Scan\n")
+    _refresh(store)
+    text = (store.context / "OVERVIEW.md").read_text()
+    assert "Last knowledge scan: 2026-04-11 ([scans/2026-04-11-deep.md]" in text
+    rows = [line for line in text.splitlines() if line.startswith("| [")]
+    assert rows[0].startswith("| [flywheel](projects/flywheel/STATUS.md) | Phase 1 — getting "
+                              "started")
+    assert rows[0].endswith("| 2 | 1 | 0 | 2026-03-09 |")
+    assert rows[1] == "| [other](projects/other/STATUS.md) | Phase 3 \\| ship | 0 | 0 | 0 | — |"
+
+
+def test_regeneration_is_idempotent(project: Project, write_atom: Callable[..., Path]) -> None:
+    write_atom("EXP-001")
+    first = _refresh(project.store)
+    assert project.store.context / "OVERVIEW.md" in first
+    assert project.root / "CORTEX.md" in first
+    assert _refresh(project.store, dry_run=True) == []
+    assert _refresh(project.store) == []
+
+
+def test_dry_run_writes_nothing(project: Project) -> None:
+    before = {p: p.read_bytes() for p in project.store.context.rglob("*.md")}
+    would = _refresh(project.store, dry_run=True)
+    assert would
+    after = {p: p.read_bytes() for p in project.store.context.rglob("*.md")}
+    assert before == after
+    assert sorted(_refresh(project.store)) == sorted(would)
+
+
+def test_block_lists_files_with_descriptions(project: Project,
+                                             write_atom: Callable[..., Path]) -> None:
+    write_atom("EXP-001")
+    write_atom("EXP-002")
+    (project.root / "experiments" / "notes.md").write_text(
+        "---\nsummary: \"Raw notes | kept\"\n---\n# ignored heading\n")
+    _refresh(project.store)
+    block = _block((project.root / "CORTEX.md").read_text())
+    assert "- [STATUS.md](STATUS.md) — Status — flywheel" in block
+    assert "- [TASKS.yaml](TASKS.yaml) — structured task queue (see: cortex tasks list)" in block
+    assert "- [experiments/](experiments/CORTEX.md) — Experiments — flywheel" in block
+    assert "_meta" not in block and "CORTEX.md](CORTEX.md)" not in block
+    exp = _block((project.root / "experiments" / "CORTEX.md").read_text())
+    assert "- [index.md](index.md) — generated index" in exp
+    assert "- [notes.md](notes.md) — Raw notes \\| kept" in exp
+    assert "- 2 experiment atoms `EXP-NNN.md` (EXP-001 … EXP-002): find them through " \
+           "index.md" in exp
+    assert "EXP-001.md](" not in exp
+    root = _block((project.store.context / "CORTEX.md").read_text())
+    assert "- [OVERVIEW.md](OVERVIEW.md)" in root
+    assert "- [projects/](projects/CORTEX.md) — Projects" in root
+    projects = _block((project.store.projects_dir / "CORTEX.md").read_text())
+    assert "- [flywheel/](flywheel/CORTEX.md) — Project flywheel" in projects
+
+
+def test_hand_written_text_is_kept(project: Project) -> None:
+    path = project.root / "CORTEX.md"
+    path.write_text(f"# Mine\n\nBefore.\n\n{GENERATED_START}\nold stuff\n{GENERATED_END}\n\n"
+                    "After, by hand.\n")
+    _refresh(project.store)
+    text = path.read_text()
+    assert text.startswith("# Mine\n\nBefore.\n\n" + GENERATED_START + "\n## Contents\n")
+    assert text.endswith(GENERATED_END + "\n\nAfter, by hand.\n")
+    assert "old stuff" not in text
+
+
+def test_cortex_md_without_markers_gets_the_block_appended(project: Project) -> None:
+    path = project.root / "CORTEX.md"
+    path.write_text("# Mine\n\nOnly prose.")
+    _refresh(project.store)
+    text = path.read_text()
+    assert text.startswith("# Mine\n\nOnly prose.\n\n" + GENERATED_START)
+    assert text.endswith(GENERATED_END + "\n")
+    assert _refresh(project.store) == []
+
+
+def test_broken_markers_leave_the_file_alone(project: Project) -> None:
+    path = project.root / "CORTEX.md"
+    path.write_text(f"# Mine\n\n{GENERATED_START}\nhand text that must survive\n")
+    before = path.read_bytes()
+    assert path not in _refresh(project.store)
+    assert path.read_bytes() == before
+
+
+def test_missing_cortex_md_is_created(project: Project) -> None:
+    ideas = project.store.context / "ideas" / "graph-memory"
+    ideas.mkdir()
+    (ideas / "sketch.md").write_text("# A sketch of graph memory\n")
+    (project.store.context / "ideas" / "empty").mkdir()
+    written = _refresh(project.store)
+    assert ideas / "CORTEX.md" in written
+    assert not (project.store.context / "ideas" / "empty" / "CORTEX.md").exists()
+    text = (ideas / "CORTEX.md").read_text()
+    assert text.startswith("# Graph memory\n")
+    assert "- [sketch.md](sketch.md) — A sketch of graph memory" in text
+    parent = (project.store.context / "ideas" / "CORTEX.md").read_text()
+    assert "- [graph-memory/](graph-memory/CORTEX.md) — Graph memory" in parent
+
+
+def test_crlf_cortex_md_keeps_crlf(project: Project) -> None:
+    path = project.root / "CORTEX.md"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    _refresh(project.store)
+    raw = path.read_bytes()
+    assert b"## Contents\r\n" in raw and b"\n" not in raw.replace(b"\r\n", b"")
+
+
+def test_odd_file_names_are_escaped(project: Project) -> None:
+    (project.root / "a file|with<bits>.md").write_text("# Title with `code`\n")
+    _refresh(project.store)
+    block = _block((project.root / "CORTEX.md").read_text())
+    assert "- [a file\\|with&lt;bits&gt;.md](a%20file%7Cwith%3Cbits%3E.md) — Title with " \
+           "'code'" in block
+
+
+def test_describe_markdown() -> None:
+    assert overview.describe_markdown("---\nid: X\nsummary: 'quoted'\n---\n# H\n") == "quoted"
+    assert overview.describe_markdown("<!-- c\n# not this -->\n\n## Real\n") == "Real"
+    assert overview.describe_markdown("plain first line\nsecond\n") == "plain first line"
+    assert overview.describe_markdown("") == ""
+    assert len(overview.describe_markdown("# " + "x" * 500)) == overview.MAX_DESCRIPTION
+
+
+def test_init_writes_an_empty_overview(store: Store) -> None:
+    text = (store.context / "OVERVIEW.md").read_text()
+    assert "_No projects yet" in text and "No knowledge scan yet" in text
