@@ -275,7 +275,8 @@ def test_numeric_project_name_matches_its_folder(store: Store, write_atom: Write
 
 
 @pytest.mark.parametrize("value", ["yesterday", "2026-13-45", "2026-02-30", "2026-3-9",
-                                   "20260309", "'2026-03-09 garbage'", "[2026-03-09]"])
+                                   "20260309", "'20260309'", "'2026-W10-1'",
+                                   "'2026-03-09 garbage'", "[2026-03-09]"])
 def test_date_that_is_not_a_date(base: Project, store: Store, write_atom: WriteAtom,
                                  value: str) -> None:
     write_atom("EXP-002", frontmatter=fm("EXP-002", date=value))
@@ -284,7 +285,8 @@ def test_date_that_is_not_a_date(base: Project, store: Store, write_atom: WriteA
 
 
 @pytest.mark.parametrize("value", ["2026-03-09", '"2026-03-09"', "2026-03-09T10:00:00Z",
-                                   "2026-03-09 10:00:00", "'2026-03-09T10:00:00.074Z'"])
+                                   "2026-03-09 10:00:00", "'2026-03-09T10:00:00.074Z'",
+                                   "2026-03-09T10:00:00+02:00", "'2026-03-09T10:00'"])
 def test_dates_and_timestamps_are_dates(base: Project, store: Store, write_atom: WriteAtom,
                                         value: str) -> None:
     write_atom("EXP-002", frontmatter=fm("EXP-002", date=value, last_ref=value))
