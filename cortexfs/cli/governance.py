@@ -217,7 +217,28 @@ def decision_new(
     typer.echo(str(path))
 
 
+# --- maintenance and readiness -------------------------------------------------------------------
+
+
+def maintain(
+    project: Annotated[str | None, typer.Argument(
+        metavar="[PROJECT]", help="Project to report on (default: all).")] = None,
+    fmt: Format = "text",
+) -> None:
+    """Report cold and stale atoms, weak evidence, consolidation suggestions (read-only)."""
+    from cortexfs import maintain as lib
+
+    fmt = common.check_format(fmt)
+    store = common.open_store()
+    report = lib.maintain(store, store.select([project] if project else None))
+    if fmt == "json":
+        common.print_json(report.to_json())
+    else:
+        typer.echo(lib.render_text(report), nl=False)
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
     app.add_typer(tasks_app, name="tasks")
     app.add_typer(decision_app, name="decision")
+    app.command("maintain")(maintain)
