@@ -6,11 +6,10 @@ A line is `{"file": "EXP-001.md", "tool": "Read", "ts": "<ISO-8601 UTC>", "sessi
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
+import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 LOG_NAME = "access-log.jsonl"
 DIRECTORY_SEARCH = "_directory_search"
@@ -19,8 +18,9 @@ MAX_LINE = 4000  # one write(2) of < PIPE_BUF-ish size with O_APPEND never inter
 
 def utc_now() -> str:
     """The current time as the log writes it: ISO-8601 UTC with milliseconds and Z."""
-    now = _dt.datetime.now(_dt.UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    # time, not datetime: this runs in the hook, where every import is agent latency
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
 
 
 def format_line(file: str, tool: str, session: str, ts: str | None = None) -> bytes:
@@ -45,14 +45,30 @@ def append(log_path: str | os.PathLike[str], lines: Iterable[bytes]) -> int:
         os.close(fd)
 
 
-@dataclass
 class AccessStats:
-    """Per-file lifetime read count and newest timestamp, folded from a log."""
+    """Per-file lifetime read count and newest timestamp, folded from a log.
 
-    counts: dict[str, int] = field(default_factory=dict)
-    newest: dict[str, str] = field(default_factory=dict)
-    offset: int = 0  # bytes of the log folded so far (the log is append-only)
-    bad_lines: int = 0
+    A plain class rather than a dataclass: importing dataclasses (and with it inspect)
+    would add a third to the hook's start-up time.
+    """
+
+    def __init__(self, counts: dict[str, int] | None = None,
+                 newest: dict[str, str] | None = None, offset: int = 0,
+                 bad_lines: int = 0) -> None:
+        self.counts: dict[str, int] = {} if counts is None else counts
+        self.newest: dict[str, str] = {} if newest is None else newest
+        self.offset = offset  # bytes of the log folded so far (the log is append-only)
+        self.bad_lines = bad_lines
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, AccessStats):
+            return NotImplemented
+        return (self.counts, self.newest, self.offset, self.bad_lines) == \
+            (other.counts, other.newest, other.offset, other.bad_lines)
+
+    def __repr__(self) -> str:
+        return (f"AccessStats(counts={self.counts!r}, newest={self.newest!r}, "
+                f"offset={self.offset!r}, bad_lines={self.bad_lines!r})")
 
     def add(self, file: str, ts: str) -> None:
         self.counts[file] = self.counts.get(file, 0) + 1

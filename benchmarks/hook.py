@@ -1,0 +1,106 @@
+"""Whole-process time of the PostToolUse hook, side by side with a bare interpreter.
+
+    .venv/bin/python benchmarks/hook.py [--runs 100] [--home STORE] [--no-git]
+
+Runs the command `cortex hooks install` writes (`<python> -I -S hooks/memory-ref-tracker
+--home STORE`) on a Read payload of an existing atom, and `<python> -c pass` and
+`python3 -c pass` (whatever python3 PATH finds: often a version-manager shim), interleaved,
+and prints p50 / p95 in milliseconds. Without --home it builds a throw-away store with one
+atom in a git repository, so the timed runs include the auto-commit hand-off as installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from cortexfs.claude_settings import hook_command  # noqa: E402
+
+
+def make_store(base: Path, git: bool) -> Path:
+    home = base / "cortex"
+    atom = home / "context" / "projects" / "bench" / "experiments" / "EXP-001.md"
+    atom.parent.mkdir(parents=True)
+    atom.write_text("---\nid: EXP-001\n---\nbody\n", encoding="utf-8")
+    if git:
+        subprocess.run(["git", "init", "-q", str(home)], check=True)
+    return home
+
+
+def timed(cmd: list[str] | str, payload: bytes, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, input=payload, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env=env, shell=isinstance(cmd, str), check=False)
+    return (time.perf_counter() - start) * 1000
+
+
+def summary(name: str, xs: list[float]) -> str:
+    xs = sorted(xs)
+    p95 = xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
+    return f"{name:<44} p50 {statistics.median(xs):6.1f} ms   p95 {p95:6.1f} ms   (n={len(xs)})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--home", help="an existing store (default: a throw-away one)")
+    parser.add_argument("--no-git", action="store_true", help="throw-away store without git")
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="cortex-hook-bench-"))
+    try:
+        home = Path(args.home).resolve() if args.home else make_store(tmp, not args.no_git)
+        atoms = sorted((home / "context" / "projects").glob("*/experiments/EXP-*.md"))
+        if not atoms:
+            print(f"no experiment atom under {home}/context/projects", file=sys.stderr)
+            return 1
+        payload = json.dumps({
+            "session_id": "bench", "cwd": str(tmp), "hook_event_name": "PostToolUse",
+            "tool_name": "Read", "tool_input": {"file_path": str(atoms[0])},
+            "tool_response": {"type": "text", "file": {"filePath": str(atoms[0])}},
+        }).encode()
+        env = dict(os.environ, CORTEX_AUTOCOMMIT_DEBOUNCE="2")
+        hook = hook_command(home)  # exactly what settings.json gets (a shell command line)
+        commands: dict[str, list[str] | str] = {
+            "hook (as installed)": hook,
+            f"{sys.executable} -c pass": [sys.executable, "-c", "pass"],
+        }
+        python3 = shutil.which("python3")
+        if python3:
+            commands[f"python3 -c pass ({python3})"] = [python3, "-c", "pass"]
+        for cmd in commands.values():  # warm the page cache and .pyc files
+            timed(cmd, payload, env)
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(args.runs):
+            for name, cmd in commands.items():
+                times[name].append(timed(cmd, payload, env))
+        print(f"hook command: {hook}")
+        for name, xs in times.items():
+            print(summary(name, xs))
+        bare = statistics.median(times[f"{sys.executable} -c pass"])
+        hook_p50 = statistics.median(times["hook (as installed)"])
+        print(f"hook p50 / bare interpreter p50 = {hook_p50 / bare:.2f}x")
+        log = next((home / "context" / "projects").glob("*/_meta/access-log.jsonl"), None)
+        if log is not None and not args.home:
+            print(f"lines logged: {sum(1 for _ in log.open())} "
+                  f"(expected {args.runs + 1})")
+        return 0
+    finally:
+        if not args.home:
+            time.sleep(0.1)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

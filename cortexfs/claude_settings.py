@@ -1,0 +1,295 @@
+"""Claude Code's settings.json: adding and removing cortex's hooks, leaving the rest alone.
+
+Claude Code reads hooks from `~/.claude/settings.json` (user), `<project>/.claude/settings.json`
+(project, usually committed) and `<project>/.claude/settings.local.json` (project, local):
+
+    {"hooks": {"PostToolUse": [{"matcher": "Read|Grep|Bash",
+                                "hooks": [{"type": "command", "command": "…", "timeout": 5}]}]}}
+
+cortex's entries are recognised by their command (the `memory-ref-tracker` script; `-m cortexfs
+… brief`), so installing twice changes nothing, a stale entry (another interpreter, another
+store) is replaced where it stands, and uninstalling removes only cortex's entries.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cortexfs.errors import InvalidInputError
+
+HOOK_SCRIPT = "memory-ref-tracker"
+POST_TOOL_USE = "PostToolUse"
+SESSION_START = "SessionStart"
+MATCHER = "Read|Grep|Bash"
+HOOK_TIMEOUT = 5  # seconds; the hook takes milliseconds, this only bounds a hung filesystem
+BRIEF_TIMEOUT = 30
+_BRIEF = re.compile(r"-m\s+cortexfs\b.*\sbrief\b")
+
+
+@dataclass(frozen=True)
+class Change:
+    """What installing or uninstalling does to one settings file."""
+
+    path: Path
+    before: str | None  # the file's text; None when it does not exist
+    after: str | None  # the text to write; None when the file is to be left as it is
+
+    @property
+    def changed(self) -> bool:
+        return self.after is not None and self.after != self.before
+
+    def diff(self) -> str:
+        """A unified diff of the change ('' when there is none)."""
+        if not self.changed:
+            return ""
+        lines = difflib.unified_diff(
+            (self.before or "").splitlines(keepends=True), (self.after or "").splitlines(
+                keepends=True),
+            fromfile=str(self.path) if self.before is not None else "/dev/null",
+            tofile=str(self.path))
+        return "".join(lines)
+
+    def apply(self) -> bool:
+        """Write the new text (atomically); True when the file changed."""
+        if not self.changed:
+            return False
+        from cortexfs.fsutil import atomic_write
+
+        assert self.after is not None
+        atomic_write(self.path, self.after)
+        return True
+
+
+# --- where and what --------------------------------------------------------------------------
+
+def settings_path(project_dir: str | os.PathLike[str] | None = None, user: bool = False,
+                  local: bool = False) -> Path:
+    """The settings file for --user, or for a project (cwd by default)."""
+    if user and project_dir is not None:
+        raise InvalidInputError("give either --user or --project-dir, not both")
+    if user:
+        if local:
+            raise InvalidInputError("--local is for a project's settings, not with --user")
+        return Path(os.path.expanduser("~")) / ".claude" / "settings.json"
+    root = Path(project_dir if project_dir is not None else os.getcwd()).expanduser().absolute()
+    if not root.is_dir():
+        raise InvalidInputError(f"no folder {root}: give --project-dir the root of an "
+                                "existing project (or use --user)")
+    return root / ".claude" / ("settings.local.json" if local else "settings.json")
+
+
+def interpreter() -> str:
+    """The absolute path of the Python running cortex, never a version-manager shim.
+
+    A venv's `bin/python` is kept as it is (it is what finds the venv's packages); a shim
+    (a script, e.g. pyenv's ~100 ms one) is replaced by the binary really running.
+    """
+    exe = os.path.abspath(sys.executable) if sys.executable else ""
+    if exe and not _is_script(exe):
+        return exe
+    real = os.path.realpath("/proc/self/exe")
+    return real if os.path.isfile(real) else exe or "python3"
+
+
+def _is_script(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"#!"
+    except OSError:
+        return False
+
+
+def hook_script() -> Path:
+    """The hook script shipped with this cortexfs (hooks/ in a checkout, _hooks/ in a wheel)."""
+    from cortexfs.templates import package_dir
+
+    script = package_dir("hooks") / HOOK_SCRIPT
+    if not script.is_file():
+        raise InvalidInputError(f"cortexfs is installed without {script}: reinstall it")
+    return script
+
+
+def hook_command(home: str | os.PathLike[str]) -> str:
+    """The shell command Claude Code runs after each Read, Grep and Bash call.
+
+    Absolute interpreter, script and store, so it works whatever the agent's cwd, PATH and
+    environment; `-I -S` skips site-packages (the script finds cortexfs beside itself).
+    """
+    return shlex.join([interpreter(), "-I", "-S", str(hook_script()), "--home",
+                       str(Path(home).absolute())])
+
+
+def brief_command(home: str | os.PathLike[str]) -> str:
+    """The SessionStart command: print the session brief for the agent to start from."""
+    return shlex.join([interpreter(), "-P", "-m", "cortexfs", "--home",
+                       str(Path(home).absolute()), "brief"])
+
+
+def is_tracker(entry: object) -> bool:
+    return isinstance(entry, dict) and HOOK_SCRIPT in str(entry.get("command", ""))
+
+
+def is_brief(entry: object) -> bool:
+    return isinstance(entry, dict) and bool(_BRIEF.search(str(entry.get("command", ""))))
+
+
+# --- reading and editing ---------------------------------------------------------------------
+
+def load(path: Path) -> tuple[str | None, dict[str, Any]]:
+    """(text, settings) of a settings file; (None, {}) when it does not exist."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, {}
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidInputError(f"cannot read {path} ({e}): fix its permissions or encoding, "
+                                "then run the command again") from None
+    if not text.strip():
+        return text, {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidInputError(f"{path} is not valid JSON (line {e.lineno} column {e.colno}: "
+                                f"{e.msg}): fix it (or move it away), then run the command "
+                                "again") from None
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{path} holds a JSON {type(data).__name__}, not an object: "
+                                "fix it (or move it away), then run the command again")
+    _check_shape(path, data)
+    return text, data
+
+
+def _check_shape(path: Path, data: dict[str, Any]) -> None:
+    hooks = data.get("hooks")
+    if hooks is None:
+        return
+    if not isinstance(hooks, dict):
+        raise InvalidInputError(f"{path}: \"hooks\" must be an object of event names: fix it, "
+                                "then run the command again")
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            raise InvalidInputError(f"{path}: \"hooks.{event}\" must be a list of matcher "
+                                    "groups: fix it, then run the command again")
+        for i, group in enumerate(groups):
+            if not isinstance(group, dict) or not isinstance(group.get("hooks", []), list):
+                raise InvalidInputError(f"{path}: \"hooks.{event}[{i}]\" must be an object "
+                                        "with a \"hooks\" list: fix it, then run the command "
+                                        "again")
+
+
+def _dump(data: dict[str, Any], like: str | None) -> str:
+    indent = 2
+    if like:
+        for line in like.splitlines()[1:]:
+            stripped = line.lstrip(" ")
+            if stripped and len(stripped) < len(line):
+                indent = len(line) - len(stripped)
+                break
+    return json.dumps(data, indent=indent, ensure_ascii=False) + "\n"
+
+
+def _put(settings: dict[str, Any], event: str, matcher: str | None, entry: dict[str, Any],
+         ours: Any) -> None:
+    """Make `entry` cortex's only hook for `event`: in place of an old one, else appended."""
+    groups: list[Any] = settings.setdefault("hooks", {}).setdefault(event, [])
+    placed = False
+    emptied = []
+    for group in groups:
+        inner = group.get("hooks", [])
+        if not any(ours(h) for h in inner):
+            continue
+        here = not placed and group.get("matcher") == matcher
+        kept = []
+        for h in inner:
+            if not ours(h):
+                kept.append(h)
+            elif here and not placed:
+                kept.append(entry)
+                placed = True
+        group["hooks"] = kept
+        if not kept:
+            emptied.append(id(group))
+    groups[:] = [g for g in groups if id(g) not in emptied]
+    if not placed:
+        group = {"matcher": matcher} if matcher is not None else {}
+        group["hooks"] = [entry]
+        groups.append(group)
+
+
+def _remove(settings: dict[str, Any], ours: Any) -> None:
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return
+    removed = False
+    for event in list(hooks):
+        groups = hooks[event]
+        emptied = []
+        for group in groups:
+            inner = group.get("hooks", [])
+            if any(ours(h) for h in inner):
+                removed = True
+                group["hooks"] = [h for h in inner if not ours(h)]
+                if not group["hooks"]:
+                    emptied.append(id(group))
+        if emptied:
+            groups[:] = [g for g in groups if id(g) not in emptied]
+            if not groups:
+                del hooks[event]
+    if removed and not hooks:
+        del settings["hooks"]
+
+
+def plan_install(path: Path, home: str | os.PathLike[str], session_start: bool = False
+                 ) -> Change:
+    """The change that installs the tracker (and the SessionStart brief) in `path`."""
+    before, settings = load(path)
+    new = copy.deepcopy(settings)
+    _put(new, POST_TOOL_USE, MATCHER,
+         {"type": "command", "command": hook_command(home), "timeout": HOOK_TIMEOUT},
+         is_tracker)
+    if session_start:
+        _put(new, SESSION_START, None,
+             {"type": "command", "command": brief_command(home), "timeout": BRIEF_TIMEOUT},
+             is_brief)
+    return Change(path, before, None if new == settings else _dump(new, before))
+
+
+def plan_uninstall(path: Path) -> Change:
+    """The change that removes every cortex hook from `path` (and nothing else)."""
+    before, settings = load(path)
+    new = copy.deepcopy(settings)
+    _remove(new, lambda h: is_tracker(h) or is_brief(h))
+    return Change(path, before, None if new == settings else _dump(new, before))
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A cortex hook found in a settings file."""
+
+    path: Path
+    event: str
+    command: str
+    current: bool  # the command this cortex would install now
+
+
+def installed(path: Path, home: str | os.PathLike[str]) -> list[Installed]:
+    """cortex's hooks in `path`, each marked current or stale."""
+    _, settings = load(path)
+    found = []
+    want = {POST_TOOL_USE: hook_command(home), SESSION_START: brief_command(home)}
+    for event, groups in (settings.get("hooks") or {}).items():
+        for group in groups:
+            for h in group.get("hooks", []):
+                if is_tracker(h) or is_brief(h):
+                    command = str(h.get("command", ""))
+                    found.append(Installed(path, event, command, command == want.get(event)))
+    return found

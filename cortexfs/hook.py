@@ -1,0 +1,581 @@
+"""The PostToolUse hook: a Claude Code tool call's payload → access-log lines.
+
+Runs after every Read, Grep and Bash call of the agent, so its whole-process time is the
+agent's latency: standard library only (json, os, re, shlex — nothing from the rest of
+cortexfs but `accesslog` and, after a write, `autocommit`), no exception ever escapes, and
+nothing is printed. A problem goes to one line of `$CORTEX_HOME/logs/hook.log`.
+
+What counts as a read (SPEC §4): the atoms a Read names, the atoms a Grep result names
+(once per call), the atoms a shell command reads (`cat`, `head`, `grep`, `sed -n`, …).
+Only real atom files under the knowledge root count, after resolving `..` and symlinks.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterable, Iterator
+
+from cortexfs import accesslog
+
+# Atom file names per kind folder. Mirrors cortexfs.atoms.KINDS (a test holds them equal):
+# importing atoms would pull in dataclasses and inspect, a third of the hook's budget.
+ATOM_FOLDERS: dict[str, re.Pattern[str]] = {
+    "experiments": re.compile(r"EXP-\d+[a-z]?\.md"),
+    "knowledge": re.compile(r"K-\d+\.md"),
+    "patterns": re.compile(r"PAT-\d+\.md"),
+}
+MAX_PAYLOAD = 64 * 1024 * 1024  # bytes of stdin we parse; more is logged and ignored
+MAX_GLOB = 1000  # files one shell glob may expand to before we stop looking
+HOOK_LOG = "hook.log"
+HOOK_LOG_MAX = 1024 * 1024  # rotated to hook.log.1 beyond this
+
+# Programs whose file operands the agent reads, with the options that take a value (so the
+# value is not taken for a file). `SEARCHERS` print matches: a file operand counts when the
+# search printed something, and a folder operand counts the atoms its output names.
+_VALUE_OPTS: dict[str, frozenset[str]] = {
+    "cat": frozenset(),
+    "tac": frozenset({"-s", "--separator"}),
+    "nl": frozenset({"-b", "-d", "-f", "-h", "-i", "-l", "-n", "-s", "-v", "-w"}),
+    "head": frozenset({"-n", "-c", "--lines", "--bytes"}),
+    "tail": frozenset({"-n", "-c", "--lines", "--bytes", "-s", "--sleep-interval", "--pid",
+                       "--max-unchanged-stats"}),
+    "less": frozenset({"-p", "--pattern", "-x", "--tabs", "-y", "-b", "-h", "-j", "-k", "-o",
+                       "-O", "-P", "-T", "-z", "-#"}),
+    "bat": frozenset({"-l", "--language", "-r", "--line-range", "-H", "--highlight-line",
+                      "--style", "--theme", "--tabs", "--wrap", "--terminal-width", "-m",
+                      "--map-syntax", "--file-name", "--diff-context", "--color",
+                      "--decorations", "--paging", "--pager", "--italic-text"}),
+    "sed": frozenset({"-e", "--expression", "-f", "--file", "-l", "--line-length"}),
+    "awk": frozenset({"-f", "--file", "-v", "--assign", "-F", "--field-separator", "-e",
+                      "--source", "-i", "--include", "-l", "--load"}),
+    "grep": frozenset({"-e", "--regexp", "-f", "--file", "-m", "--max-count", "-A", "-B", "-C",
+                       "--after-context", "--before-context", "--context", "-d",
+                       "--directories", "-D", "--devices", "--include", "--exclude",
+                       "--exclude-dir", "--exclude-from", "--label", "--binary-files",
+                       "--group-separator"}),
+    "rg": frozenset({"-e", "--regexp", "-f", "--file", "-g", "--glob", "--iglob", "-t",
+                     "--type", "-T", "--type-not", "-m", "--max-count", "-A", "-B", "-C",
+                     "--after-context", "--before-context", "--context", "-M",
+                     "--max-columns", "-j", "--threads", "-r", "--replace", "-d",
+                     "--max-depth", "--pre", "--pre-glob", "--sort", "--sortr", "--color",
+                     "--colors", "-E", "--encoding", "--type-add", "--ignore-file",
+                     "--max-filesize", "--path-separator", "--context-separator",
+                     "--field-match-separator", "--field-context-separator", "-V"}),
+    "ag": frozenset({"-A", "-B", "-C", "-G", "--file-search-regex", "--ignore", "--depth",
+                     "-m", "--max-count", "-g", "-p", "--path-to-ignore", "--pager"}),
+}
+_ALIASES = {"more": "less", "most": "less", "batcat": "bat", "gawk": "awk", "mawk": "awk",
+            "nawk": "awk", "egrep": "grep", "fgrep": "grep", "zgrep": "grep", "ack": "ag"}
+SEARCHERS = frozenset({"grep", "rg", "ag"})
+_SCRIPTED = frozenset({"sed", "awk"})  # the first operand is a script, unless -e/-f gave one
+# Words that run the command after them: `sudo cat x`, `time head x`, `timeout 5 cat x`.
+_WRAPPERS: dict[str, frozenset[str]] = {  # each with its options that take a value
+    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"}),
+    "doas": frozenset({"-u", "-C"}), "env": frozenset({"-u", "-C", "-S"}),
+    "nice": frozenset({"-n"}), "ionice": frozenset({"-c", "-n", "-p"}),
+    "timeout": frozenset({"-s", "-k", "--signal", "--kill-after"}),
+    "stdbuf": frozenset({"-i", "-o", "-e"}), "command": frozenset(), "builtin": frozenset(),
+    "exec": frozenset({"-a"}), "time": frozenset({"-f", "-o"}), "nohup": frozenset(),
+}
+_SEPARATORS = frozenset({"|", "||", "&&", ";", "&", "|&", ";;", "(", ")", "{", "}", "!"})
+_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<>", "<<", "<<<", "<&", "<", "<<-"})
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+# In grep-like output a line starts with the file name and ':' (match) or '-' (context).
+_PATH_END = re.compile(r"\.md(?=[:\-\0]|$)")
+_ATOM_NAME = re.compile(r"(?:^|/)(?:EXP-\d+[a-z]?|K-\d+|PAT-\d+)\.md$")
+
+
+class Knowledge:
+    """The knowledge root of one store and the atoms a path names inside it."""
+
+    def __init__(self, home: str) -> None:
+        self.home = home
+        self.root = os.path.realpath(os.path.join(home, "context"))
+        self.prefix = self.root + os.sep
+        self._cache: dict[str, tuple[str, str] | None] = {}
+
+    def exists(self) -> bool:
+        return os.path.isdir(os.path.join(self.root, "projects"))
+
+    def parts(self, path: str) -> list[str] | None:
+        """The real path's components below the knowledge root; None when outside it."""
+        real = os.path.realpath(path)
+        if not real.startswith(self.prefix):
+            return None
+        return real[len(self.prefix):].split(os.sep)
+
+    def atom(self, path: str) -> tuple[str, str] | None:
+        """(project, file name) when `path` is an existing atom file of a project."""
+        if path in self._cache:
+            return self._cache[path]
+        found: tuple[str, str] | None = None
+        parts = self.parts(path)
+        if parts is not None and len(parts) == 4 and parts[0] == "projects":
+            _, project, folder, name = parts
+            pattern = ATOM_FOLDERS.get(folder)
+            if (pattern is not None and pattern.fullmatch(name) and _is_project(project)
+                    and os.path.isfile(os.path.join(self.root, *parts))):
+                found = (project, name)
+        self._cache[path] = found
+        return found
+
+    def atom_folder(self, path: str) -> str | None:
+        """The project when `path` is an atom folder, or a file inside one."""
+        parts = self.parts(path)
+        if parts is None or len(parts) not in (3, 4) or parts[0] != "projects":
+            return None
+        if parts[2] in ATOM_FOLDERS and _is_project(parts[1]):
+            return parts[1]
+        return None
+
+    def log_path(self, project: str) -> str:
+        return os.path.join(self.root, "projects", project, "_meta", accesslog.LOG_NAME)
+
+
+def _is_project(name: str) -> bool:
+    return bool(name) and not name.startswith((".", "_"))
+
+
+class Reads:
+    """The atoms one tool call read, each once, in the order first seen."""
+
+    def __init__(self, knowledge: Knowledge) -> None:
+        self.knowledge = knowledge
+        self.atoms: dict[tuple[str, str], None] = {}
+        self.searched: dict[str, None] = {}  # projects whose atom folder a search covered
+
+    def add(self, path: str, *bases: str) -> bool:
+        """Count `path` (relative ones tried against each base in turn); True if an atom."""
+        for candidate in _candidates(path, bases):
+            found = self.knowledge.atom(candidate)
+            if found is not None:
+                self.atoms[found] = None
+                return True
+        return False
+
+    def add_listing(self, text: str, *bases: str) -> int:
+        """Count the atoms named at the start of grep-like output lines; how many lines did."""
+        named = 0
+        last = "\0"  # consecutive lines of one file share its prefix: skip them cheaply
+        for line in text.splitlines():
+            if line.startswith(last) and line[len(last):len(last) + 1] in (":", "-", ""):
+                named += 1
+                continue
+            if ".md" not in line:
+                continue
+            for m in _PATH_END.finditer(line):
+                path = line[:m.end()]
+                if _ATOM_NAME.search(path) and self.add(path, *bases):
+                    named += 1
+                    last = path
+                    break
+        return named
+
+    def searched_in(self, path: str, *bases: str) -> None:
+        """Note a search over `path`; it logs `_directory_search` if it names no atom."""
+        for candidate in _candidates(path, bases):
+            project = self.knowledge.atom_folder(candidate)
+            if project is not None:
+                self.searched[project] = None
+                return
+
+    def lines(self, tool: str, session: str) -> dict[str, list[bytes]]:
+        """The log lines to append, per project log file."""
+        out: dict[str, list[bytes]] = {}
+        ts = accesslog.utc_now()
+        entries = list(self.atoms) or [(p, accesslog.DIRECTORY_SEARCH) for p in self.searched]
+        for project, name in entries:
+            out.setdefault(self.knowledge.log_path(project), []).append(
+                accesslog.format_line(name, tool, session, ts))
+        return out
+
+
+def _candidates(path: str, bases: Iterable[str]) -> Iterator[str]:
+    path = os.path.expanduser(path) if path.startswith("~") else path
+    if os.path.isabs(path):
+        yield path
+        return
+    seen = set()
+    for base in bases:
+        if base and base not in seen:
+            seen.add(base)
+            yield os.path.join(base, path)
+
+
+# --- the three tools -------------------------------------------------------------------------
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _field(data: dict[str, object], key: str) -> str:
+    """A string field of the payload: "" when missing, an error when of another type."""
+    value = data.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise PayloadError(f"{key} is a {type(value).__name__}, not a string")
+    return value
+
+
+def _dict(value: object) -> dict[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
+def read_call(reads: Reads, tool_input: dict[str, object], response: object, cwd: str) -> None:
+    path = _field(tool_input, "file_path")
+    if not path:
+        path = _str(_dict(_dict(response).get("file")).get("filePath"))
+    if path:
+        reads.add(path, cwd)
+
+
+def grep_call(reads: Reads, tool_input: dict[str, object], response: object, cwd: str) -> None:
+    target = _field(tool_input, "path") or cwd
+    if not os.path.isabs(os.path.expanduser(target)):
+        target = os.path.join(cwd, target)
+    target = os.path.expanduser(target)
+    single = not os.path.isdir(target)
+    bases = (cwd, target if not single else os.path.dirname(target))
+    filenames: list[str] = []
+    content = ""
+    if isinstance(response, dict):
+        names = response.get("filenames")
+        if isinstance(names, list):
+            filenames = [n for n in names if isinstance(n, str)]
+        content = _str(response.get("content")) or _str(response.get("output"))
+        matched = bool(filenames) or bool(content.strip() and content.strip() != "0") \
+            or any(isinstance(response.get(k), int) and response.get(k)
+                   for k in ("numFiles", "numLines", "numMatches"))
+    elif isinstance(response, str):  # older versions: the printed result
+        content = response
+        matched = bool(content.strip()) and not content.startswith("No ")
+    elif isinstance(response, list):
+        filenames = [n for n in response if isinstance(n, str)]
+        matched = bool(filenames)
+    else:
+        matched = False
+    for name in filenames:
+        reads.add(name, *bases)
+    if content:
+        reads.add_listing(content, *bases)
+    if single and matched:
+        reads.add(target)  # a one-file search prints lines without the file name
+    reads.searched_in(target)
+
+
+def bash_call(reads: Reads, tool_input: dict[str, object], response: object, cwd: str) -> None:
+    command = _field(tool_input, "command")
+    if not command:
+        return
+    if isinstance(response, dict):
+        stdout: str | None = _str(response.get("stdout")) or _str(response.get("output"))
+    elif isinstance(response, str):
+        stdout = response
+    else:
+        stdout = None
+    for program, operands, cwd_now in shell_reads(command, cwd):
+        if program in SEARCHERS:
+            _shell_search(reads, operands, cwd_now, stdout)
+        else:
+            for path in operands:
+                reads.add(path, cwd_now)
+
+
+def _shell_search(reads: Reads, operands: list[str], cwd: str, stdout: str | None) -> None:
+    targets = [os.path.join(cwd, os.path.expanduser(p)) for p in operands] or [cwd]
+    files = [t for t in targets if not os.path.isdir(t)]
+    if stdout is None:  # no output to go by: the files it was given
+        for target in files:
+            reads.add(target)
+    elif stdout.strip() and reads.add_listing(stdout, cwd) == 0 and len(targets) == 1 \
+            and files:
+        reads.add(files[0])  # one file: grep prints its lines without the name
+    for target in targets:
+        reads.searched_in(target)
+
+
+# --- shell commands --------------------------------------------------------------------------
+
+def shell_reads(command: str, cwd: str) -> Iterator[tuple[str, list[str], str]]:
+    """(program, file operands, working folder) of each reading command in a shell line.
+
+    Follows pipes, `&&`/`||`/`;` chains, subshells, `cd`, input redirections, `~`, `$HOME`
+    and globs; does not run anything. Unparseable shell yields nothing.
+    """
+    import shlex
+
+    lexer = shlex.shlex(_preprocess(command), posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""  # comments were removed by _preprocess, word-internal '#' stays
+    try:
+        tokens = list(lexer)
+    except ValueError:  # unbalanced quotes: the shell itself would have refused it
+        return
+    simple: list[str] = []
+    for token in [*tokens, ";"]:
+        if token in _SEPARATORS:
+            if simple:
+                result = _simple_command(simple, cwd)
+                if isinstance(result, str):
+                    cwd = result
+                elif result is not None:
+                    yield result
+            simple = []
+        else:
+            simple.append(token)
+
+
+def _preprocess(command: str) -> str:
+    """Drop heredoc bodies and comments, join continued lines, turn line ends into `;`."""
+    command = command.replace("\\\n", "")
+    if "<<" in command:
+        kept: list[str] = []
+        ending: list[str] = []
+        for line in command.split("\n"):
+            if ending:
+                if line.strip() == ending[0]:
+                    ending.pop(0)
+                continue
+            kept.append(line)
+            ending = [m.group(2) for m in _HEREDOC.finditer(line) if "<<<" not in m.group(0)]
+        command = "\n".join(kept)
+    out: list[str] = []
+    quote = ""
+    i, n = 0, len(command)
+    while i < n:
+        ch = command[i]
+        if quote:
+            if ch == "\\" and quote == '"' and i + 1 < n:
+                out.append(command[i:i + 2])
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "\\" and i + 1 < n:
+            out.append(command[i:i + 2])
+            i += 2
+            continue
+        elif ch == "#" and (i == 0 or command[i - 1] in " \t\n;|&()"):
+            end = command.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        elif ch == "\n" or ch == "`":
+            ch = ";"
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _simple_command(words: list[str], cwd: str) -> tuple[str, list[str], str] | str | None:
+    """A reading command's (program, operands, cwd); the new folder for `cd`; else None."""
+    args: list[str] = []
+    inputs: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in _REDIRECTS:
+            if word == "<" and i + 1 < len(words):
+                inputs.append(words[i + 1])
+            i += 2
+            continue
+        if word.isdigit() and i + 1 < len(words) and words[i + 1] in _REDIRECTS:
+            i += 1  # the fd number of `2>/dev/null`
+            continue
+        args.append(word)
+        i += 1
+    while args and (_ASSIGNMENT.match(args[0]) or os.path.basename(args[0]) in _WRAPPERS):
+        wrapper = os.path.basename(args.pop(0))
+        takes_value = _WRAPPERS.get(wrapper, frozenset())
+        while args and args[0].startswith("-"):
+            if args.pop(0) in takes_value and args:
+                args.pop(0)  # the wrapper's own options
+        if wrapper == "timeout" and args:
+            args.pop(0)  # the duration
+    if not args:
+        return None
+    name = os.path.basename(args[0])
+    if name == "cd":
+        target = args[1] if len(args) > 1 else "~"
+        if target == "-":
+            return None
+        return os.path.normpath(os.path.join(cwd, _expand(target)[0]))
+    program = _ALIASES.get(name, name)
+    value_opts = _VALUE_OPTS.get(program)
+    if value_opts is None:
+        return None
+    operands = _operands(program, args[1:], value_opts)
+    if operands is None:
+        return None
+    operands += inputs
+    paths = [p for word in operands for p in _expand(word, cwd)]
+    if not paths and program not in SEARCHERS:
+        return None  # reads its standard input
+    return program, paths, cwd
+
+
+def _operands(program: str, args: list[str], value_opts: frozenset[str]) -> list[str] | None:
+    """The file operands of `program args`; None when the call edits rather than reads, or
+    is a search reading its standard input."""
+    operands: list[str] = []
+    script_given = recursive = options_done = False
+    short_values = {o[1] for o in value_opts if len(o) == 2}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if options_done or arg == "-" or not arg.startswith("-"):
+            operands.append(arg)
+            continue
+        if arg == "--":
+            options_done = True
+            continue
+        opt, has_value = arg.split("=", 1)[0], "=" in arg
+        if opt.startswith("--"):
+            letters, takes_value = "", opt in value_opts and not has_value
+            script_given |= opt in ("--regexp", "--expression", "--file", "--source")
+            recursive |= opt in ("--recursive", "--dereference-recursive")
+            if program == "sed" and opt == "--in-place":
+                return None
+        else:
+            # a cluster of one-letter options (`-rn`, `-A3`, `-n20`): the first letter that
+            # takes a value takes the rest of the word, or the next word when nothing is left
+            letters = ""
+            takes_value = False
+            for j, letter in enumerate(opt[1:], start=1):
+                letters += letter
+                if letter in short_values:
+                    takes_value = j == len(opt) - 1 and not has_value
+                    break
+            script_given |= any(c in letters for c in "ef") and program != "ag"
+            recursive |= any(c in letters for c in "rR")
+            if program == "sed" and "i" in letters:
+                return None  # sed -i edits the file in place
+        if takes_value:
+            i += 1
+    if (program in SEARCHERS or program in _SCRIPTED) and not script_given and operands:
+        operands.pop(0)  # the pattern or the script
+    if program == "awk":
+        operands = [a for a in operands if not _ASSIGNMENT.match(a)]
+    if program == "grep" and not operands and not recursive:
+        return None  # grep with no file reads its standard input
+    return operands
+
+
+def _expand(word: str, cwd: str = "") -> list[str]:
+    """The paths a shell word stands for: `~`, `$HOME`-style variables, then globs."""
+    if word.startswith("~"):
+        word = os.path.expanduser(word)
+    if "$" in word:
+        word = os.path.expandvars(word)
+    if any(c in word for c in "*?[") and cwd:
+        import glob
+
+        full = os.path.join(cwd, word)
+        if not os.path.exists(full):
+            matches = []
+            for match in glob.iglob(full):
+                matches.append(match)
+                if len(matches) >= MAX_GLOB:
+                    break
+            return matches or [word]
+    return [word]
+
+
+# --- the process -----------------------------------------------------------------------------
+
+TOOLS = {"Read": read_call, "Grep": grep_call, "Bash": bash_call}
+
+
+class PayloadError(Exception):
+    """The payload is not a tool call this hook can read; the message says how."""
+
+
+def record(payload: bytes, home: str) -> int:
+    """Append the access lines for one hook payload; the number of lines written."""
+    import json
+
+    if not payload.strip():
+        raise PayloadError("empty payload on stdin")
+    if len(payload) > MAX_PAYLOAD:
+        raise PayloadError(f"payload of {len(payload)} bytes is over {MAX_PAYLOAD}; ignored")
+    try:
+        data = json.loads(payload)
+    except ValueError as e:
+        raise PayloadError(f"payload is not JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise PayloadError(f"payload is a JSON {type(data).__name__}, not an object")
+    tool = data.get("tool_name")
+    if not isinstance(tool, str) or tool not in TOOLS:
+        return 0
+    handler = TOOLS[tool]
+    tool_input = data.get("tool_input")
+    if not isinstance(tool_input, dict):
+        raise PayloadError(f"{tool} payload has no tool_input object")
+    cwd = _field(data, "cwd") or os.getcwd()
+    response = data.get("tool_response", data.get("tool_output"))
+    session = data.get("session_id")
+    session = session if isinstance(session, str) else "" if session is None else str(session)
+    knowledge = Knowledge(home)
+    if not knowledge.exists():
+        raise PayloadError(f"no cortex store at {home} (no context/projects/): run `cortex "
+                           "init` or fix the --home of the installed hook")
+    reads = Reads(knowledge)
+    handler(reads, tool_input, response, cwd)
+    written = 0
+    for log_path, lines in reads.lines(tool, session).items():
+        accesslog.append(log_path, lines)
+        written += len(lines)
+    return written
+
+
+def log_problem(home: str, message: str) -> None:
+    """One line in $CORTEX_HOME/logs/hook.log; never raises."""
+    try:
+        logs = os.path.join(home, "logs")
+        os.makedirs(logs, exist_ok=True)
+        path = os.path.join(logs, HOOK_LOG)
+        try:
+            if os.stat(path).st_size > HOOK_LOG_MAX:
+                os.replace(path, path + ".1")
+        except OSError:
+            pass
+        line = f"{accesslog.utc_now()} {' '.join(message.split())[:1000]}\n"
+        accesslog.append(path, [line.encode("utf-8", "replace")])
+    except Exception:  # noqa: S110 - the hook must never fail the agent's tool call
+        pass
+
+
+def home_from_args(argv: list[str]) -> str:
+    """--home DIR (or --home=DIR), else $CORTEX_HOME, else ~/.cortex; made absolute."""
+    home = ""
+    for i, arg in enumerate(argv):
+        if arg == "--home" and i + 1 < len(argv):
+            home = argv[i + 1]
+        elif arg.startswith("--home="):
+            home = arg.split("=", 1)[1]
+    home = home or os.environ.get("CORTEX_HOME") or "~/.cortex"
+    return os.path.abspath(os.path.expanduser(home))
+
+
+def main(argv: list[str] | None = None, stdin: bytes | None = None) -> int:
+    """The hook process: read the payload, append the lines, hand off the commit. Always 0."""
+    home = ""
+    try:
+        home = home_from_args(sys.argv[1:] if argv is None else argv)
+        payload = sys.stdin.buffer.read() if stdin is None else stdin
+        if record(payload, home) and os.environ.get("CORTEX_AUTOCOMMIT", "1") != "0":
+            from cortexfs import autocommit
+
+            autocommit.request(home)
+    except PayloadError as e:
+        log_problem(home or os.path.expanduser("~/.cortex"), str(e))
+    except BaseException as e:  # fail open: the agent's tool call must never see an error
+        log_problem(home or os.path.expanduser("~/.cortex"),
+                    f"{type(e).__name__}: {e} (a bug; please report it)")
+    return 0
