@@ -10,4 +10,5 @@ from __future__ import annotations
 
 GENERATORS: list[str] = [
     "cortexfs.hippocampus:regen",
+    "cortexfs.overview:regen",
 ]

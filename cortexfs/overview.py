@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -409,7 +409,7 @@ def render_overview(store: Store, lines: list[ProjectLine]) -> str:
 # --- the generator -----------------------------------------------------------------------------
 
 
-def refresh(store: Store, atoms: dict[str, Sequence[Atom]], dry_run: bool = False) \
+def refresh(store: Store, atoms: Mapping[str, Sequence[Atom]], dry_run: bool = False) \
         -> list[Path]:
     """Write OVERVIEW.md and the CORTEX.md blocks; the paths written (or, dry, to write).
 
@@ -433,20 +433,5 @@ def refresh(store: Store, atoms: dict[str, Sequence[Atom]], dry_run: bool = Fals
 
 def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
     """The derived-generator entry point (listed in cortexfs.derived.GENERATORS)."""
-    store: Store = ctx.store
-    atoms = _atoms_of(ctx)
-    for name in store.project_names():
-        if name not in atoms:  # a regeneration of some projects: the others' rows still count
-            from cortexfs.loader import load_project
-
-            atoms[name] = load_project(store.project(name)).atoms
-    return refresh(store, atoms, dry_run=dry_run)
-
-
-def _atoms_of(ctx: Any) -> dict[str, Sequence[Atom]]:
-    """Project name → atoms, from the regeneration context."""
-    projects: Iterable[Any] = getattr(ctx, "projects", ())
-    out: dict[str, Sequence[Atom]] = {}
-    for loaded in projects.values() if isinstance(projects, dict) else projects:
-        out[loaded.project.name] = loaded.atoms
-    return out
+    atoms = {name: ctx.projects[name].atoms for name in ctx.projects}
+    return refresh(ctx.store, atoms, dry_run=dry_run)

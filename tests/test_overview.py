@@ -157,3 +157,25 @@ def test_describe_markdown() -> None:
 def test_init_writes_an_empty_overview(store: Store) -> None:
     text = (store.context / "OVERVIEW.md").read_text()
     assert "_No projects yet" in text and "No knowledge scan yet" in text
+
+
+def test_regen_entry_point_takes_a_regen_context(project: Project,
+                                                 write_atom: Callable[..., Path]) -> None:
+    import datetime as dt
+    from types import MappingProxyType
+
+    from cortexfs import derived
+    from cortexfs.index import RegenContext
+
+    assert "cortexfs.overview:regen" in derived.GENERATORS
+    write_atom("EXP-001", date="2026-01-05")
+    store = project.store
+    loaded = MappingProxyType({p.name: load_project(p) for p in store.projects()})
+    ctx = RegenContext(store, dt.datetime.now(dt.UTC), True, ["flywheel"], loaded,
+                       MappingProxyType({}))
+    would = overview.regen(ctx, dry_run=True)
+    assert store.context / "OVERVIEW.md" in would
+    assert "2026-01-05" not in (store.context / "OVERVIEW.md").read_text()
+    assert overview.regen(ctx) == would
+    assert "| 1 | 0 | 0 | 2026-01-05 |" in (store.context / "OVERVIEW.md").read_text()
+    assert overview.regen(ctx) == []
