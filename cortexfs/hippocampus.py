@@ -46,7 +46,7 @@ from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import Atom
 from cortexfs.fsutil import write_if_changed
 from cortexfs.strength import strength
-from cortexfs.tokens import estimate
+from cortexfs.tokens import chars_for, estimate
 
 if TYPE_CHECKING:
     from cortexfs.loader import LoadedProject
@@ -83,6 +83,9 @@ class IndexEntry:
     hits: int
     strength: float = 1.0
     rel: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)  # made safe for the hx comment
+    priority: str | None = None
+    src: str = "auto"
 
     @property
     def last_event(self) -> dt.datetime | None:
@@ -91,23 +94,21 @@ class IndexEntry:
         return _midnight(self.created) if self.created else None
 
     @property
-    def tags(self) -> list[str]:
-        out = [_UNSAFE_TAG.sub("_", t).strip("_") for t in self.atom.tags]
-        return [t for t in out if t]
-
-    @property
     def topic(self) -> str:
         return self.tags[0] if self.tags else "untagged"
 
-    @property
-    def priority(self) -> str | None:
-        raw = self.atom.meta.get("priority")
-        return str(raw).strip().lower() if raw not in (None, "") else None
 
-    @property
-    def src(self) -> str:
-        raw = self.atom.meta.get("src")
-        return str(raw).strip().lower() if raw not in (None, "") else "auto"
+def _entry(project: str, atom: Atom, created: dt.date | None, accessed: dt.datetime | None,
+           hits: int) -> IndexEntry:
+    tags = [t for t in (_UNSAFE_TAG.sub("_", t).strip("_") for t in atom.tags) if t]
+    priority = atom.meta.get("priority")
+    src = atom.meta.get("src")
+    return IndexEntry(
+        f"{project}/{atom.id}", project, atom,
+        f"projects/{project}/{atom.kind.folder}/{atom.path.name}", created, accessed, hits,
+        tags=tags,
+        priority=str(priority).strip().lower() if priority not in (None, "") else None,
+        src=str(src).strip().lower() if src not in (None, "") else "auto")
 
 
 @dataclass
@@ -176,9 +177,7 @@ def build(loaded: Iterable[LoadedProject], stats: Mapping[str, AccessStats]) -> 
             if created is None and accessed is None:
                 skipped["undated"] += 1
                 continue
-            rel_path = atom.path.relative_to(lp.project.store.context).as_posix()
-            entry = IndexEntry(f"{name}/{atom.id}", name, atom, rel_path, created, accessed,
-                               hits)
+            entry = _entry(name, atom, created, accessed, hits)
             project_entries[atom.id] = entry
             cites.append((atom.id, [*atom.links, *atom.cited_experiments()]))
         related: dict[str, set[str]] = {aid: set() for aid in project_entries}
@@ -524,9 +523,13 @@ def _master(index: Index, by_project: dict[str, list[IndexEntry]],
 
 def render(index: Index) -> dict[str, str]:
     """Every generated file (path relative to the knowledge root → text)."""
-    single = render_single(index)
-    if estimate(single) <= MAX_TOKENS:
-        return {FILE_NAME: single}
+    # each entry is at least its pointer twice (By Topic, By Time) plus ~60 characters:
+    # when that alone is over the ceiling, skip rendering a single file that cannot fit
+    floor = sum(2 * len(e.pointer) + 60 for e in index.entries)
+    if floor <= chars_for(MAX_TOKENS):
+        single = render_single(index)
+        if estimate(single) <= MAX_TOKENS:
+            return {FILE_NAME: single}
     return render_hierarchical(index)
 
 
@@ -582,10 +585,8 @@ def refresh(store: Store, loaded: Sequence[LoadedProject], stats: Mapping[str, A
 
 def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
     """The derived-generator entry point (listed in cortexfs.derived.GENERATORS)."""
-    projects: Any = getattr(ctx, "projects", ())
-    loaded = list(projects.values() if isinstance(projects, dict) else projects)
-    stats: Any = getattr(ctx, "access", {})
-    return refresh(ctx.store, loaded, stats, dry_run)
+    loaded = [ctx.projects[name] for name in ctx.projects]
+    return refresh(ctx.store, loaded, ctx.access, dry_run)
 
 
 _HX = re.compile(r"<!--\s*hx:(.*?)-->", re.DOTALL)

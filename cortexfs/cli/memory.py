@@ -189,6 +189,28 @@ def _parse_date(value: str) -> dt.date:
         raise InvalidInputError(f"--as-of {value!r} is not a date: use YYYY-MM-DD") from None
 
 
+def brief(
+    project: Annotated[str | None, typer.Argument(
+        help="Project to brief (default: the only project, else a store-level brief).",
+        show_default=False)] = None,
+    budget: Annotated[int, typer.Option(
+        "--budget", metavar="TOKENS", help="Most tokens to print (characters / 4).")] = 4000,
+    fmt: Format = "text",
+) -> None:
+    """Print what a new session should start with: STATUS.md, open tasks, issues, the
+    strongest knowledge and patterns, recent experiments — cut to --budget tokens, ending
+    with a banner that lists what was cut. Usable as a Claude Code SessionStart hook."""
+    from cortexfs.brief import build
+
+    common.check_format(fmt)
+    result = build(common.open_store(), project, budget)
+    if fmt == "json":
+        common.print_json(result.to_json())
+    else:
+        typer.echo(result.text, nl=False)
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
     app.add_typer(memory_app, name="memory")
+    app.command("brief")(brief)

@@ -1,0 +1,411 @@
+"""The session brief (`cortex brief`): what a new agent session should start with, packed
+into a token budget (SPEC §8: hippocampus.md v2's decay with priorities + the Cortex
+paper's token-budgeted assembly with a truncation banner).
+
+For one project the brief holds, in order of importance: its STATUS.md, its open tasks
+(TASKS.yaml: doing, todo, blocked — by priority), its ISSUES.md, its strongest active
+knowledge and patterns, and its most recent active experiments. With no project named and
+several in the store it is a store-level brief: each project's phase and size, open tasks,
+issue titles, and the strongest knowledge and newest experiments across all projects.
+
+Ranking: knowledge and patterns by `cortexfs.strength` (hours since the last read, or the
+atom's date, up to the store clock — the same as HIPPOCAMPUS.md — with the v1/v2 modifiers:
+`priority: critical` never decays, high 0.3×, low 2×, `src: manual` 0.5×, 3+ related 0.7×),
+then by reads. Experiments by date, newest first.
+
+Packing (the paper's ContextDecomposer): when everything fits, everything is shown. Else
+each section first gets a share of the budget and takes its items in rank order while they
+fit; the budget left over then goes to the sections in order of importance. Items are never
+split (a STATUS.md line, a task, an issue, an atom line); anything over 400 characters is
+shortened first. What was cut is listed in a closing banner — per section, how many items
+of how many and about how many tokens — so the reader knows what it is missing. Room for
+the banner is reserved before packing, so the output, banner included, never exceeds the
+budget by `cortexfs.tokens.estimate`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cortexfs.errors import CortexError, InvalidInputError
+from cortexfs.tokens import chars_for, estimate
+
+if TYPE_CHECKING:
+    from cortexfs.accesslog import AccessStats
+    from cortexfs.hippocampus import IndexEntry
+    from cortexfs.loader import LoadedProject
+    from cortexfs.store import Project, Store
+
+DEFAULT_BUDGET = 4_000
+MIN_BUDGET = 100
+MAX_ITEM_CHARS = 400
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_OPEN_STATUSES = ("doing", "todo", "blocked")
+
+
+@dataclass
+class Slot:
+    """One section of the brief: its items in rank order and its share of the budget."""
+
+    key: str
+    title: str
+    items: list[str]
+    share: float
+    unit: str = "items"
+    intro: str = ""
+    kept: int = 0
+    shortened: int = 0  # items cut down to MAX_ITEM_CHARS before packing
+    lost_tokens: int = 0  # what shortening removed
+
+    def __post_init__(self) -> None:
+        items = []
+        for text in self.items:
+            text = text.rstrip("\n")
+            if len(text) > MAX_ITEM_CHARS:
+                keep = text[: MAX_ITEM_CHARS - 1].rstrip()
+                self.shortened += 1
+                self.lost_tokens += estimate(text[len(keep):])
+                text = keep + "…"
+            items.append(text + "\n")
+        self.items = items
+
+    @property
+    def head(self) -> str:
+        return f"\n## {self.title}\n" + (f"{self.intro}\n" if self.intro else "")
+
+    def cost(self, upto: int) -> int:
+        """Characters of this section with its first `upto` items (0 when none)."""
+        if upto == 0:
+            return 0
+        return len(self.head) + sum(len(i) for i in self.items[:upto])
+
+    @property
+    def omitted(self) -> int:
+        return len(self.items) - self.kept
+
+    @property
+    def omitted_tokens(self) -> int:
+        """Tokens of the omitted items plus what shortening took out of the others."""
+        return estimate("".join(self.items[self.kept:])) + self.lost_tokens
+
+    @property
+    def cut(self) -> bool:
+        return bool(self.omitted or self.shortened)
+
+
+@dataclass
+class Brief:
+    """A packed brief: `text` is what a session reads; the rest describes it."""
+
+    project: str | None
+    budget: int
+    text: str
+    slots: list[Slot] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return estimate(self.text)
+
+    @property
+    def cut(self) -> list[Slot]:
+        return [s for s in self.slots if s.cut]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "project": self.project, "budget": self.budget, "tokens": self.tokens,
+            "estimator": "characters / 4",
+            "sections": [{"key": s.key, "title": s.title, "unit": s.unit, "total": len(s.items),
+                          "included": s.kept, "omitted": s.omitted, "shortened": s.shortened,
+                          "omitted_tokens": s.omitted_tokens} for s in self.slots],
+            "text": self.text,
+        }
+
+
+# --- packing -----------------------------------------------------------------------------------
+
+
+def _banner(slots: Sequence[Slot], budget: int, omitted: dict[str, tuple[int, int]]) -> str:
+    parts = [f"{s.title} {omitted[s.key][0]:,} of {len(s.items):,} {s.unit}"
+             + (f", {s.shortened:,} shortened" if s.shortened else "")
+             + f" (~{omitted[s.key][1]:,} tokens)" for s in slots if s.key in omitted]
+    return (f"\n---\n[cortex brief: cut to fit the {budget:,}-token budget. Omitted: "
+            + "; ".join(parts) + ". Open the files named above, or rerun with a larger "
+            "--budget.]\n")
+
+
+def _compact_banner(budget: int, omitted_items: int, omitted_tokens: int) -> str:
+    return (f"\n[cortex brief: {omitted_items:,} items (~{omitted_tokens:,} tokens) cut to fit "
+            f"{budget:,} tokens; rerun with a larger --budget]\n")
+
+
+def pack(head: str, slots: list[Slot], budget: int) -> str:
+    """Assemble `head` and `slots` into at most `budget` tokens (see the module docstring).
+    Sets each slot's `kept`."""
+    limit = chars_for(budget)
+    for slot in slots:
+        slot.kept = len(slot.items)
+    full = head + "".join(_render(s) for s in slots)
+    shortened = {s.key: (0, s.lost_tokens) for s in slots if s.shortened}
+    if len(full) + len(_banner(slots, budget, shortened) if shortened else "") <= limit:
+        return full + (_banner(slots, budget, shortened) if shortened else "")
+    # reserve room for the worst banner: every item of every section omitted
+    worst = {s.key: (len(s.items), estimate("".join(s.items)) + s.lost_tokens)
+             for s in slots if s.items}
+    reserve = len(_banner(slots, budget, worst))
+    compact = reserve > limit // 4
+    if compact:
+        total_items = sum(len(s.items) for s in slots)
+        total_tokens = sum(t for _, t in worst.values())
+        reserve = len(_compact_banner(budget, total_items, total_tokens))
+    avail = max(limit - len(head) - reserve, 0)
+    for slot in slots:
+        slot.kept = 0
+    used = 0
+    for slot in slots:  # first pass: each section within its share
+        share = int(avail * slot.share)
+        while slot.kept < len(slot.items) and slot.cost(slot.kept + 1) <= share:
+            slot.kept += 1
+        used += slot.cost(slot.kept)
+    for slot in slots:  # second pass: what is left, in order of importance
+        while slot.kept < len(slot.items):
+            extra = slot.cost(slot.kept + 1) - slot.cost(slot.kept)
+            if used + extra > avail:
+                break
+            slot.kept += 1
+            used += extra
+    body = head + "".join(_render(s) for s in slots)
+    cut = {s.key: (s.omitted, s.omitted_tokens) for s in slots if s.cut}
+    if compact:
+        banner = _compact_banner(budget, sum(n for n, _ in cut.values()),
+                                 sum(t for _, t in cut.values()))
+    else:
+        banner = _banner(slots, budget, cut)
+    text = body + banner
+    if len(text) > limit:  # cannot happen with the reserve above; never ship an overrun
+        text = text[: limit - 2] + "…\n"
+    return text
+
+
+def _render(slot: Slot) -> str:
+    if slot.kept == 0:
+        return ""
+    return slot.head + "".join(slot.items[: slot.kept])
+
+
+def _item(text: str) -> str:
+    """One line (or block) as an item (Slot shortens the ones past MAX_ITEM_CHARS)."""
+    return text.rstrip("\n") + "\n"
+
+
+# --- reading the project -----------------------------------------------------------------------
+
+
+def _read_text(path: Any) -> str | None:
+    try:
+        return str(path.read_bytes().decode("utf-8", errors="replace"))
+    except OSError:
+        return None
+
+
+def markdown_lines(text: str) -> list[str]:
+    """A governance file's content lines: HTML comments, blank lines and the `#` title gone,
+    headings one level down (they sit under the brief's own `##` section)."""
+    text = _COMMENT.sub("", text.replace("\r\n", "\n"))
+    out = []
+    for line in text.split("\n"):
+        if not line.strip() or re.match(r"^#[ \t]", line):
+            continue
+        if re.match(r"^#{2,5}[ \t]", line):
+            line = "#" + line
+        out.append(line.rstrip())
+    return out
+
+
+def issue_blocks(text: str) -> list[str]:
+    """ISSUES.md as one block per issue (a `##` heading with its lines) or loose line."""
+    blocks: list[str] = []
+    for line in markdown_lines(text):
+        if line.startswith("### ") or not blocks or not blocks[-1].startswith("### "):
+            blocks.append(line)
+        else:
+            blocks[-1] += "\n" + line
+    return blocks
+
+
+def _task_items(project: Project, prefix: str = "") -> tuple[list[tuple[Any, str]], str | None]:
+    """Open tasks as (sort key, line); a problem note when TASKS.yaml cannot be read."""
+    from cortexfs import tasks
+
+    try:
+        tf = tasks.load(project)
+    except CortexError as e:
+        return [], str(e)
+    note = None
+    if tf.shape is None and tf.errors:
+        note = f"TASKS.yaml could not be read: {tf.errors[0].message}"
+    out = []
+    for t in tf.tasks:
+        if t.status not in _OPEN_STATUSES:
+            continue
+        flags = ", ".join(str(x) for x in (t.status, t.priority) if x not in (None, ""))
+        line = f"- {prefix}{t.id} [{flags}] {' '.join(t.text.split())}"
+        if t.done_when:
+            line += f" — done when: {' '.join(t.done_when.split())}"
+        if t.depends_on:
+            line += f" (after {', '.join(t.depends_on)})"
+        out.append((tasks.sort_key(t), line))
+    return out, note
+
+
+def _rank(loaded: Sequence[LoadedProject], stats: dict[str, AccessStats]) \
+        -> tuple[list[IndexEntry], list[IndexEntry]]:
+    """(active knowledge and patterns, strongest first; active experiments, newest first),
+    with the strengths HIPPOCAMPUS.md shows."""
+    from cortexfs.hippocampus import build as build_index
+
+    entries = build_index(loaded, stats).entries
+    minds = [e for e in entries if e.atom.kind.name != "experiment"]
+    minds.sort(key=lambda e: (-e.strength, -e.hits, e.project, _id_order(e.atom.id)))
+    experiments = [e for e in entries if e.atom.kind.name == "experiment"]
+    experiments.sort(key=lambda e: (-(e.created or dt.date.min).toordinal(), e.project,
+                                    _id_order(e.atom.id)))
+    return minds, experiments
+
+
+def _id_order(atom_id: str) -> tuple[int, str]:
+    m = re.search(r"(\d+)", atom_id)
+    return (-int(m.group(1)) if m else 0, atom_id)
+
+
+def _atom_line(r: IndexEntry, qualified: bool, with_strength: bool) -> str:
+    atom = r.atom
+    label = r.key if qualified else atom.id
+    notes = []
+    if with_strength:
+        notes.append(f"str {r.strength:.2f}")
+        if r.hits:
+            notes.append(f"{r.hits} read{'s' if r.hits != 1 else ''}")
+    else:
+        notes.append(atom.date.isoformat() if atom.date else "undated")
+    if atom.status not in ("active", "valid"):
+        notes.append(atom.status)
+    kind = "pattern " if atom.kind.name == "pattern" else ""
+    summary = " ".join(atom.summary.split()) or "(no summary)"
+    return f"- {kind}{label} ({', '.join(notes)}): {summary}"
+
+
+# --- assembling ----------------------------------------------------------------------------------
+
+
+def _stats_of(projects: Sequence[Project]) -> dict[str, AccessStats]:
+    from cortexfs.accesslog import fold
+
+    return {p.name: fold(p.access_log) for p in projects}
+
+
+def _load(projects: Sequence[Project]) -> list[LoadedProject]:
+    from cortexfs.loader import load_project
+
+    return [load_project(p) for p in projects]
+
+
+def build(store: Store, project: str | None = None, budget: int = DEFAULT_BUDGET) -> Brief:
+    """The brief for `project`, or for the store when None (the only project's brief when
+    the store has just one)."""
+    if budget < MIN_BUDGET:
+        raise InvalidInputError(f"--budget {budget} is too small: give at least {MIN_BUDGET} "
+                                "tokens")
+    if project is not None:
+        return _project_brief(store, store.project(project), budget)
+    projects = store.projects()
+    if len(projects) == 1:
+        return _project_brief(store, projects[0], budget)
+    return _store_brief(store, projects, budget)
+
+
+def _project_brief(store: Store, project: Project, budget: int) -> Brief:
+    loaded = _load([project])
+    stats = _stats_of([project])
+    minds, experiments = _rank(loaded, stats)
+    slots: list[Slot] = []
+    status_text = _read_text(project.root / "STATUS.md")
+    status_items = [_item(line + "\n") for line in markdown_lines(status_text or "")]
+    rel = f"projects/{project.name}"
+    slots.append(Slot("status", "STATUS.md", status_items or ["_STATUS.md is missing or "
+                                                               "empty._\n"],
+                      0.30, "lines", f"(from {rel}/STATUS.md)"))
+    task_items, note = _task_items(project)
+    task_items.sort(key=lambda kv: kv[0])
+    items = [_item(line) for _, line in task_items]
+    if note:
+        items.insert(0, _item(f"- {note}"))
+    slots.append(Slot("tasks", "Open tasks", items, 0.15, "tasks", f"(from {rel}/TASKS.yaml)"))
+    issues = issue_blocks(_read_text(project.root / "ISSUES.md") or "")
+    slots.append(Slot("issues", "Issues", [_item(b) for b in issues], 0.10, "issues",
+                      f"(from {rel}/ISSUES.md)"))
+    slots.append(Slot("knowledge", "Strongest knowledge and patterns",
+                      [_item(_atom_line(r, False, True)) for r in minds], 0.30, "atoms",
+                      f"(files: {rel}/knowledge/K-NNN.md, {rel}/patterns/PAT-NNN.md)"))
+    slots.append(Slot("experiments", "Recent experiments",
+                      [_item(_atom_line(r, False, False)) for r in experiments], 0.15,
+                      "atoms", f"(files: {rel}/experiments/EXP-NNN.md)"))
+    slots = [s for s in slots if s.items]
+    head = (f"# Session brief — {project.name}\n"
+            f"Knowledge root: {store.context} · `cortex brief` · budget {budget:,} tokens\n")
+    text = pack(head, slots, budget)
+    return Brief(project.name, budget, text, slots)
+
+
+def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brief:
+    from cortexfs.governance import read_status
+
+    loaded = _load(projects)
+    stats = _stats_of(projects)
+    minds, experiments = _rank(loaded, stats)
+    overview: list[str] = []
+    for lp in loaded:
+        name = lp.project.name
+        status = _read_text(lp.project.root / "STATUS.md")
+        phase = read_status(status).phase if status else None
+        counts = {k: 0 for k in ("experiment", "knowledge", "pattern")}
+        for a in lp.atoms:
+            counts[a.kind.name] += 1
+        overview.append(_item(
+            f"- {name}: {' '.join((phase or 'no STATUS.md phase').split())} "
+            f"({counts['experiment']} experiments, {counts['knowledge']} knowledge, "
+            f"{counts['pattern']} patterns) → projects/{name}/STATUS.md"))
+    task_items: list[tuple[Any, str]] = []
+    issue_items: list[str] = []
+    for p in projects:
+        items, note = _task_items(p, prefix=f"{p.name}/")
+        task_items += items
+        if note:
+            task_items.append(((9, 99, 0), f"- {p.name}: {note}"))
+        for block in issue_blocks(_read_text(p.root / "ISSUES.md") or ""):
+            issue_items.append(_item(f"- {p.name}: {block.splitlines()[0].lstrip('#- ')}"))
+    task_items.sort(key=lambda kv: kv[0])
+    slots = [
+        Slot("projects", "Projects", overview, 0.20, "projects",
+             "(one line each; `cortex brief PROJECT` gives a project's full brief)"),
+        Slot("tasks", "Open tasks", [_item(line) for _, line in task_items], 0.15,
+             "tasks"),
+        Slot("issues", "Issues", issue_items, 0.10, "issues"),
+        Slot("knowledge", "Strongest knowledge and patterns",
+             [_item(_atom_line(r, True, True)) for r in minds], 0.35, "atoms",
+             "(files: projects/<project>/knowledge/K-NNN.md, …/patterns/PAT-NNN.md)"),
+        Slot("experiments", "Recent experiments",
+             [_item(_atom_line(r, True, False)) for r in experiments], 0.20, "atoms",
+             "(files: projects/<project>/experiments/EXP-NNN.md)"),
+    ]
+    slots = [s for s in slots if s.items]
+    if not projects:
+        slots = [Slot("projects", "Projects",
+                      ["_No projects yet: create one with `cortex project new NAME`._\n"], 1.0)]
+    head = (f"# Session brief — {len(projects)} projects\n"
+            f"Knowledge root: {store.context} · `cortex brief` · budget {budget:,} tokens\n")
+    text = pack(head, slots, budget)
+    return Brief(None, budget, text, slots)
