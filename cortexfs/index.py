@@ -1,23 +1,60 @@
 """Index regeneration (`cortex index regen`): index.md per atom folder, refs folded from logs.
 
-(Work in progress: the contract below — RegenContext, RegenResult, regenerate() — is
-stable; generators listed in cortexfs.derived can be written against it now.)
+For each selected project:
+1. scan its atoms (cortexfs.loader: cached, fast-path parsed); malformed ones are reported
+   and left out of the index;
+2. fold `_meta/access-log.jsonl` incrementally (the folded counts and the byte offset are
+   cached; a log that shrank or was replaced is folded again from the start) and write
+   changed `refs` / `last-ref` into the atom frontmatter, touching only those two keys;
+3. render `index.md` of each atom folder through the `index/*.md.j2` templates. The
+   "Last updated" line changes only when the rest of the file does, so a second run writes
+   nothing. A digest of every input of a folder (its atom files, the access counts, the
+   date, the templates, this code) is cached with the index file's stamp: when neither
+   moved, the folder is not even rendered.
+Then the store-wide generators of cortexfs.derived run with a RegenContext.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Iterator, Mapping
+import importlib
+import os
+import re
+import sys
+import time
+import zlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from cortexfs import cache
+from cortexfs.accesslog import AccessStats, fold
+from cortexfs.atoms import KINDS, Atom, Kind, as_date
 from cortexfs.errors import AtomParseError
+from cortexfs.loader import LoadedProject, ProjectScan, scan
 
 if TYPE_CHECKING:
-    from cortexfs.accesslog import AccessStats
-    from cortexfs.loader import LoadedProject
-    from cortexfs.store import Store
+    from cortexfs.store import Project, Store
+
+RENDER_VERSION = 1  # bump when the rendering changes in a way the templates do not show
+STATE_KIND = "regen-1"
+HOT_REFS = 5
+COLD_DAYS = 14
+STATS_CAP = 10  # ids listed per Stats line before "… and N more"
+USE_WHEN = {
+    "experiment": "you want to know what was tried in {project}, what happened and what it "
+                  "showed — scan the summaries here, then open the EXP file for the details.",
+    "knowledge": "you need an established fact, heuristic or anti-pattern of {project} — "
+                 "each row cites the experiments it rests on.",
+    "pattern": "you look for an invariant that holds across several experiments of "
+               "{project} — each row names its source experiments.",
+}
+_UPDATED = re.compile(r"^> Last updated: (.+)$", re.MULTILINE)
+_PLACEHOLDER = "\x00updated\x00"
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T")
+_ID_ORDER = re.compile(r"-(\d+)([a-z]?)")
 
 
 @dataclass
@@ -29,6 +66,10 @@ class RegenResult:
     folded: list[Path] = field(default_factory=list)  # atoms whose refs / last-ref changed
     fold_errors: list[AtomParseError] = field(default_factory=list)  # refs not written back
     projects: list[str] = field(default_factory=list)  # the projects regenerated
+
+    def add(self, path: Path) -> None:
+        if path not in self.written:
+            self.written.append(path)
 
 
 @dataclass
@@ -61,25 +102,29 @@ class RegenContext:
     selected: list[str]
     projects: Mapping[str, LoadedProject]
     access: Mapping[str, AccessStats]
+    _fingerprint: Callable[[list[str]], str] = field(repr=False, default=lambda names: "")
 
     def fingerprint(self, names: list[str] | None = None) -> str:
         """Digest of the inputs of `names` (default: every project)."""
-        raise NotImplementedError  # filled in with the regenerator
+        return self._fingerprint(list(self.projects) if names is None else list(names))
 
 
-class _Lazy(Mapping[str, object]):
+V = TypeVar("V")
+
+
+class _Lazy(Mapping[str, V]):
     """A mapping over the store's project names whose values are computed on first use."""
 
-    def __init__(self, names: list[str], make: object) -> None:
+    def __init__(self, names: list[str], make: Callable[[str], V]) -> None:
         self._names = names
         self._make = make
-        self._values: dict[str, object] = {}
+        self._values: dict[str, V] = {}
 
-    def __getitem__(self, name: str) -> object:
+    def __getitem__(self, name: str) -> V:
         if name not in self._values:
             if name not in self._names:
                 raise KeyError(name)
-            self._values[name] = self._make(name)  # type: ignore[operator]
+            self._values[name] = self._make(name)
         return self._values[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -91,6 +136,456 @@ class _Lazy(Mapping[str, object]):
 
 def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool = False,
                progress: bool = False) -> RegenResult:
-    """Regenerate the indexes of `projects` (all when None) and the store-wide files."""
-    raise NotImplementedError
+    """Regenerate the indexes of `projects` (all when None) and the store-wide files.
 
+    With `dry_run`, nothing in the store is written (caches may be): `written` then lists
+    what a real run would change — empty means the indexes are up to date.
+    """
+    from cortexfs.fsutil import file_lock
+
+    store.require()
+    selected = store.select(projects)
+    result = RegenResult(projects=[p.name for p in selected])
+    lock = (contextlib.nullcontext() if dry_run
+            else file_lock(store.locks_dir / "regen.lock", timeout=120,
+                           what="index regeneration"))
+    with lock:
+        run = _Run(store, dry_run)
+        bar = _Progress(enabled=progress, total=len(selected))
+        for project in selected:
+            run.regenerate_project(project, result)
+            bar.advance(project.name)
+        bar.close()
+        ctx = run.context([p.name for p in selected])
+        from cortexfs.derived import GENERATORS
+
+        for spec in GENERATORS:
+            module, _, name = spec.partition(":")
+            generator = getattr(importlib.import_module(module), name)
+            for path in generator(ctx, dry_run=dry_run):
+                result.add(Path(path))
+    return result
+
+
+class _Run:
+    """The state of one regeneration: scans, folded stats and cached state per project."""
+
+    def __init__(self, store: Store, dry_run: bool) -> None:
+        self.store = store
+        self.dry_run = dry_run
+        self.now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        self.today = self.now.date()
+        self.scans: dict[str, ProjectScan] = {}
+        self.stats: dict[str, AccessStats] = {}
+        self.states: dict[str, dict[str, Any]] = {}
+        self.folded: dict[str, dict[str, tuple[int, str | None]]] = {}
+        self._identity: str | None = None
+
+    # --- inputs ----------------------------------------------------------------------------
+
+    def scan(self, project: Project) -> ProjectScan:
+        if project.name not in self.scans:
+            self.scans[project.name] = scan(project)
+        return self.scans[project.name]
+
+    def state(self, project: Project) -> dict[str, Any]:
+        if project.name not in self.states:
+            data = cache.load(_state_path(project), STATE_KIND)
+            self.states[project.name] = data if isinstance(data, dict) else {}
+        return self.states[project.name]
+
+    def access(self, project: Project) -> AccessStats:
+        """The project's log folded up to its end, from the cached offset when still valid."""
+        if project.name in self.stats:
+            return self.stats[project.name]
+        state = self.state(project)
+        stats, ident = _fold_incrementally(project.access_log, state.get("log"))
+        if state.get("log") != _log_state(stats, ident):
+            state["log"] = _log_state(stats, ident)
+            state["dirty"] = True
+        self.stats[project.name] = stats
+        return stats
+
+    def folded_values(self, project: Project) -> dict[str, tuple[int, str | None]]:
+        """name → (refs, last-ref) after folding, for every atom whose values differ from
+        what its frontmatter says (in a dry run too)."""
+        if project.name not in self.folded:
+            sc, stats = self.scan(project), self.access(project)
+            out: dict[str, tuple[int, str | None]] = {}
+            for _kind, name, entry in sc.entries():
+                meta = entry[5]
+                if meta is None:
+                    continue
+                values = _fold_values(meta, stats.counts.get(name, 0), stats.newest.get(name))
+                if values is not None:
+                    out[name] = values
+            self.folded[project.name] = out
+        return self.folded[project.name]
+
+    def atoms(self, project: Project, kind: Kind | None = None) -> list[Atom]:
+        """Parsed atoms (no bodies) with their folded refs / last-ref."""
+        sc, folded = self.scan(project), self.folded_values(project)
+        out = []
+        for k, name, entry in sc.entries():
+            if entry[5] is None or (kind is not None and k is not kind):
+                continue
+            meta = dict(entry[5])
+            if name in folded:
+                refs, last = folded[name]
+                meta["refs"] = refs
+                if last is not None:
+                    meta["last-ref"] = last
+            out.append(Atom(project.folder(k) / name, k, meta))
+        return out
+
+    def loaded(self, name: str) -> LoadedProject:
+        project = self.store.project(name)
+        sc = self.scan(project)
+        loaded = LoadedProject(project, self.atoms(project))
+        loaded.errors = [AtomParseError(str(project.folder(k) / n), e[6], e[7])
+                         for k, n, e in sc.entries() if e[5] is None]
+        return loaded
+
+    def identity(self) -> str:
+        """What else an index depends on: this code, the templates, the date."""
+        if self._identity is None:
+            parts: list[Any] = [RENDER_VERSION, _stamp(Path(__file__)), self.today.isoformat()]
+            from cortexfs.templates import package_dir
+
+            for folder in (self.store.templates_dir / "index", package_dir("templates") / "index"):
+                with contextlib.suppress(OSError):
+                    parts.extend(sorted((e.name, _stamp(Path(e.path)))
+                                        for e in os.scandir(folder)))
+            self._identity = repr(parts)
+        return self._identity
+
+    def folder_digest(self, project: Project, kind: Kind) -> str:
+        sc, stats = self.scan(project), self.access(project)
+        files = sc.stamp(kind)
+        counts = [(n, stats.counts.get(n), stats.newest.get(n)) for n, *_ in files]
+        text = repr((self.identity(), project.name, kind.prefix, files, counts))
+        return cache.digest(text.encode("utf-8", "surrogatepass")).hex()
+
+    def fingerprint(self, names: list[str]) -> str:
+        parts = []
+        for name in names:
+            project = self.store.project(name)
+            stats = self.access(project)
+            parts.append((name, [self.folder_digest(project, k) for k in KINDS],
+                          stats.offset, stats.bad_lines))
+        return cache.digest(repr(parts).encode(), 8).hex()
+
+    def context(self, selected: list[str]) -> RegenContext:
+        names = self.store.project_names()
+        return RegenContext(
+            store=self.store, now=self.now, dry_run=self.dry_run, selected=selected,
+            projects=_Lazy(names, self.loaded),
+            access=_Lazy(names, lambda n: self.access(self.store.project(n))),
+            _fingerprint=self.fingerprint,
+        )
+
+    # --- one project -----------------------------------------------------------------------
+
+    def regenerate_project(self, project: Project, result: RegenResult) -> None:
+        sc = self.scan(project)
+        for kind, name, entry in sc.entries():
+            if entry[5] is None:
+                result.skipped.append(
+                    AtomParseError(str(project.folder(kind) / name), entry[6], entry[7]))
+        self._write_back(project, result)
+        state = self.state(project)
+        indexes = state.setdefault("index", {})
+        for kind in KINDS:
+            path = project.folder(kind) / "index.md"
+            digest = self.folder_digest(project, kind)
+            if indexes.get(kind.folder) == [digest, *_stamp(path)]:
+                continue  # the same inputs as when this very file was written or checked
+            old = _read_text(path)
+            text = self.render(project, kind)
+            kept = _UPDATED.search(old or "")
+            if old is not None and text.replace(_PLACEHOLDER, kept[1] if kept else "") == old:
+                indexes[kind.folder] = [digest, *_stamp(path)]
+                state["dirty"] = True
+                continue
+            text = text.replace(_PLACEHOLDER, self.now.strftime("%Y-%m-%dT%H:%M:%SZ"))
+            result.add(path)
+            if self.dry_run:
+                continue
+            from cortexfs.fsutil import write_if_changed
+
+            write_if_changed(path, text)
+            indexes[kind.folder] = [digest, *_stamp(path)]
+            state["dirty"] = True
+        sc.save()
+        if state.pop("dirty", False):
+            cache.save(_state_path(project), STATE_KIND, state)
+
+    def _write_back(self, project: Project, result: RegenResult) -> None:
+        """Write changed refs / last-ref into the atoms (only those two keys)."""
+        folded = self.folded_values(project)
+        if not folded:
+            return
+        sc = self.scan(project)
+        for kind, name, entry in list(sc.entries()):
+            if name not in folded:
+                continue
+            path = project.folder(kind) / name
+            result.folded.append(path)
+            result.add(path)
+            if self.dry_run:
+                continue
+            refs, last = folded[name]
+            updates: dict[str, Any] = {"refs": refs}
+            if last is not None:
+                updates["last-ref"] = last
+            try:
+                _set_keys_if_unchanged(path, entry, updates)
+            except AtomParseError as e:
+                result.fold_errors.append(e)
+                result.folded.remove(path)
+                result.written.remove(path)
+                continue
+            sc.refresh(kind, name)
+        # the rewritten atoms now say what the log says: fold again from their new entries
+        del self.folded[project.name]
+
+    def render(self, project: Project, kind: Kind) -> str:
+        """The index text of one folder, with _PLACEHOLDER for the "Last updated" time."""
+        from cortexfs import templates
+
+        atoms = self.atoms(project, kind)
+        rows = [_Row(a) for a in atoms]
+        rows.sort(key=_Row.order)
+        groups: dict[str, list[_Row]] = {"active": [], "invalidated": [], "superseded": []}
+        for row in rows:
+            groups[row.atom.group].append(row)
+        env = templates.environment(self.store)
+        return env.get_template(f"index/{kind.folder}.md.j2").render(
+            title=kind.title, project=cell(project.name),
+            use_when=USE_WHEN[kind.name].format(project=cell(project.name)),
+            updated=_PLACEHOLDER, total=len(rows), **groups,
+            stats=_stats(rows, groups, self.today),
+        )
+
+
+# --- folding ---------------------------------------------------------------------------------
+
+
+def _state_path(project: Project) -> Path:
+    return project.store.cache_dir / "regen" / f"{project.name}.bin"
+
+
+def _log_state(stats: AccessStats, ident: list[Any]) -> list[Any]:
+    return [*ident, stats.offset, stats.counts, stats.newest, stats.bad_lines]
+
+
+def _fold_incrementally(log: Path, saved: Any) -> tuple[AccessStats, list[Any]]:
+    """Fold `log` from the saved offset when the saved state still describes its start.
+
+    The saved state is [inode, tail, offset, counts, newest, bad_lines] where `tail` is the
+    CRC of up to 256 bytes before `offset`: a log that was replaced (new inode), shrank or
+    rewritten in place no longer matches and is folded again from byte 0.
+    """
+    try:
+        st = os.stat(log)
+    except OSError:
+        return AccessStats(), [0, 0]
+    stats = AccessStats()
+    if (isinstance(saved, list) and len(saved) == 6 and saved[0] == st.st_ino
+            and isinstance(saved[2], int) and 0 < saved[2] <= st.st_size
+            and saved[1] == _tail_crc(log, saved[2])
+            and isinstance(saved[3], dict) and isinstance(saved[4], dict)):
+        stats = AccessStats(saved[3], saved[4], saved[2], saved[5])
+    if stats.offset < st.st_size:
+        stats = fold(log, stats)
+    return stats, [st.st_ino, _tail_crc(log, stats.offset)]
+
+
+def _tail_crc(log: Path, offset: int) -> int:
+    if offset <= 0:
+        return 0
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, offset - 256))
+            return zlib.crc32(f.read(min(offset, 256)))
+    except OSError:
+        return -1
+
+
+def _fold_values(meta: dict[str, Any], count: int, newest: str | None) \
+        -> tuple[int, str | None] | None:
+    """(refs, last-ref) to write when they differ from the frontmatter's, else None.
+
+    The log is the lifetime record, but refs carried over from before the log existed (an
+    imported store) are never lowered: refs = max(frontmatter, log); last-ref likewise.
+    """
+    raw_refs = meta.get("refs")
+    fm_refs = raw_refs if isinstance(raw_refs, int) and not isinstance(raw_refs, bool) \
+        and raw_refs >= 0 else 0
+    raw_last = meta.get("last-ref")
+    fm_last = raw_last if isinstance(raw_last, str) and _ISO.match(raw_last) else None
+    refs = max(fm_refs, count)
+    last = max(filter(None, (fm_last, newest)), default=None)
+    refs_same = (raw_refs == refs and type(raw_refs) is int) or (refs == 0 and raw_refs is None)
+    last_same = last is None or raw_last == last
+    if refs_same and last_same:
+        return None
+    return refs, last
+
+
+def _set_keys_if_unchanged(path: Path, entry: tuple[Any, ...], updates: dict[str, Any]) -> None:
+    """set_keys on the file as it was scanned; a file edited since is left for the next run."""
+    from cortexfs.frontmatter import decode, set_keys
+    from cortexfs.fsutil import atomic_write
+
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise AtomParseError(str(path), f"cannot read to update refs: {e.strerror}") from None
+    if len(raw) != entry[1] or zlib.crc32(raw) != entry[3]:
+        raise AtomParseError(str(path), "changed while cortex was regenerating: its refs "
+                             "will be updated by the next `cortex index regen`")
+    text = set_keys(decode(raw, str(path)), updates, str(path))
+    try:
+        atomic_write(path, text)
+    except OSError as e:
+        raise AtomParseError(str(path), f"cannot write refs: {e.strerror}") from None
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+_CELL_SPECIAL = re.compile(r"[|`<>&\\\r\n\t\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
+
+
+def cell(value: object) -> str:
+    """`value` as the text of one markdown table cell: on one line, with `|`, backticks
+    and HTML made literal, so that no summary can break the table or inject markup."""
+    text = "" if value is None else str(value)
+    if _CELL_SPECIAL.search(text):
+        text = " ".join(text.split())
+        text = _ENTITY.sub("&amp;", text)
+        text = text.replace("<", "&lt;").replace(">", "&gt;")
+        text = text.replace("|", "\\|").replace("`", "\\`")
+    return text.strip()
+
+
+def _ids(values: list[str]) -> str:
+    return cell(", ".join(values))
+
+
+class _Row:
+    """One table row: every field is a ready, escaped cell; `atom` is the Atom."""
+
+    __slots__ = ("atom", "id", "date", "summary", "tags", "refs", "links", "evidence",
+                 "sources", "status", "invalidated_by", "_date", "_key")
+
+    def __init__(self, atom: Atom) -> None:
+        self.atom = atom
+        file_id = atom.path.stem
+        self.id = f"[{file_id}]({atom.path.name})"
+        date = atom.date
+        self._date = date
+        self.date = date.isoformat() if date else cell(atom.meta.get("date"))
+        self.summary = cell(atom.summary)
+        self.tags = _ids(atom.tags)
+        self.refs = atom.refs
+        self.links = _ids(atom.links)
+        self.evidence = _ids(atom.evidence)
+        self.sources = _ids(atom.source_experiments)
+        ref = atom.status_ref
+        self.status = cell(f"{atom.status} by {ref}" if ref else atom.status)
+        inv_date = as_date(atom.meta.get("invalidated-date"))
+        by = ref or "—"
+        self.invalidated_by = cell(f"{by} ({inv_date.isoformat()})" if inv_date else by)
+        m = _ID_ORDER.search(file_id)
+        self._key = (file_id.split("-")[0], int(m[1]) if m else 0, m[2] if m else "", file_id)
+
+    def order(self) -> tuple[Any, ...]:
+        """Refs descending, then date descending (undated last), then id."""
+        return (-self.refs, self._date is None, -(self._date.toordinal() if self._date else 0),
+                self._key)
+
+
+def _capped(items: list[str]) -> str:
+    if len(items) <= STATS_CAP:
+        return ", ".join(items)
+    return f"{', '.join(items[:STATS_CAP])} … and {len(items) - STATS_CAP} more"
+
+
+@dataclass
+class _Stats:
+    total: int
+    active: int
+    invalidated: int
+    superseded: int
+    challenged: str
+    hot: str
+    cold: str
+    hot_refs: int = HOT_REFS
+    cold_days: int = COLD_DAYS
+
+
+def _stats(rows: list[_Row], groups: dict[str, list[_Row]], today: dt.date) -> _Stats:
+    challenged = [cell(f"{r.atom.path.stem} (by {r.atom.status_ref})" if r.atom.status_ref
+                       else r.atom.path.stem)
+                  for r in groups["active"] if r.atom.status == "challenged"]
+    hot = [f"{r.atom.path.stem} ({r.refs})" for r in rows if r.refs >= HOT_REFS]
+    cutoff = today - dt.timedelta(days=COLD_DAYS)
+    cold_rows = sorted((r for r in groups["active"]
+                        if r.refs == 0 and r._date is not None and r._date < cutoff),
+                       key=lambda r: (r._date, r._key))
+    cold = [f"{r.atom.path.stem} ({r.date})" for r in cold_rows]
+    return _Stats(len(rows), len(groups["active"]), len(groups["invalidated"]),
+                  len(groups["superseded"]), _capped(challenged), _capped(hot), _capped(cold))
+
+
+# --- small helpers ---------------------------------------------------------------------------
+
+
+def _stamp(path: Path) -> list[int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return [0, -1, 0]
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+class _Progress:
+    """A rich progress bar on a terminal, shown only once a run has taken a while."""
+
+    DELAY = 0.5
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self.enabled = enabled and sys.stdout.isatty() and sys.stderr.isatty()
+        self.total = total
+        self.done = 0
+        self.started = time.monotonic()
+        self.bar: Any = None
+        self.task: Any = None
+
+    def advance(self, label: str) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        if self.bar is None and self.done < self.total \
+                and time.monotonic() - self.started > self.DELAY:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.bar = Progress(console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("regenerating indexes", total=self.total)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done, description=f"indexed {label}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -1,9 +1,106 @@
-"""`cortex` commands: index (filled in by its issue)."""
+"""`cortex index regen`: regenerate index.md files (and the store-wide derived files)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
 import typer
+
+from cortexfs.cli import common
+
+if TYPE_CHECKING:
+    from cortexfs.index import RegenResult
+
+index_app = typer.Typer(help="Regenerate the generated index files.", no_args_is_help=True)
+
+
+@index_app.command("regen")
+def regen(
+    projects: Annotated[list[str] | None, typer.Argument(
+        help="Projects to regenerate.", show_default=False)] = None,
+    all_: Annotated[bool, typer.Option("--all", "-a", help="Regenerate every project.")] = False,
+    no_commit: Annotated[bool, typer.Option(
+        "--no-commit", help="Write the files but do not commit them.")] = False,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Write nothing; exit 1 if regeneration would change a file.")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+) -> None:
+    """Rebuild index.md of every atom folder from the frontmatter, fold the access logs into
+    refs / last-ref, refresh the store-wide files, and commit what changed."""
+    from cortexfs.errors import InvalidInputError
+    from cortexfs.index import regenerate
+
+    common.check_format(fmt)
+    if all_ and projects:
+        raise InvalidInputError("pass either --all or project names, not both")
+    if not all_ and not projects:
+        raise InvalidInputError("say what to regenerate: pass --all, or one or more project "
+                                "names (`cortex project list` shows them)")
+    store = common.open_store()
+    result = regenerate(store, None if all_ else projects, dry_run=check,
+                        progress=fmt == "text")
+    committed = False
+    if result.written and not check and not no_commit:
+        from cortexfs import git
+
+        committed = git.commit_paths(store, result.written,
+                                     f"index: regenerate {_describe(result.projects, all_)}")
+
+    def rel(path: Path | str) -> str:
+        return os.path.relpath(path, store.home)
+
+    if fmt == "json":
+        common.print_json({
+            "projects": result.projects,
+            "changed" if check else "written": [rel(p) for p in result.written],
+            "folded": [rel(p) for p in result.folded],
+            "skipped": [{"path": rel(e.path), "line": e.line, "reason": e.reason}
+                        for e in result.skipped],
+            "fold_errors": [{"path": rel(e.path), "reason": e.reason}
+                            for e in result.fold_errors],
+            "committed": committed,
+        })
+    else:
+        for error in [*result.skipped, *result.fold_errors]:
+            where = f"{rel(error.path)}:{error.line}" if error.line else rel(error.path)
+            common.warn(f"{where}: {error.reason}")
+        if check:
+            for path in result.written:
+                typer.echo(f"would change: {rel(path)}")
+        _summary(result, check, committed, len(result.projects))
+    if check and result.written:
+        raise typer.Exit(1)
+
+
+def _describe(projects: list[str], all_: bool) -> str:
+    if all_:
+        return "all projects"
+    if len(projects) <= 3:
+        return ", ".join(projects)
+    return f"{', '.join(projects[:3])} and {len(projects) - 3} more"
+
+
+def _summary(result: RegenResult, check: bool, committed: bool, n_projects: int) -> None:
+    where = f"{n_projects} project{'s' if n_projects != 1 else ''}"
+    skipped = (f"; {len(result.skipped)} malformed atom{'s' if len(result.skipped) != 1 else ''}"
+               " skipped (run `cortex validate`)") if result.skipped else ""
+    if check:
+        if result.written:
+            typer.secho(f"{len(result.written)} file(s) out of date in {where}: run "
+                        "`cortex index regen` to update them" + skipped, fg="red", err=True)
+        else:
+            common.ok(f"indexes are up to date ({where}){skipped}")
+        return
+    if not result.written:
+        common.ok(f"indexes are up to date ({where}){skipped}")
+        return
+    folded = f", refs updated in {len(result.folded)} atoms" if result.folded else ""
+    commit = ", committed" if committed else ""
+    common.ok(f"regenerated {len(result.written)} file(s) in {where}{folded}{commit}{skipped}")
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+    app.add_typer(index_app, name="index")
