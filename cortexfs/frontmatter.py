@@ -340,14 +340,15 @@ def _lenient_loader() -> Any:
 def key_lines(text: str) -> dict[str, int]:
     """1-based line of each top-level frontmatter key in `text` ({} without frontmatter)."""
     try:
-        parts = _split(text, "<string>")
+        span = locate(text)
     except AtomParseError:
         return {}
     lines: dict[str, int] = {}
-    for i in range(1, parts.close_idx):
-        m = _TOP_KEY.match(parts.lines[i].rstrip("\r\n"))
+    # the opening fence is line 1; only the frontmatter is split, never the body
+    for number, line in enumerate(text[span.fm_start:span.fm_end].split("\n"), start=2):
+        m = _TOP_KEY.match(line.rstrip("\r"))
         if m:
-            lines.setdefault(m.group(1), i + 1)
+            lines.setdefault(m.group(1), number)
     return lines
 
 
