@@ -1,0 +1,234 @@
+"""`cortex hooks install|uninstall|status`: Claude Code settings.json, merged idempotently."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cortexfs import claude_settings
+from cortexfs.store import Project, Store
+
+SCRIPT = Path(__file__).resolve().parent.parent / "hooks" / "memory-ref-tracker"
+
+USER_SETTINGS: dict[str, Any] = {
+    "model": "opus",
+    "permissions": {"allow": ["Bash(git status)"], "deny": []},
+    "env": {"FOO": "bar"},
+    "hooks": {
+        "PostToolUse": [
+            {"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "prettier -w"}]},
+            {"matcher": "Read|Grep|Bash", "hooks": [{"type": "command", "command": "my-audit"}]},
+        ],
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+    },
+}
+
+
+def settings(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def ours(data: dict[str, Any], event: str = "PostToolUse") -> list[tuple[str | None, dict]]:
+    return [(g.get("matcher"), h) for g in data.get("hooks", {}).get(event, [])
+            for h in g["hooks"] if "memory-ref-tracker" in h["command"] or " brief" in h["command"]]
+
+
+def test_install_into_a_fresh_project(cli: Any, store: Store, tmp_path: Path) -> None:
+    proj = tmp_path / "work"
+    proj.mkdir()
+    result = cli("hooks", "install", "--project-dir", str(proj))
+    assert result.exit_code == 0, result.output
+    path = proj / ".claude" / "settings.json"
+    assert "installed the cortex hook" in result.stdout and str(path) in result.stdout
+    data = settings(path)
+    [(matcher, entry)] = ours(data)
+    assert matcher == "Read|Grep|Bash"
+    assert entry["type"] == "command" and entry["timeout"] == claude_settings.HOOK_TIMEOUT
+    assert entry["command"] == claude_settings.hook_command(store.home)
+    assert str(SCRIPT) in entry["command"] and f"--home {store.home}" in entry["command"]
+    assert entry["command"].startswith(sys.executable + " -I -S ")
+    assert list(data) == ["hooks"] and list(data["hooks"]) == ["PostToolUse"]
+
+
+def test_installed_command_works_from_anywhere_without_path(
+        cli: Any, project: Project, tmp_path: Path) -> None:
+    """What Claude Code does: `sh -c COMMAND` in the agent's cwd, whatever the environment."""
+    atom = project.root / "experiments" / "EXP-007.md"
+    atom.write_text("x")
+    proj = tmp_path / "work"
+    proj.mkdir()
+    assert cli("hooks", "install", "--project-dir", str(proj)).exit_code == 0
+    [(_, entry)] = ours(settings(proj / ".claude" / "settings.json"))
+    payload = json.dumps({"session_id": "s1", "cwd": str(proj), "tool_name": "Read",
+                          "tool_input": {"file_path": str(atom)}})
+    env = {"HOME": os.environ["HOME"], "CORTEX_AUTOCOMMIT": "0",
+           "CORTEX_HOME": str(tmp_path / "not-this-one")}  # no PATH; a misleading CORTEX_HOME
+    proc = subprocess.run(["/bin/sh", "-c", entry["command"]], input=payload.encode(),
+                          capture_output=True, env=env, cwd="/", timeout=30)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
+    [line] = project.access_log.read_text().splitlines()
+    assert json.loads(line)["file"] == "EXP-007.md" and json.loads(line)["session"] == "s1"
+
+
+def test_install_twice_changes_nothing(cli: Any, store: Store, tmp_path: Path) -> None:
+    proj = tmp_path / "work"
+    proj.mkdir()
+    assert cli("hooks", "install", "--project-dir", str(proj)).exit_code == 0
+    path = proj / ".claude" / "settings.json"
+    before = path.read_bytes()
+    os.utime(path, (1, 1))
+    again = cli("hooks", "install", "--project-dir", str(proj))
+    assert again.exit_code == 0 and "already installed" in again.stdout
+    assert path.read_bytes() == before and path.stat().st_mtime == 1
+
+
+def test_merge_keeps_everything_else_and_uninstall_restores_it(
+        cli: Any, store: Store, tmp_path: Path) -> None:
+    proj = tmp_path / "work"
+    (proj / ".claude").mkdir(parents=True)
+    path = proj / ".claude" / "settings.json"
+    original = json.dumps(USER_SETTINGS, indent=2) + "\n"
+    path.write_text(original)
+    assert cli("hooks", "install", "--project-dir", str(proj), "--session-start").exit_code == 0
+    data = settings(path)
+    assert {k: v for k, v in data.items() if k != "hooks"} == \
+        {k: v for k, v in USER_SETTINGS.items() if k != "hooks"}
+    post = data["hooks"]["PostToolUse"]
+    assert post[:2] == USER_SETTINGS["hooks"]["PostToolUse"]  # theirs, untouched, first
+    assert len(ours(data)) == 1 and len(ours(data, "SessionStart")) == 1
+    assert data["hooks"]["Stop"] == USER_SETTINGS["hooks"]["Stop"]
+    [(_, brief)] = ours(data, "SessionStart")
+    assert brief["command"] == f"{sys.executable} -P -m cortexfs --home {store.home} brief"
+    result = cli("hooks", "uninstall", "--project-dir", str(proj))
+    assert result.exit_code == 0 and "removed" in result.stdout
+    assert path.read_text() == original
+    again = cli("hooks", "uninstall", "--project-dir", str(proj))
+    assert again.exit_code == 0 and "nothing to do" in again.stdout
+    assert path.read_text() == original
+
+
+def test_stale_entry_is_replaced_where_it_stands(cli: Any, store: Store, tmp_path: Path) -> None:
+    path = tmp_path / "home" / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True)
+    old = "/opt/old/bin/python /opt/old/hooks/memory-ref-tracker --home /old/store"
+    path.write_text(json.dumps({"hooks": {"PostToolUse": [
+        {"matcher": "Read|Grep|Bash", "hooks": [{"type": "command", "command": "first"},
+                                                {"type": "command", "command": old},
+                                                {"type": "command", "command": "last"}]},
+        {"matcher": "Read", "hooks": [{"type": "command", "command": old + " --dup"}]},
+    ]}}, indent=4))
+    status = cli("hooks", "status")
+    assert "stale" in status.stdout
+    assert cli("hooks", "install", "--user").exit_code == 0
+    data = settings(path)
+    groups = data["hooks"]["PostToolUse"]
+    assert len(groups) == 1  # the group holding only the duplicate is gone
+    assert [h["command"] for h in groups[0]["hooks"]] == \
+        ["first", claude_settings.hook_command(store.home), "last"]
+    assert path.read_text().startswith('{\n    "hooks"')  # their 4-space indent is kept
+    assert "current" in cli("hooks", "status").stdout
+
+
+def test_dry_run_prints_the_diff_and_writes_nothing(cli: Any, store: Store,
+                                                   tmp_path: Path) -> None:
+    proj = tmp_path / "work"
+    proj.mkdir()
+    result = cli("hooks", "install", "--project-dir", str(proj), "--dry-run")
+    assert result.exit_code == 0
+    assert "+++ " in result.stdout and '+            "command": ' in result.stdout
+    assert "dry run" in result.stdout
+    assert not (proj / ".claude").exists()
+    assert cli("hooks", "install", "--project-dir", str(proj)).exit_code == 0
+    before = (proj / ".claude" / "settings.json").read_text()
+    dry = cli("hooks", "uninstall", "--project-dir", str(proj), "--dry-run")
+    assert dry.exit_code == 0 and '-            "command": ' in dry.stdout
+    assert (proj / ".claude" / "settings.json").read_text() == before
+
+
+def test_user_and_local_targets(cli: Any, store: Store, tmp_path: Path,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli("hooks", "install", "--user").exit_code == 0
+    assert ours(settings(tmp_path / "home" / ".claude" / "settings.json"))
+    proj = tmp_path / "work"
+    proj.mkdir()
+    monkeypatch.chdir(proj)
+    assert cli("hooks", "install", "--local").exit_code == 0  # default: the current folder
+    assert ours(settings(proj / ".claude" / "settings.local.json"))
+    assert not (proj / ".claude" / "settings.json").exists()
+    listed = cli("hooks", "status", "--format", "json")
+    assert {Path(h["settings"]).name for h in json.loads(listed.stdout)} == \
+        {"settings.json", "settings.local.json"}
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"hooks": {', "is not valid JSON (line 1 column 12"),
+    ("[1, 2]", "holds a JSON list, not an object"),
+    ('{"hooks": []}', '"hooks" must be an object'),
+    ('{"hooks": {"PostToolUse": {}}}', '"hooks.PostToolUse" must be a list'),
+    ('{"hooks": {"PostToolUse": [3]}}', '"hooks.PostToolUse[0]" must be an object'),
+    ('{"hooks": {"PostToolUse": [{"hooks": "x"}]}}', '"hooks.PostToolUse[0]" must be'),
+])
+def test_malformed_settings_are_refused_untouched(cli: Any, store: Store, tmp_path: Path,
+                                                 text: str, message: str) -> None:
+    path = tmp_path / "work" / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    for command in ("install", "uninstall"):
+        result = cli("hooks", command, "--project-dir", str(tmp_path / "work"))
+        assert result.exit_code == 1
+        assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in result.output
+        assert path.read_text() == text
+
+
+def test_empty_settings_file_is_an_empty_object(cli: Any, store: Store, tmp_path: Path) -> None:
+    path = tmp_path / "work" / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("")
+    assert cli("hooks", "install", "--project-dir", str(tmp_path / "work")).exit_code == 0
+    assert ours(settings(path))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--user", "--project-dir", "."], "either --user or --project-dir"),
+    (["--user", "--local"], "--local is for a project"),
+    (["--project-dir", "/nonexistent/x"], "no folder /nonexistent/x"),
+])
+def test_bad_arguments(cli: Any, store: Store, args: list[str], message: str) -> None:
+    result = cli("hooks", "install", *args)
+    assert result.exit_code == 1 and message in result.stderr
+
+
+def test_install_needs_a_store(cli: Any, tmp_path: Path) -> None:
+    result = cli("hooks", "install", "--project-dir", str(tmp_path))
+    assert result.exit_code == 1 and "cortex init" in result.stderr
+    assert not (tmp_path / ".claude").exists()
+
+
+def test_interpreter_is_never_a_shim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shim = tmp_path / "shims" / "python3"
+    shim.parent.mkdir()
+    shim.write_text('#!/usr/bin/env bash\nexec pyenv exec python3 "$@"\n')
+    shim.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(shim))
+    real = claude_settings.interpreter()
+    assert real != str(shim) and os.path.realpath(real) == os.path.realpath("/proc/self/exe")
+    monkeypatch.setattr(sys, "executable", "/work/venv/bin/python")  # a venv link is kept
+    assert claude_settings.interpreter() == "/work/venv/bin/python"
+
+
+def test_paths_with_spaces_are_quoted(tmp_path: Path) -> None:
+    home = tmp_path / "my store"
+    command = claude_settings.hook_command(home)
+    assert f"'{home}'" in command
+    proc = subprocess.run(["/bin/sh", "-c", command], input=b"", capture_output=True,
+                          timeout=30)
+    assert proc.returncode == 0
+    assert "empty payload" in (home / "logs" / "hook.log").read_text()
