@@ -86,6 +86,16 @@ def messages(store: Store) -> list[str]:
 REGISTERED_EXTRA_CHECKS = list(validation.EXTRA_CHECKS)
 
 
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    """An initialised store without git: validation never touches git, and this is faster."""
+    from cortexfs import scaffold
+
+    s = Store(tmp_path / "cortex")
+    scaffold.init_store(s)
+    return s
+
+
 @pytest.fixture(autouse=True)
 def atom_rules_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests pin the atom rules' exact findings: governance checks have their own."""
@@ -570,9 +580,10 @@ def test_extra_checks_are_called_and_reported(base: Project, store: Store, tmp_p
 def test_fresh_project_and_new_atoms_pass_with_every_check(
         cli, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(validation, "EXTRA_CHECKS", REGISTERED_EXTRA_CHECKS)
-    assert cli("new", "exp", "-p", "flywheel", "-s", "First run", "-t", "a").exit_code == 0
-    assert cli("new", "k", "-p", "flywheel", "-s", "A fact", "-t", "a",
-               "-e", "EXP-001").exit_code == 0
+    assert cli("new", "exp", "-p", "flywheel", "-s", "First run", "-t", "a",
+               "--no-commit").exit_code == 0
+    assert cli("new", "k", "-p", "flywheel", "-s", "A fact", "-t", "a", "-e", "EXP-001",
+               "--no-commit").exit_code == 0
     result = cli("validate")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1].startswith("0 errors, ")
