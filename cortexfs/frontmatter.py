@@ -109,11 +109,16 @@ def read(path: Path) -> Document:
     return parse(decode(raw, str(path)), str(path))
 
 
+def check_size(size: int, path: str) -> None:
+    """Refuse a file too big to be an atom someone wrote (before reading it)."""
+    if size > MAX_ATOM_BYTES:
+        raise AtomParseError(path, f"file is {size:,} bytes, over the {MAX_ATOM_BYTES:,} "
+                             "byte limit for an atom: split it or move it out of the atom folder")
+
+
 def decode(raw: bytes, path: str) -> str:
     """Bytes of a markdown file as text, refusing what cannot be a hand-written atom."""
-    if len(raw) > MAX_ATOM_BYTES:
-        raise AtomParseError(path, f"file is {len(raw):,} bytes, over the {MAX_ATOM_BYTES:,} "
-                             "byte limit for an atom: split it or move it out of the atom folder")
+    check_size(len(raw), path)
     if b"\x00" in raw:
         raise AtomParseError(path, "binary file in an atom folder: move it elsewhere")
     try:
