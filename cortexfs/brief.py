@@ -310,7 +310,7 @@ def _stats_of(projects: Sequence[Project]) -> dict[str, AccessStats]:
 def _load(projects: Sequence[Project]) -> list[LoadedProject]:
     from cortexfs.loader import load_project
 
-    return [load_project(p) for p in projects]
+    return [load_project(p, bodies=False) for p in projects]
 
 
 def build(store: Store, project: str | None = None, budget: int = DEFAULT_BUDGET) -> Brief:

@@ -204,7 +204,7 @@ def collect(store: Store) -> Index:
     from cortexfs.loader import load_project
 
     projects = store.projects()
-    loaded = [load_project(p) for p in projects]
+    loaded = [load_project(p, bodies=False) for p in projects]
     return build(loaded, {p.name: fold(p.access_log) for p in projects})
 
 
@@ -583,10 +583,55 @@ def refresh(store: Store, loaded: Sequence[LoadedProject], stats: Mapping[str, A
     return write(store, build(loaded, stats), dry_run)
 
 
+CACHE_KIND = "hippocampus-1"
+
+
+def _cache_key(ctx: Any) -> str:
+    # the inputs (atoms, logs) and this module itself: a new cortex may render differently
+    here = os.stat(__file__)
+    return f"{ctx.fingerprint()}:{here.st_mtime_ns}:{here.st_size}"
+
+
+def _on_disk(context: Path, names: Iterable[str]) -> dict[str, str]:
+    from cortexfs.cache import digest
+
+    out = {}
+    for rel in names:
+        try:
+            out[rel] = digest((context / rel).read_bytes()).hex()
+        except OSError:
+            out[rel] = ""
+    return out
+
+
 def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
-    """The derived-generator entry point (listed in cortexfs.derived.GENERATORS)."""
+    """The derived-generator entry point (listed in cortexfs.derived.GENERATORS).
+
+    Remembers (in `.cache/hippocampus.bin`) the input fingerprint it last rendered from and
+    the digests of the files that rendering left on disk: when both still hold, nothing is
+    loaded or rendered — `cortex ready` asks this at every session start.
+    """
+    from cortexfs import cache
+
+    store = ctx.store
+    context = store.context
+    cache_path = store.cache_dir / "hippocampus.bin"
+    key = _cache_key(ctx)
+    saved = cache.load(cache_path, CACHE_KIND)
+    generated = {p.relative_to(context).as_posix() for p in _existing_generated(context)}
+    if (isinstance(saved, dict) and saved.get("key") == key
+            and isinstance(saved.get("files"), dict)
+            and set(saved["files"]) >= generated
+            and _on_disk(context, saved["files"]) == saved["files"]):
+        return []
     loaded = [ctx.projects[name] for name in ctx.projects]
-    return refresh(ctx.store, loaded, ctx.access, dry_run)
+    index = build(loaded, ctx.access)
+    changed = write(store, index, dry_run)
+    if not dry_run or not changed:
+        names = [FILE_NAME, *(p.relative_to(context).as_posix()
+                              for p in _existing_generated(context))]
+        cache.save(cache_path, CACHE_KIND, {"key": key, "files": _on_disk(context, names)})
+    return changed
 
 
 _HX = re.compile(r"<!--\s*hx:(.*?)-->", re.DOTALL)

@@ -115,17 +115,53 @@ def test_a_new_read_moves_the_clock(store: Store, project: Project,
     assert hx_of(store, "flywheel/EXP-002")["hits"] == "1"
 
 
-def test_generator_entry_point_takes_the_regeneration_context(
-        store: Store, project: Project, write_atom: Callable[..., Path]) -> None:
+def test_generator_entry_point_and_its_skip_cache(
+        store: Store, project: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from cortexfs.loader import load_project
 
     write_atom("EXP-001")
-    ctx = types.SimpleNamespace(store=store, projects={"flywheel": load_project(project)},
-                                access={"flywheel": accesslog.fold(project.access_log)})
-    assert hippocampus.regen(ctx, dry_run=True) == [store.context / "HIPPOCAMPUS.md"]
-    assert not (store.context / "HIPPOCAMPUS.md").exists()
-    assert hippocampus.regen(ctx) == [store.context / "HIPPOCAMPUS.md"]
-    assert hippocampus.regen(ctx) == []
+    renders: list[int] = []
+    real_build = hippocampus.build
+
+    def counting_build(*args: object, **kwargs: object) -> hippocampus.Index:
+        renders.append(1)
+        return real_build(*args, **kwargs)  # type: ignore[arg-type]
+
+    def ctx(fp: str) -> types.SimpleNamespace:
+        return types.SimpleNamespace(
+            store=store, projects={"flywheel": load_project(project)},
+            access={"flywheel": accesslog.fold(project.access_log)},
+            fingerprint=lambda names=None: fp)
+
+    monkeypatch.setattr(hippocampus, "build", counting_build)
+    path = store.context / "HIPPOCAMPUS.md"
+    assert hippocampus.regen(ctx("a"), dry_run=True) == [path]
+    assert not path.exists()
+    assert hippocampus.regen(ctx("a")) == [path]
+    assert len(renders) == 2
+    assert hippocampus.regen(ctx("a")) == [] and len(renders) == 2  # inputs unchanged
+    path.write_text("edited by hand\n")
+    assert hippocampus.regen(ctx("a"), dry_run=True) == [path]  # the file no longer matches
+    assert hippocampus.regen(ctx("a")) == [path]
+    assert hippocampus.regen(ctx("b")) == [] and len(renders) == 5  # new inputs: rendered
+
+
+def test_cortex_index_regen_writes_it_and_a_second_run_changes_nothing(
+        store: Store, project: Project, write_atom: Callable[..., Path]) -> None:
+    from cortexfs.index import regenerate
+
+    write_atom("EXP-001", date="2026-01-01")
+    path = store.context / "HIPPOCAMPUS.md"
+    assert path in regenerate(store).written
+    before = path.read_bytes()
+    assert path not in regenerate(store).written
+    assert regenerate(store, dry_run=True).written == []
+    read(project, "EXP-001.md", "2026-01-08T00:00:00.000Z")
+    assert path in regenerate(store, dry_run=True).written
+    assert path.read_bytes() == before
+    assert path in regenerate(store).written
+    assert "| hits=1 |" in path.read_text()
 
 
 def test_listed_as_a_derived_generator() -> None:
