@@ -237,8 +237,29 @@ def maintain(
         typer.echo(lib.render_text(report), nl=False)
 
 
+def ready(
+    project: Annotated[str | None, typer.Argument(
+        metavar="[PROJECT]", help="Project to check (default: the whole store).")] = None,
+    fmt: Format = "text",
+) -> None:
+    """The fresh-session test: exit 0 when the files hold everything, else list each gap."""
+    from cortexfs import ready as lib
+
+    fmt = common.check_format(fmt)
+    store = common.open_store()
+    report = lib.check(store, project)
+    if fmt == "json":
+        common.print_json(report.to_json())
+    else:
+        typer.secho(lib.render_text(report), nl=False,
+                    fg="green" if report.ready else None)
+    if not report.ready:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
     app.add_typer(tasks_app, name="tasks")
     app.add_typer(decision_app, name="decision")
     app.command("maintain")(maintain)
+    app.command("ready")(ready)

@@ -1,0 +1,409 @@
+"""`cortex ready`: the seed's Fresh Session Test as a command (SPEC §7).
+
+Could a new session, with read access to the repository only, learn everything the last
+one knew? Ready when none of these gaps exists; each gap comes with its fix:
+
+- validation errors (atoms and the governance checks: STATUS.md over its limit or missing a
+  section, ISSUES.md too long, TASKS.yaml broken, incomplete decision records, …);
+- generated files out of date: `cortex index regen` would change a byte (index.md files,
+  OVERVIEW.md, HIPPOCAMPUS.md, CORTEX.md blocks);
+- uncommitted changes, commits not pushed to the configured remote, a merge or rebase in
+  progress, no git repository;
+- STATUS.md missing, or older than the newest atom: its date is the day of its last commit,
+  or its modification time while it has uncommitted changes (a fresh clone gives every file
+  a new mtime, so the commit date is the one that means "last written"); it is stale when
+  that day is before the `date` of the project's newest atom;
+- mission.md / roadmap.md missing, or still the unfilled template;
+- knowledge without evidence (none listed, or none of the cited experiments exists);
+- broken links: atom `links` to missing atoms, relative markdown links and atom ids in the
+  governance files (STATUS, mission, roadmap, ISSUES, hand-written CORTEX.md text) that lead
+  nowhere;
+- dangling pointers in HIPPOCAMPUS.md.
+
+Cost: each project's atoms are loaded once (from the loader's cache) and shared by every
+check, git is asked for status once and for history once (`git log` over the STATUS.md
+files, read only until each project's latest commit is seen), and regeneration runs dry.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from cortexfs import templates
+from cortexfs.atoms import ATOM_ID, KNOWLEDGE
+from cortexfs.loader import LoadedProject, load_project
+from cortexfs.store import Project, Store
+
+MAX_LISTED_PATHS = 10
+_MD_LINK = re.compile(r"\[(?:[^\]\\]|\\.)*\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'][^\"']*[\"'])?\s*\)")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_LINKED_FILES = ("STATUS.md", "mission.md", "roadmap.md", "ISSUES.md", "CORTEX.md")
+
+
+@dataclass
+class Gap:
+    """One reason a fresh session could not pick up the work, and how to close it."""
+
+    check: str
+    message: str
+    fix: str
+    project: str | None = None
+    path: str | None = None  # relative to CORTEX_HOME, posix
+
+    def to_json(self) -> dict[str, Any]:
+        return {"check": self.check, "project": self.project, "path": self.path,
+                "message": self.message, "fix": self.fix}
+
+
+@dataclass
+class ReadyReport:
+    """Every gap found; ready when there is none."""
+
+    gaps: list[Gap] = field(default_factory=list)
+    projects: list[str] = field(default_factory=list)
+
+    @property
+    def ready(self) -> bool:
+        return not self.gaps
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ready": self.ready, "projects": self.projects,
+                "gaps": [g.to_json() for g in self.gaps]}
+
+
+def check(store: Store, project: str | None = None) -> ReadyReport:
+    """Run every readiness check over `project` (default: the whole store)."""
+    store.require()
+    projects = [store.project(project)] if project else store.projects()
+    report = ReadyReport(projects=[p.name for p in projects])
+    loaded = {p.name: load_project(p, bodies=False) for p in projects}
+    ids = _all_ids(store, loaded)
+    gaps = report.gaps
+    evidence_paths = _knowledge_evidence(store, loaded, gaps)
+    _validation(store, projects, loaded, evidence_paths, gaps)
+    _derived(store, project, gaps)
+    state = _git(store, project, gaps)
+    _status_freshness(store, projects, loaded, state, gaps)
+    for p in projects:
+        _charter(store, p, gaps)
+        _links(store, p, ids, gaps)
+    if project is None:
+        _links_store(store, ids, gaps)
+    _hippocampus(store, gaps)
+    return report
+
+
+def _rel(store: Store, path: Path | str) -> str:
+    return Path(os.path.relpath(path, store.home)).as_posix()
+
+
+def _ctx_rel(store: Store, path: str) -> str:
+    """A validation finding's path (relative to context/) made relative to CORTEX_HOME."""
+    return f"{store.context.name}/{path}"
+
+
+def _project_of(path: str) -> str | None:
+    parts = path.split("/")
+    if len(parts) > 2 and parts[0] == "context" and parts[1] == "projects":
+        return parts[2]
+    return None
+
+
+def _all_ids(store: Store, loaded: dict[str, LoadedProject]) -> dict[str, set[str]]:
+    """Project → its atom ids (files whose frontmatter does not parse included)."""
+    out: dict[str, set[str]] = {}
+    for name in store.project_names():
+        if name in loaded:
+            lp = loaded[name]
+            found = {a.path.stem for a in lp.atoms} | {a.id for a in lp.atoms}
+            found |= {Path(e.path).stem for e in lp.errors}
+        else:
+            found = {path.stem for _, path in store.project(name).atom_paths()}
+        out[name] = found
+    return out
+
+
+# --- the checks --------------------------------------------------------------------------------
+
+
+def _knowledge_evidence(store: Store, loaded: dict[str, LoadedProject],
+                        gaps: list[Gap]) -> set[str]:
+    """Knowledge that cites no experiment that exists; returns the paths it flagged."""
+    flagged: set[str] = set()
+    for name, lp in loaded.items():
+        experiments = {a.id for a in lp.atoms if a.kind.prefix == "EXP"}
+        for atom in lp.atoms:
+            if atom.kind is not KNOWLEDGE or atom.group == "invalidated":
+                continue
+            cited = atom.evidence
+            existing = [e for e in cited if e in experiments]
+            if existing:
+                continue
+            rel = _rel(store, atom.path)
+            flagged.add(rel)
+            what = ("lists no evidence" if not cited else
+                    f"cites only experiments that do not exist ({', '.join(cited)})")
+            gaps.append(Gap("knowledge-evidence", f"{atom.id} {what}",
+                            f"add `evidence: [EXP-NNN]` naming the experiments {atom.id} rests "
+                            "on (or mark it invalidated)", name, rel))
+    return flagged
+
+
+def _validation(store: Store, projects: list[Project], loaded: dict[str, LoadedProject],
+                skip: set[str], gaps: list[Gap]) -> None:
+    from cortexfs import validate
+
+    findings = []
+    for p in projects:
+        findings.extend(validate.check_project(p, loaded[p.name]))
+    for spec in validate.EXTRA_CHECKS:
+        module, _, name = spec.partition(":")
+        findings.extend(getattr(importlib.import_module(module), name)(store, projects))
+    for f in validate.Report(findings).findings:
+        path = _ctx_rel(store, f.path)
+        where = f"{path}:{f.line}" if f.line else path
+        if f.rule == "links":
+            gaps.append(Gap("broken-link", f"{where}: {f.message}",
+                            "fix or remove the id in `links`", _project_of(path), path))
+            continue
+        if f.severity != validate.ERROR:
+            continue
+        if path in skip and "evidence" in f.message:
+            continue  # already a knowledge-evidence gap
+        fix = ("rewrite STATUS.md as the current state only: at most 120 lines, with the "
+               "sections Current phase, Recent progress, Open blockers, Next steps"
+               if f.rule == "status" else "fix it as the message says (details: `cortex "
+               "validate`)")
+        gaps.append(Gap(f"validation:{f.rule}", f"{where}: {f.message}", fix,
+                        _project_of(path), path))
+
+
+def _derived(store: Store, project: str | None, gaps: list[Gap]) -> None:
+    from cortexfs.index import regenerate
+
+    result = regenerate(store, [project] if project else None, dry_run=True)
+    if result.written:
+        paths = sorted(_rel(store, p) for p in result.written)
+        shown = ", ".join(paths[:MAX_LISTED_PATHS])
+        more = f" and {len(paths) - MAX_LISTED_PATHS} more" if len(paths) > MAX_LISTED_PATHS \
+            else ""
+        target = project or "--all"
+        gaps.append(Gap("derived", f"{len(paths)} generated file(s) out of date: {shown}{more}",
+                        f"run `cortex index regen {target}` (it commits what it writes)",
+                        project, None))
+
+
+def _git(store: Store, project: str | None, gaps: list[Gap]) -> Any:
+    from cortexfs.git import worktree_state
+
+    state = worktree_state(store)
+    if not state.is_repo:
+        gaps.append(Gap("git", f"{store.home} is not a git repository: nothing is committed",
+                        "run `cortex init` (it makes the store a git repository), then commit"))
+        return state
+    if state.in_progress:
+        gaps.append(Gap("git", f"a {state.in_progress} is in progress in {store.home}",
+                        "finish or abort it (`git status` says how)"))
+    dirty = state.dirty
+    if project is not None:
+        dirty = [d for d in dirty if _project_of(d) in (None, project)]
+    if dirty:
+        shown = ", ".join(dirty[:MAX_LISTED_PATHS])
+        more = f" and {len(dirty) - MAX_LISTED_PATHS} more" if len(dirty) > MAX_LISTED_PATHS \
+            else ""
+        gaps.append(Gap("uncommitted", f"{len(dirty)} uncommitted change(s): {shown}{more}",
+                        f"commit them: `git -C {store.home} add -A && git -C {store.home} "
+                        "commit -m \"…\"` (or `cortex sync`)", project, None))
+    if state.has_remote:
+        if state.upstream is None:
+            gaps.append(Gap("unpushed", f"branch {state.branch or '(detached HEAD)'} has no "
+                            "upstream on the configured remote: its commits are not pushed",
+                            "run `cortex sync` (or `git push -u <remote> <branch>`)"))
+        elif state.ahead:
+            gaps.append(Gap("unpushed", f"{state.ahead} commit(s) not pushed to "
+                            f"{state.upstream}", "run `cortex sync` (or `git push`)"))
+    return state
+
+
+def _status_freshness(store: Store, projects: list[Project], loaded: dict[str, LoadedProject],
+                      state: Any, gaps: list[Gap]) -> None:
+    """STATUS.md present, and not older than the project's newest atom."""
+    wanted: dict[str, Project] = {}
+    for p in projects:
+        path = p.root / "STATUS.md"
+        rel = _rel(store, path)
+        if not path.is_file():
+            gaps.append(Gap("status", "STATUS.md is missing: a new session has no current "
+                            "state to start from", f"run `cortex project new {p.name}` (it "
+                            "adds the missing files), then write the current phase, recent "
+                            "progress, open blockers and next steps", p.name, rel))
+            continue
+        wanted[rel] = p
+    dirty = set(state.dirty) if state.is_repo else set()
+    need_log = [rel for rel in wanted if rel not in dirty] if state.is_repo else []
+    committed = _last_commit_days(store, need_log)
+    for rel, p in wanted.items():
+        newest = max(((a.date, a.id) for a in loaded[p.name].atoms if a.date is not None),
+                     default=None)
+        if newest is None:
+            continue
+        day = committed.get(rel)
+        if day is None:  # uncommitted, untracked or no repository: the file's own time
+            day = dt.date.fromtimestamp((p.root / "STATUS.md").stat().st_mtime)
+        if day < newest[0]:
+            gaps.append(Gap("status-stale", f"STATUS.md was last updated {day.isoformat()}, "
+                            f"before the newest atom {newest[1]} ({newest[0].isoformat()})",
+                            "rewrite STATUS.md to cover the work since then, and commit it",
+                            p.name, rel))
+
+
+def _last_commit_days(store: Store, rels: list[str]) -> dict[str, dt.date]:
+    """Day of the last commit of each path, from one `git log` read only as far as needed."""
+    if not rels:
+        return {}
+    from cortexfs.git import git_env
+
+    wanted = set(rels)
+    found: dict[str, dt.date] = {}
+    proc = subprocess.Popen(
+        ["git", "-c", "core.quotepath=off", "log", "--format=%x00%ct", "--name-only",
+         "--no-renames", "--", *sorted(wanted)],
+        cwd=store.home, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env=git_env())
+    assert proc.stdout is not None
+    day: dt.date | None = None
+    try:
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            if line.startswith("\0"):
+                day = dt.date.fromtimestamp(int(line[1:]))
+            elif line in wanted and line not in found and day is not None:
+                found[line] = day
+                if len(found) == len(wanted):
+                    break
+    finally:
+        proc.stdout.close()
+        if proc.poll() is None:
+            proc.terminate()
+        proc.wait()
+    return found
+
+
+def _charter(store: Store, project: Project, gaps: list[Gap]) -> None:
+    """mission.md and roadmap.md exist and are no longer the unfilled template."""
+    for name, what in (("mission.md", "the goal, success conditions and scope"),
+                       ("roadmap.md", "the phases and milestones with testable conditions")):
+        path = project.root / name
+        rel = _rel(store, path)
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except (FileNotFoundError, IsADirectoryError):
+            gaps.append(Gap("charter", f"{name} is missing", f"run `cortex project new "
+                            f"{project.name}` (it adds the missing files), then write {what}",
+                            project.name, rel))
+            continue
+        template = templates.render(store, f"project/{name}.j2", project=project.name,
+                                    date="", generated_block="")
+        if _squash(text) == _squash(template):
+            gaps.append(Gap("charter", f"{name} is still the unfilled template",
+                            f"write {what} in {name}", project.name, rel))
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _links(store: Store, project: Project, ids: dict[str, set[str]], gaps: list[Gap]) -> None:
+    """Relative links and atom ids in the project's governance files lead somewhere."""
+    everywhere = set().union(*ids.values()) if ids else set()
+    for name in _LINKED_FILES:
+        path = project.root / name
+        _file_links(store, path, project.name, ids.get(project.name, set()), everywhere, gaps,
+                    cite_ids=name == "STATUS.md")
+
+
+def _links_store(store: Store, ids: dict[str, set[str]], gaps: list[Gap]) -> None:
+    everywhere = set().union(*ids.values()) if ids else set()
+    from cortexfs.overview import content_dirs
+
+    for folder in content_dirs(store):
+        if folder.parent == store.projects_dir or store.projects_dir in folder.parents:
+            continue  # project folders: checked per project
+        _file_links(store, folder / "CORTEX.md", None, set(), everywhere, gaps, cite_ids=False)
+
+
+def _file_links(store: Store, path: Path, project: str | None, own: set[str],
+                everywhere: set[str], gaps: list[Gap], *, cite_ids: bool) -> None:
+    from cortexfs.scaffold import GENERATED_END, GENERATED_START
+
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return
+    start = text.find(GENERATED_START)
+    end = text.find(GENERATED_END, start + 1 if start >= 0 else 0)
+    if start >= 0 and end > start:  # the generated block is regeneration's business
+        text = text[:start] + "\n" * text.count("\n", start, end) + text[end:]
+    rel = _rel(store, path)
+    in_code = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+            continue
+        if in_code:
+            continue
+        for m in _MD_LINK.finditer(line):
+            target = m.group(1)
+            if _SCHEME.match(target) or target.startswith("#"):
+                continue
+            local = unquote(target.split("#", 1)[0].split("?", 1)[0])
+            if not local:
+                continue
+            resolved = (store.home / local.lstrip("/")) if local.startswith("/") else \
+                path.parent / local
+            if not resolved.exists():
+                gaps.append(Gap("broken-link", f"{rel}:{number}: the link to {target} leads "
+                                "nowhere", "fix the path or remove the link", project, rel))
+        if cite_ids:
+            for m in ATOM_ID.finditer(re.sub(r"`[^`]*`", "", line)):
+                atom_id = m.group(0)
+                if atom_id not in own and atom_id not in everywhere:
+                    gaps.append(Gap("broken-link", f"{rel}:{number}: cites {atom_id}, which "
+                                    "exists in no project", "fix the id, or write that atom",
+                                    project, rel))
+
+
+def _hippocampus(store: Store, gaps: list[Gap]) -> None:
+    try:
+        from cortexfs.hippocampus import check_pointers
+    except ImportError:  # pragma: no cover - the module ships with cortexfs
+        return
+    for problem in check_pointers(store):
+        rel = _rel(store, problem.file)
+        gaps.append(Gap("hippocampus", f"{rel}:{problem.line}: pointer {problem.pointer!r} "
+                        f"{problem.reason}", "run `cortex index regen --all`", None, rel))
+
+
+# --- text output -------------------------------------------------------------------------------
+
+
+def render_text(report: ReadyReport) -> str:
+    """Ready, or every gap with its fix."""
+    scope = ", ".join(report.projects) if len(report.projects) <= 3 else \
+        f"{len(report.projects)} projects"
+    if report.ready:
+        return f"ready: a fresh session can pick up the work from the files ({scope})\n"
+    lines = [f"not ready: {len(report.gaps)} gap(s) ({scope})"]
+    for gap in report.gaps:
+        where = f"[{gap.project}] " if gap.project else ""
+        lines.append(f"- {where}{gap.message}")
+        lines.append(f"    fix: {gap.fix}")
+    return "\n".join(lines) + "\n"
