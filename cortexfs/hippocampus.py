@@ -98,9 +98,19 @@ class IndexEntry:
         return self.tags[0] if self.tags else "untagged"
 
 
+_SAFE_TAGS: dict[str, str] = {}  # tag → its hx-safe form (a store has few distinct tags)
+
+
+def _safe_tag(tag: str) -> str:
+    safe = _SAFE_TAGS.get(tag)
+    if safe is None:
+        safe = _SAFE_TAGS[tag] = _UNSAFE_TAG.sub("_", tag).strip("_")
+    return safe
+
+
 def _entry(project: str, atom: Atom, created: dt.date | None, accessed: dt.datetime | None,
            hits: int) -> IndexEntry:
-    tags = [t for t in (_UNSAFE_TAG.sub("_", t).strip("_") for t in atom.tags) if t]
+    tags = [t for t in map(_safe_tag, atom.tags) if t]
     priority = atom.meta.get("priority")
     src = atom.meta.get("src")
     return IndexEntry(
@@ -161,18 +171,19 @@ def build(loaded: Iterable[LoadedProject], stats: Mapping[str, AccessStats]) -> 
         project_entries: dict[str, IndexEntry] = {}
         cites: list[tuple[str, list[str]]] = []
         for atom in lp.atoms:
-            count = st.counts.get(atom.path.name, 0)
+            file = atom.path.name
+            count = st.counts.get(file, 0)
             reads += count
             hits = max(count, atom.refs)
-            times = [t for t in (parse_time(st.newest.get(atom.path.name)),
-                                 parse_time(atom.last_ref)) if t is not None]
-            accessed = max(times) if times else None
+            logged, noted = parse_time(st.newest.get(file)), parse_time(atom.last_ref)
+            accessed = max(logged, noted) if logged and noted else logged or noted
             created = atom.date
             for t in (accessed, _midnight(created) if created else None):
                 if t is not None and (newest is None or t > newest):
                     newest = t
-            if atom.group != "active":
-                skipped[atom.group] += 1
+            group = atom.group
+            if group != "active":
+                skipped[group] += 1
                 continue
             if created is None and accessed is None:
                 skipped["undated"] += 1
@@ -680,32 +691,40 @@ def pointers_of(line: str) -> list[str]:
     return out
 
 
+_POINTER = re.compile(r"→([^\n]*)")
+
+
 def check_pointers(store: Store) -> list[PointerProblem]:
     """Every dangling pointer in HIPPOCAMPUS.md and `.hippocampus/*.md` (none when the index
-    has not been generated: whether it is current is a separate check)."""
+    has not been generated: whether it is current is a separate check). A pointer must be a
+    relative path that stays inside the knowledge root and names something that exists."""
     context = store.context
-    root = context.resolve()
     files = [context / FILE_NAME] if (context / FILE_NAME).is_file() else []
     files += sorted(p for p in _existing_generated(context) if p.suffix == ".md")
     problems: list[PointerProblem] = []
-    exists: dict[str, bool] = {}
+    exists: dict[str, str | None] = {}  # pointer → why it is dangling (None: it is fine)
     for path in files:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        for number, line in enumerate(text.splitlines(), 1):
-            if "→" not in line:
-                continue
-            for pointer in pointers_of(line):
-                if not pointer:
-                    problems.append(PointerProblem(path, number, pointer, "is empty"))
-                    continue
+        for m in _POINTER.finditer(text):
+            for pointer in pointers_of(m.group(0)):
                 if pointer not in exists:
-                    target = (context / pointer).resolve()
-                    inside = target == root or root in target.parents
-                    exists[pointer] = inside and not os.path.isabs(pointer) and target.exists()
-                if not exists[pointer]:
-                    problems.append(PointerProblem(path, number, pointer,
-                                                   "leads to nothing in the knowledge root"))
+                    exists[pointer] = _dangling(context, pointer)
+                reason = exists[pointer]
+                if reason is not None:
+                    line = text.count("\n", 0, m.start()) + 1
+                    problems.append(PointerProblem(path, line, pointer, reason))
     return problems
+
+
+def _dangling(context: Path, pointer: str) -> str | None:
+    if not pointer:
+        return "is empty"
+    normal = os.path.normpath(pointer)
+    if os.path.isabs(pointer) or normal == ".." or normal.startswith("../"):
+        return "leads out of the knowledge root"
+    if not os.path.exists(context / normal):
+        return "leads to nothing in the knowledge root"
+    return None
