@@ -17,10 +17,10 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cortexfs.errors import GitError
 
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 GITIGNORE_LINES = (".cache/", "logs/", ".locks/", "*.tmp", ".watch.pid")
 GITATTRIBUTES_LINES = ("**/_meta/access-log.jsonl merge=union",)
-LOCK_WAIT_SECONDS = 10.0
+LOCK_WAIT_SECONDS = 10.0  # how long to wait out another git process's index.lock
+GIT_LOCK_SECONDS = 120.0  # how long a commit waits for a running `cortex sync` to finish
 SYNC_STATE_FILE = "cortex-sync.json"  # inside the git dir: never committed, never pushed
 
 # Variables that would point git at another repository or index than the store's (set, for
@@ -93,10 +94,10 @@ def git_run(home: Path, *args: str, check: bool = True, input: str | None = None
             raise GitError(f"git is busy ({git_dir_of(home)}/index.lock has been held for "
                            f"{LOCK_WAIT_SECONDS:.0f}s): wait for the other git process, or "
                            "delete the lock file if none is running")
-        raise _git_error(args, proc.stderr or proc.stdout)
+        raise git_error(args, proc.stderr or proc.stdout)
 
 
-def _git_error(args: Sequence[str], output: str) -> GitError:
+def git_error(args: Sequence[str], output: str) -> GitError:
     text = output.strip()
     if "Please tell me who you are" in text or "empty ident" in text:
         return GitError("git has no identity for commits: run `git config --global "
@@ -105,6 +106,13 @@ def _git_error(args: Sequence[str], output: str) -> GitError:
     fatal = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
     first = (fatal or lines or ["(no message)"])[0]
     return GitError(f"git {args[0]} failed: {first}")
+
+
+def git_blob(home: Path, rev: str, rel: str) -> bytes | None:
+    """The bytes of `rel` at commit `rev`; None when it has no such file."""
+    proc = subprocess.run(["git", "cat-file", "blob", f"{rev}:{rel}"], cwd=home,
+                          capture_output=True, env=git_env())
+    return proc.stdout if proc.returncode == 0 else None
 
 
 def run_git(repo: git.Repo | Path, *args: str) -> str:
@@ -232,9 +240,10 @@ def worktree_state(store: Store) -> WorktreeState:
     proc = git_run(home, "--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z",
                    "--untracked-files=all", check=False)
     if proc.returncode != 0:
-        raise _git_error(["status"], proc.stderr)
+        raise git_error(["status"], proc.stderr)
+    last = read_sync_state(home).get("last_sync")
     state = WorktreeState(is_repo=True, in_progress=in_progress(home),
-                          last_sync=read_sync_state(home).get("last_sync"))
+                          last_sync=last if isinstance(last, str) else None)
     _parse_status_v2(proc.stdout, state)
     remotes = git_run(home, "config", "--get-regexp", r"^remote\..*\.url$", check=False)
     state.has_remote = bool(remotes.stdout.strip())
@@ -272,21 +281,20 @@ def _parse_status_v2(out: str, state: WorktreeState) -> None:
     state.dirty = sorted(dict.fromkeys(dirty))
 
 
-def read_sync_state(home: Path) -> dict[str, str]:
-    """What the last `cortex sync` recorded in the git dir ({} when nothing)."""
+def read_sync_state(home: Path) -> dict[str, Any]:
+    """What `cortex sync` recorded in the git dir: last_sync, and a journal while it runs."""
     try:
         data = json.loads((git_dir_of(home) / SYNC_STATE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) \
-        else {}
+    return data if isinstance(data, dict) else {}
 
 
-def write_sync_state(home: Path, **values: str | None) -> None:
+def write_sync_state(home: Path, **values: Any) -> None:
     """Update the sync record in the git dir (a None value removes that key)."""
     from cortexfs.fsutil import atomic_write
 
-    data: dict[str, str] = read_sync_state(home)
+    data = read_sync_state(home)
     for key, value in values.items():
         if value is None:
             data.pop(key, None)
@@ -297,6 +305,33 @@ def write_sync_state(home: Path, **values: str | None) -> None:
 
 def utc_now() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+# --- the store's git lock --------------------------------------------------------------------
+
+_held_locks: set[Path] = set()  # homes whose git lock this process holds (re-entrant use)
+
+
+@contextlib.contextmanager
+def git_lock(store: Store, timeout: float = GIT_LOCK_SECONDS) -> Iterator[None]:
+    """Serialise cortex's own git work on one store (commits, a whole sync) across processes.
+
+    Re-entrant within a process, so `sync` can commit through `commit_paths` while it holds it.
+    """
+    from cortexfs.fsutil import file_lock
+
+    home = store.home.absolute()
+    if home in _held_locks:
+        yield
+        return
+    # in the git dir: never shown by `git status`, whatever the repository's .gitignore says
+    with file_lock(git_dir_of(store.home) / "cortex.lock", timeout=timeout,
+                   what=f"git in {store.home} (a `cortex sync` or commit is running)"):
+        _held_locks.add(home)
+        try:
+            yield
+        finally:
+            _held_locks.discard(home)
 
 
 # --- committing ------------------------------------------------------------------------------
@@ -328,12 +363,13 @@ def commit_paths(store: Store, paths: Iterable[Path], message: str) -> bool:
     rel = sorted({os.path.relpath(os.path.abspath(p), home) for p in paths})
     if any(r == ".." or r.startswith("../") for r in rel):
         raise GitError(f"cannot commit paths outside the store {home}: {rel}")
-    for _attempt in range(5):
-        changed = changed_paths(home, rel)
-        if not changed:
-            return False
-        if _commit_once(home, changed, message):
-            return True
+    with git_lock(store):
+        for _attempt in range(5):
+            changed = changed_paths(home, rel)
+            if not changed:
+                return False
+            if _commit_once(home, changed, message):
+                return True
     raise GitError("another process kept moving HEAD while cortex committed: run the "
                    "command again")
 
@@ -368,7 +404,7 @@ def _commit_once(home: Path, rel: Sequence[str], message: str) -> bool:
     if proc.returncode != 0:
         if head_commit(home) != parent:
             return False
-        raise _git_error(["update-ref"], proc.stderr)
+        raise git_error(["update-ref"], proc.stderr)
     # bring the user's index entries for these paths (only) to what HEAD now holds
     git_run(home, "reset", "-q", "HEAD", "--", *rel)
     return True

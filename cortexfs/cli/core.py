@@ -21,11 +21,18 @@ def _split_ids(values: list[str] | None) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def init(no_commit: NoCommit = False) -> None:
+def init(
+    no_commit: NoCommit = False,
+    remote: Annotated[str | None, typer.Option(
+        "--remote", metavar="URL", help="Git remote to sync with (URL or repository path).")
+    ] = None,
+) -> None:
     """Create a store at CORTEX_HOME (safe to run again: existing files are kept)."""
-    from cortexfs import git, scaffold
+    from cortexfs import git, scaffold, sync
 
     store = common.unopened_store()
+    if remote is not None:
+        sync.check_url(store, remote)  # a bad URL fails before anything is written
     created = scaffold.init_store(store)
     written = git.ensure_repo(store)
     if not no_commit:
@@ -34,6 +41,9 @@ def init(no_commit: NoCommit = False) -> None:
         common.ok(f"initialised a cortex store at {store.home}")
     else:
         common.ok(f"the cortex store at {store.home} is already initialised")
+    if remote is not None:
+        common.ok(f"remote origin is {sync.set_remote(store, remote)}: "
+                  "`cortex sync` shares the store")
 
 
 @project_app.command("new")

@@ -1,9 +1,100 @@
-"""`cortex` commands: sync (filled in by its issue)."""
+"""`cortex sync`, `cortex status` and `cortex remote set`."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from cortexfs.cli import common
+
+remote_app = typer.Typer(help="Configure the git remote the store syncs with.",
+                         no_args_is_help=True)
+
+Format = Annotated[str, typer.Option("--format", "-f", help="text or json.")]
+
+
+def sync(fmt: Format = "text") -> None:
+    """Commit pending changes, pull (renumbering colliding ids), regenerate, and push."""
+    from cortexfs import renumber
+    from cortexfs import sync as sync_lib
+
+    common.check_format(fmt)
+    result = sync_lib.sync(common.open_store())
+    if fmt == "json":
+        common.print_json(result.to_json())
+        return
+    if result.recovered:
+        common.warn(f"recovered: {result.recovered}")
+    for message in result.committed:
+        typer.echo(f"committed: {message}")
+    if result.renumbered:
+        typer.echo(f"renumbered (the remote has these ids too): "
+                   f"{renumber.describe(result.renumbered)}")
+    if result.received:
+        typer.echo(f"merged {result.received} commit(s) from {result.upstream}")
+    if result.regenerated:
+        typer.echo(f"regenerated {len(result.regenerated)} file(s)")
+    if result.regen_skipped:
+        common.warn(result.regen_skipped)
+    typer.echo(f"pushed {result.sent} commit(s) to {result.upstream}" if result.sent
+               else f"nothing to push to {result.upstream}")
+    common.ok(f"in sync with {result.upstream}")
+
+
+def status(fmt: Format = "text") -> None:
+    """Uncommitted changes, unpushed commits, ahead/behind and the last sync."""
+    from cortexfs import sync as sync_lib
+
+    common.check_format(fmt)
+    report = sync_lib.status(common.open_store())
+    if fmt == "json":
+        common.print_json(report.to_json())
+        return
+    state = report.state
+    if not state.is_repo:
+        common.warn("the store is not a git repository: run `cortex init`")
+        return
+    typer.echo(f"branch: {state.branch or '(detached HEAD)'}")
+    if state.in_progress:
+        common.warn(f"a {state.in_progress} is in progress: finish or abort it")
+    if report.remote:
+        typer.echo(f"remote: {report.remote} {report.remote_url or ''}".rstrip())
+        if state.upstream:
+            typer.echo(f"upstream: {state.upstream} — {state.ahead} ahead, {state.behind} "
+                       "behind (as of the last fetch)")
+        else:
+            typer.echo("upstream: none yet (the first `cortex sync` pushes the branch)")
+    else:
+        typer.echo("remote: none (set one with `cortex remote set URL`)")
+    typer.echo(f"last sync: {state.last_sync or 'never'}")
+    typer.echo(f"uncommitted: {len(state.dirty)}")
+    for path in state.dirty[:20]:
+        typer.echo(f"  {path}")
+    if len(state.dirty) > 20:
+        typer.echo(f"  … and {len(state.dirty) - 20} more")
+    if report.remote:
+        typer.echo(f"unpushed commits: {report.unpushed_count}")
+        for line in report.unpushed:
+            typer.echo(f"  {line}")
+        if report.unpushed_count > len(report.unpushed):
+            typer.echo(f"  … and {report.unpushed_count - len(report.unpushed)} more")
+
+
+@remote_app.command("set")
+def remote_set(
+    url: Annotated[str, typer.Argument(help="A git URL or the path of a repository.")],
+    name: Annotated[str, typer.Option("--name", help="The remote's name.")] = "origin",
+) -> None:
+    """Set the remote `cortex sync` pulls from and pushes to."""
+    from cortexfs import sync as sync_lib
+
+    value = sync_lib.set_remote(common.open_store(), url, name)
+    common.ok(f"remote {name} is {value}")
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+    app.command("sync")(sync)
+    app.command("status")(status)
+    app.add_typer(remote_app, name="remote")

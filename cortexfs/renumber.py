@@ -1,0 +1,356 @@
+"""Id collisions between two machines, and renumbering the local atom.
+
+Two machines that both ran `cortex new` since their last sync can both have written
+`EXP-043`. Before the histories are merged, the local atom gets the next id free on both
+sides; its file is renamed and every reference to it that the local side wrote since the
+merge base is rewritten: frontmatter keys (evidence, source-experiments, links, status
+suffixes such as `superseded:EXP-043`, any other key naming it) through
+`frontmatter.set_keys`, body mentions by a word-boundary match, and the `file` field of
+the local side's access-log lines about it. Files the local side did not change since the
+merge base are not touched: whatever they say predates both atoms.
+
+The rewrite is idempotent, so an interrupted renumbering is finished by running it again
+with the same mapping (sync journals the mapping before it starts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cortexfs import accesslog, frontmatter
+from cortexfs.atoms import Kind, kind_of_filename
+from cortexfs.errors import AtomParseError
+from cortexfs.fsutil import atomic_write
+from cortexfs.git import git_blob, git_run
+from cortexfs.store import Store
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+PROJECTS = "context/projects"
+_TEXT_SUFFIXES = (".md", ".yaml", ".yml", ".txt", ".json")
+# Generated files: regenerated after the merge, so rewriting them would only make conflicts.
+_SKIP_NAMES = ("index.md",)
+
+
+@dataclass(frozen=True)
+class Collision:
+    """Both sides added `atom_id` to `project` since the merge base, with different content."""
+
+    project: str
+    kind: Kind
+    atom_id: str
+
+    @property
+    def path(self) -> str:
+        return f"{PROJECTS}/{self.project}/{self.kind.folder}/{self.atom_id}.md"
+
+
+@dataclass(frozen=True)
+class Renumbering:
+    """The local atom `old` of `project` became `new`."""
+
+    project: str
+    old: str
+    new: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"project": self.project, "old": self.old, "new": self.new}
+
+
+def _atom_of(rel: str) -> tuple[str, Kind, str] | None:
+    """(project, kind, id) when `rel` is an atom file path of the store."""
+    parts = rel.split("/")
+    if len(parts) != 5 or "/".join(parts[:2]) != PROJECTS:
+        return None
+    kind = kind_of_filename(parts[4])
+    if kind is None or kind.folder != parts[3]:
+        return None
+    return parts[2], kind, parts[4][:-3]
+
+
+def _added(home: Path, base: str, tip: str) -> dict[str, str]:
+    """Atom paths added between `base` and `tip`, with their blob ids."""
+    out = git_run(home, "diff", "--raw", "-z", "--no-renames", "--diff-filter=A", base, tip,
+                  "--", PROJECTS).stdout
+    fields = out.split("\0")
+    added: dict[str, str] = {}
+    for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+        if meta.startswith(":") and _atom_of(path):
+            added[path] = meta.split()[3]
+    return added
+
+
+def find_collisions(home: Path, base: str | None, local: str, remote: str) -> list[Collision]:
+    """Atoms that both `local` and `remote` added since `base` (None: unrelated histories)."""
+    start = base or EMPTY_TREE
+    ours = _added(home, start, local)
+    theirs = _added(home, start, remote)
+    found = []
+    for path in sorted(ours.keys() & theirs.keys()):
+        if ours[path] != theirs[path]:  # the same content on both sides merges cleanly
+            where = _atom_of(path)
+            assert where is not None
+            found.append(Collision(*where))
+    return found
+
+
+def _tree_ids(home: Path, rev: str, project: str, kind: Kind) -> set[str]:
+    out = git_run(home, "ls-tree", "-z", "--name-only", rev, "--",
+                  f"{PROJECTS}/{project}/{kind.folder}/").stdout
+    return {name.rsplit("/", 1)[-1][:-3] for name in out.split("\0")
+            if kind_of_filename(name.rsplit("/", 1)[-1]) is kind}
+
+
+def allocate(home: Path, collisions: list[Collision], local: str, remote: str,
+             taken_extra: Iterable[str] = ()) -> list[Renumbering]:
+    """A new id for each colliding local atom, free on both sides and among the new ones.
+
+    A plain id gets the next number after the highest on either side; a suffixed one
+    (`EXP-042b`) keeps its number with the next free letter, so it stays next to its sibling.
+    """
+    taken: dict[tuple[str, str], set[str]] = {}
+    out = []
+    for c in collisions:
+        key = (c.project, c.kind.prefix)
+        if key not in taken:
+            taken[key] = (_tree_ids(home, local, c.project, c.kind)
+                          | _tree_ids(home, remote, c.project, c.kind) | set(taken_extra))
+        ids = taken[key]
+        new = _next_free(c.kind, c.atom_id, ids)
+        ids.add(new)
+        out.append(Renumbering(c.project, c.atom_id, new))
+    return out
+
+
+def _next_free(kind: Kind, old: str, ids: set[str]) -> str:
+    m = kind.id_re.match(old)
+    assert m is not None
+    if m.lastindex and m.lastindex >= 2 and m.group(2):
+        for letter in "abcdefghijklmnopqrstuvwxyz":
+            candidate = f"{old[:-1]}{letter}"
+            if candidate not in ids:
+                return candidate
+    highest = 0
+    for other in ids:
+        mm = kind.id_re.match(other)
+        if mm:
+            highest = max(highest, int(mm.group(1)))
+    return kind.format_id(highest + 1)
+
+
+# --- rewriting ---------------------------------------------------------------------------------
+
+def _id_pattern(mapping: dict[str, str]) -> re.Pattern[str]:
+    alternatives = "|".join(re.escape(old) for old in sorted(mapping, key=len, reverse=True))
+    return re.compile(rf"\b({alternatives})\b")
+
+
+def _sub(pattern: re.Pattern[str], mapping: dict[str, str], text: str) -> str:
+    return pattern.sub(lambda m: mapping[m.group(1)], text)
+
+
+def _replace_value(value: Any, pattern: re.Pattern[str], mapping: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return _sub(pattern, mapping, value)
+    if isinstance(value, list):
+        return [_replace_value(v, pattern, mapping) for v in value]
+    if isinstance(value, dict):
+        return {k: _replace_value(v, pattern, mapping) for k, v in value.items()}
+    return value
+
+
+def rewrite_text(text: str, mapping: dict[str, str], path: str = "<string>") -> str:
+    """`text` with every mention of an old id replaced by its new id.
+
+    Frontmatter keys go through `set_keys` (every other byte of the block stays); the body
+    and files without frontmatter get a word-boundary replacement.
+    """
+    pattern = _id_pattern(mapping)
+    if not pattern.search(text):
+        return text
+    try:
+        doc = frontmatter.parse(text, path)
+    except AtomParseError:
+        return _sub(pattern, mapping, text)
+    updates = {}
+    for key, value in doc.meta.items():
+        new_value = _replace_value(value, pattern, mapping)
+        if new_value != value:
+            updates[key] = new_value
+    lines = text.splitlines(keepends=True)
+    head, body = "".join(lines[:doc.body_line - 1]), "".join(lines[doc.body_line - 1:])
+    if updates:
+        try:
+            head = frontmatter.set_keys(head, updates, path)
+        except AtomParseError:
+            head = _sub(pattern, mapping, head)  # a shape set_keys will not rewrite safely
+    return head + _sub(pattern, mapping, body)
+
+
+def rewrite_log(path: Path, skip_bytes: int, rename: dict[str, str]) -> bool:
+    """Rename `file` fields (EXP-043.md → EXP-046.md) in the log's lines after `skip_bytes`.
+
+    Lines the hook appends while this runs are kept: the old file is read again after the
+    rename and whatever reached it late is appended (renamed too) to the new one.
+    """
+    def transform(data: bytes) -> bytes:
+        return b"".join(_rename_line(line, rename) for line in data.splitlines(keepends=True))
+
+    return replace_log(path, lambda data: data[:skip_bytes] + transform(data[skip_bytes:]),
+                       transform)
+
+
+def _rename_line(line: bytes, rename: dict[str, str]) -> bytes:
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(entry, dict) or entry.get("file") not in rename:
+        return line
+    entry["file"] = rename[entry["file"]]
+    end = b"\n" if line.endswith(b"\n") else b""
+    return json.dumps(entry, ensure_ascii=False, separators=(", ", ": ")).encode() + end
+
+
+def replace_log(path: Path, whole: Callable[[bytes], bytes],
+                tail: Callable[[bytes], bytes]) -> bool:
+    """Atomically replace an append-only log with `whole(content)`, losing no late append.
+
+    `tail` transforms lines that a writer appended to the old file after it was read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        data = _read_from(fd, 0)
+        end = data.rfind(b"\n") + 1
+        new = whole(data[:end])
+        if new == data[:end]:
+            return False
+        atomic_write(path, new + data[end:])
+        time.sleep(0.005)  # let an append that opened the old file finish writing to it
+        late = _read_from(fd, len(data))
+        if late:
+            accesslog.append(path, [tail(late)])
+        return True
+    finally:
+        os.close(fd)
+
+
+def _read_from(fd: int, offset: int) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+def missing_lines(new: bytes, *sources: bytes) -> bytes:
+    """Lines of the `sources` (in order) that `new` lacks, counting repeated lines."""
+    have = Counter(new.splitlines(keepends=True))
+    out = []
+    for source in sources:
+        for line in source.splitlines(keepends=True):
+            if not line.endswith(b"\n"):
+                continue  # a writer mid-append: it will finish on its own
+            if have[line] > 0:
+                have[line] -= 1
+            else:
+                out.append(line)
+    return b"".join(out)
+
+
+def _changed_since(home: Path, base: str | None, tip: str, project: str) -> list[str]:
+    out = git_run(home, "diff", "--name-only", "-z", "--no-renames", "--diff-filter=AM",
+                  base or EMPTY_TREE, tip, "--", f"{PROJECTS}/{project}/").stdout
+    return [p for p in out.split("\0") if p]
+
+
+def apply(store: Store, renumberings: list[Renumbering], base: str | None,
+          tip: str) -> list[Path]:
+    """Rename and rewrite on disk (idempotently); returns every path to commit.
+
+    `tip` is the local commit the renumbering starts from; `base` the merge base.
+    """
+    home = store.home
+    touched: list[Path] = []
+    by_project: dict[str, dict[str, str]] = {}
+    for r in renumberings:
+        by_project.setdefault(r.project, {})[r.old] = r.new
+    for project, mapping in by_project.items():
+        root = store.projects_dir / project
+        for old, new in mapping.items():
+            kind = kind_of_filename(f"{old}.md")
+            assert kind is not None
+            old_path, new_path = root / kind.folder / f"{old}.md", root / kind.folder / f"{new}.md"
+            if old_path.exists():
+                text = old_path.read_text(encoding="utf-8")
+                atomic_write(new_path, rewrite_text(text, mapping, str(old_path)))
+                old_path.unlink()
+            touched += [old_path, new_path]
+        for rel in _changed_since(home, base, tip, project):
+            path = home / rel
+            name = path.name
+            if name in _SKIP_NAMES or not name.endswith(_TEXT_SUFFIXES) or not path.is_file():
+                continue
+            if name == accesslog.LOG_NAME:
+                continue
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue
+            new_text = rewrite_text(text, mapping, rel)
+            if new_text != text:
+                atomic_write(path, new_text)
+            # listed even when unchanged now: a first, interrupted run may have rewritten it
+            touched.append(path)
+        log = root / "_meta" / accesslog.LOG_NAME
+        rel_log = f"{PROJECTS}/{project}/_meta/{accesslog.LOG_NAME}"
+        base_log = (git_blob(home, base, rel_log) if base else None) or b""
+        current = log.read_bytes() if log.exists() else b""
+        # the local side's lines are those after the merge base's copy of the log
+        skip = len(base_log) if current.startswith(base_log) else 0
+        renames = {f"{old}.md": f"{new}.md" for old, new in mapping.items()}
+        if skip == 0 and base_log:
+            _rewrite_log_unordered(log, base_log, renames)
+        else:
+            rewrite_log(log, skip, renames)
+        touched.append(log)
+    return touched
+
+
+def _rewrite_log_unordered(log: Path, base_log: bytes, rename: dict[str, str]) -> None:
+    """The log no longer starts with the base's copy: rename in lines the base lacks."""
+    def whole(data: bytes) -> bytes:
+        base_lines = Counter(base_log.splitlines(keepends=True))
+        out = []
+        for line in data.splitlines(keepends=True):
+            if base_lines[line] > 0:
+                base_lines[line] -= 1
+                out.append(line)
+            else:
+                out.append(_rename_line(line, rename))
+        return b"".join(out)
+
+    def tail(data: bytes) -> bytes:
+        return b"".join(_rename_line(line, rename) for line in data.splitlines(keepends=True))
+
+    replace_log(log, whole, tail)
+
+
+def describe(renumberings: list[Renumbering]) -> str:
+    """`flywheel EXP-043 → EXP-046, K-007 → K-009`."""
+    parts: dict[str, list[str]] = {}
+    for r in renumberings:
+        parts.setdefault(r.project, []).append(f"{r.old} → {r.new}")
+    return "; ".join(f"{p} {', '.join(items)}" for p, items in parts.items())

@@ -1,0 +1,740 @@
+"""`cortex sync`, `cortex status` and the remote: sharing one store between machines.
+
+A sync, under the store's git lock:
+
+1. finishes or undoes what an interrupted earlier sync left (see `recover`);
+2. commits what is pending under `context/` — access-log lines, generated files, and the
+   atoms and governance files too: the knowledge root is cortex's domain (the watcher
+   commits the same files), and a sync that refused whenever an agent had written an atom
+   would never run. Files outside `context/` are the user's and are never committed;
+3. fetches, and when the remote moved: renumbers the local atoms whose ids the remote also
+   created since the merge base (`cortexfs.renumber`), then MERGES the remote branch.
+   A merge rather than a rebase: local commits are never rewritten, a conflict is one
+   state that `git merge --abort` undoes exactly, and an interrupted merge is recognisable
+   (MERGE_HEAD) and abortable; a rebase would replay every small access-log commit and can
+   stop half-way through a series. Access logs merge by union (.gitattributes). Generated
+   files are never hand-merged: a conflict in one takes the remote's copy and
+   regeneration rewrites it; CORTEX.md is merged with its generated block set aside;
+   atoms whose only conflict is the tool-written `refs` / `last-ref` keys are merged with
+   ours and refreshed by regeneration. Any other conflict aborts the merge (the repo is
+   left as it was, local commits intact) and is reported with the files and what to do;
+4. regenerates the indexes of the projects that changed and commits them;
+5. pushes; a push the remote rejected because it moved meanwhile repeats 3–5 (bounded).
+
+Each step that changes the repository first writes a journal to `.git/cortex-sync.json`;
+a sync killed midway is recovered by the next `cortex sync`, which aborts a merge of its
+own making (keeping any access-log lines appended meanwhile) or finishes a renumbering,
+then runs the whole cycle again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cortexfs import git, renumber
+from cortexfs.accesslog import LOG_NAME
+from cortexfs.atoms import KINDS, kind_of_filename
+from cortexfs.errors import AtomParseError, CortexError, GitError, InvalidInputError
+from cortexfs.fsutil import atomic_write, file_lock
+from cortexfs.store import Store
+
+NETWORK_TIMEOUT = 300.0  # seconds a fetch or push may take
+MAX_ATTEMPTS = 5  # fetch–merge–push cycles before giving up on a remote that keeps moving
+CONTEXT = "context/"
+_GENERATED = re.compile(r"^context/(?:OVERVIEW\.md|HIPPOCAMPUS\.md|projects/[^/]+/"
+                        r"(?:experiments|knowledge|patterns)/index\.md)$")
+_LOG = re.compile(rf"^context/projects/[^/]+/_meta/{re.escape(LOG_NAME)}$")
+_TOOL_KEYS = ("refs", "last-ref")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+$")
+_SCP = re.compile(r"^(?:[^@/\s:]+@)?[A-Za-z0-9][A-Za-z0-9.-]*:(?!//)\S+$")
+
+
+class SyncConflictError(GitError):
+    """Both sides changed the same lines of a file that is not cortex's to merge."""
+
+    def __init__(self, message: str, files: list[str]) -> None:
+        super().__init__(message)
+        self.files = files
+
+
+def is_log(rel: str) -> bool:
+    return bool(_LOG.match(rel))
+
+
+def is_generated(rel: str) -> bool:
+    """Whole files regeneration writes (CORTEX.md has only a generated block)."""
+    return bool(_GENERATED.match(rel))
+
+
+# --- the remote --------------------------------------------------------------------------------
+
+def set_remote(store: Store, url: str, name: str = "origin") -> str:
+    """Point remote `name` at `url` (a git URL or an existing repository path); the URL set."""
+    home = _require_repo(store)
+    value = check_url(store, url)
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", name):
+        raise InvalidInputError(f"invalid remote name {name!r}: use letters, digits, . _ -")
+    have = git.git_run(home, "remote").stdout.split()
+    git.git_run(home, "remote", "set-url" if name in have else "add", name, value)
+    return value
+
+
+def check_url(store: Store, url: str) -> str:
+    """`url` as it will be configured; InvalidInputError unless a git URL or a repository."""
+    url = url.strip()
+    if not url:
+        raise InvalidInputError("the remote URL is empty: pass a git URL "
+                                "(https://…, ssh://…, user@host:path) or a repository path")
+    if _URL.match(url) or (_SCP.match(url) and not os.path.exists(url)):
+        return url
+    path = Path(os.path.expanduser(url)).absolute()
+    if not path.is_dir():
+        raise InvalidInputError(f"{url!r} is neither a git URL nor an existing folder: pass "
+                                "https://…, ssh://…, user@host:path, or the path of a repository")
+    if path.resolve() == store.home.resolve():
+        raise InvalidInputError("the remote cannot be the store itself: pass another repository")
+    proc = git.git_run(path, "rev-parse", "--absolute-git-dir", check=False)
+    gitdir = Path(proc.stdout.strip()).resolve() if proc.returncode == 0 else None
+    if gitdir not in (path.resolve(), (path / ".git").resolve()):
+        raise InvalidInputError(f"{path} is not a git repository: create one with "
+                                f"`git init --bare {path}`")
+    return str(path)
+
+
+def _require_repo(store: Store) -> Path:
+    store.require()
+    if not git.is_repo(store.home):
+        raise GitError(f"{store.home} is not a git repository: run `cortex init`")
+    return store.home
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a sync fetches from and pushes to."""
+
+    remote: str
+    branch: str  # the local branch
+    remote_branch: str  # its name on the remote
+    tracked: bool  # the local branch already has this upstream configured
+
+    @property
+    def tracking_ref(self) -> str:
+        return f"refs/remotes/{self.remote}/{self.remote_branch}"
+
+    @property
+    def display(self) -> str:
+        return f"{self.remote}/{self.remote_branch}"
+
+
+def _config(home: Path, key: str) -> str | None:
+    proc = git.git_run(home, "config", "--get", key, check=False)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def target(store: Store) -> Target:
+    """The remote and branch to sync with: the branch's upstream, else origin (or the only one)."""
+    home = store.home
+    proc = git.git_run(home, "symbolic-ref", "--short", "-q", "HEAD", check=False)
+    branch = proc.stdout.strip()
+    if proc.returncode != 0 or not branch:
+        raise GitError(f"{home} has no branch checked out (detached HEAD): "
+                       "`git switch` to a branch, then run `cortex sync` again")
+    remotes = git.git_run(home, "remote").stdout.split()
+    if not remotes:
+        raise GitError("no remote to sync with: run `cortex remote set URL`")
+    remote = _config(home, f"branch.{branch}.remote")
+    merge = _config(home, f"branch.{branch}.merge")
+    tracked = remote in remotes and merge is not None
+    if remote not in remotes:
+        if "origin" in remotes:
+            remote = "origin"
+        elif len(remotes) == 1:
+            remote = remotes[0]
+        else:
+            raise GitError(f"several remotes ({', '.join(remotes)}) and none tracked by "
+                           f"{branch}: run `git branch --set-upstream-to REMOTE/{branch}`")
+    remote_branch = merge.removeprefix("refs/heads/") if tracked and merge else branch
+    assert remote is not None
+    return Target(remote, branch, remote_branch, tracked)
+
+
+# --- status ------------------------------------------------------------------------------------
+
+@dataclass
+class Status:
+    """`cortex status`: the worktree state plus the remote and what is not pushed."""
+
+    state: git.WorktreeState
+    remote: str | None = None
+    remote_url: str | None = None
+    unpushed: list[str] = field(default_factory=list)  # "<sha> <subject>", newest first
+    unpushed_count: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.state.to_json(), "remote": self.remote, "remote_url": self.remote_url,
+                "unpushed_count": self.unpushed_count, "unpushed": self.unpushed}
+
+
+def status(store: Store, limit: int = 10) -> Status:
+    """What is uncommitted, what is not pushed, and when the store last synced."""
+    store.require()
+    state = git.worktree_state(store)
+    out = Status(state)
+    if not state.is_repo or git.head_commit(store.home) is None:
+        return out
+    home = store.home
+    if state.has_remote:
+        with contextlib.suppress(GitError):
+            t = target(store)
+            out.remote, out.remote_url = t.remote, _config(home, f"remote.{t.remote}.url")
+    if out.remote is None:
+        return out
+    upstream = _rev(home, state.upstream and f"refs/remotes/{state.upstream}")
+    span = f"{upstream}..HEAD" if upstream else "HEAD"
+    out.unpushed_count = int(git.git_run(home, "rev-list", "--count", span).stdout.strip())
+    log = git.git_run(home, "log", f"-n{limit}", "--format=%h %s", span).stdout
+    out.unpushed = log.splitlines()
+    return out
+
+
+def _rev(home: Path, ref: str | None) -> str | None:
+    if not ref:
+        return None
+    proc = git.git_run(home, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}", check=False)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+# --- sync --------------------------------------------------------------------------------------
+
+@dataclass
+class SyncResult:
+    """What one `cortex sync` did."""
+
+    remote: str
+    upstream: str  # e.g. "origin/main"
+    recovered: str | None = None  # what an interrupted earlier sync left, and what was done
+    committed: list[str] = field(default_factory=list)  # messages of cortex's commits
+    renumbered: list[renumber.Renumbering] = field(default_factory=list)
+    received: int = 0  # commits merged in from the remote
+    sent: int = 0  # commits pushed
+    regenerated: list[str] = field(default_factory=list)
+    regen_skipped: str | None = None  # why regeneration did not run, when it did not
+    attempts: int = 0
+    last_sync: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"remote": self.remote, "upstream": self.upstream, "recovered": self.recovered,
+                "committed": self.committed,
+                "renumbered": [r.to_json() for r in self.renumbered],
+                "received": self.received, "sent": self.sent,
+                "regenerated": self.regenerated, "regen_skipped": self.regen_skipped,
+                "attempts": self.attempts, "last_sync": self.last_sync}
+
+
+def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS,
+         timeout: float = NETWORK_TIMEOUT) -> SyncResult:
+    """Commit what cortex owns, fetch, renumber colliding ids, merge, regenerate, push."""
+    home = _require_repo(store)
+    with git.git_lock(store):
+        recovered = recover(store)
+        git.check_idle(home)
+        tgt = target(store)
+        result = SyncResult(tgt.remote, tgt.display, recovered=recovered)
+        _refuse_staged(home)
+        for attempt in range(1, max_attempts + 1):
+            result.attempts = attempt
+            result.committed += commit_pending(store)
+            _network(home, timeout, "fetch", "--quiet", "--prune", tgt.remote)
+            upstream = _rev(home, tgt.tracking_ref)
+            if upstream:
+                _integrate(store, tgt, upstream, result)
+            head = git.head_commit(home)
+            if head is None:
+                raise GitError("nothing committed yet to sync: add something with `cortex new`")
+            if head == upstream:
+                break
+            count = git.git_run(home, "rev-list", "--count",
+                                f"{upstream}..HEAD" if upstream else "HEAD").stdout.strip()
+            _checkpoint("before-push")
+            if _push(home, tgt, timeout, set_upstream=not tgt.tracked or not upstream):
+                result.sent += int(count)
+                break
+        else:
+            raise GitError(f"{tgt.display} kept changing while cortex pushed ({max_attempts} "
+                           "attempts): run `cortex sync` again")
+        result.last_sync = git.utc_now()
+        git.write_sync_state(home, last_sync=result.last_sync)
+        return result
+
+
+def _refuse_staged(home: Path) -> None:
+    """git merge will not start with staged changes; ours are committed, the user's are not."""
+    out = git.git_run(home, "diff", "--cached", "--name-only", "-z").stdout
+    staged = [p for p in out.split("\0") if p and not p.startswith(CONTEXT)]
+    if staged:
+        raise GitError(f"staged changes outside context/ ({_names(staged)}): commit them or "
+                       "unstage them (`git restore --staged FILE`), then run `cortex sync` again")
+
+
+def _names(paths: list[str], limit: int = 5) -> str:
+    shown = ", ".join(paths[:limit])
+    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+
+
+def commit_pending(store: Store, only_logs: bool = False) -> list[str]:
+    """Commit what is uncommitted under context/ in up to three commits; their messages."""
+    state = git.worktree_state(store)
+    paths = [p for p in state.dirty if p.startswith(CONTEXT)]
+    logs = [p for p in paths if is_log(p)]
+    generated = [p for p in paths if is_generated(p)]
+    others = [p for p in paths if p not in logs and p not in generated]
+    groups = [(logs, "chore: update access log")]
+    if not only_logs:
+        projects = sorted({p.split("/")[2] for p in generated if p.count("/") >= 3})
+        groups += [(generated, f"index: regenerate {', '.join(projects) or 'store files'}"),
+                   (others, "sync: commit local changes to "
+                            f"{_names([p.rsplit('/', 1)[-1] for p in others])}")]
+    messages = []
+    for rels, message in groups:
+        if rels and git.commit_paths(store, [store.home / p for p in rels], message):
+            messages.append(message)
+    return messages
+
+
+def _network(home: Path, timeout: float, *args: str) -> None:
+    proc = git.git_run(home, *args, check=False, timeout=timeout)
+    if proc.returncode != 0:
+        first = git.git_error(args, proc.stderr).args[0]
+        raise GitError(f"{first} — check the remote (`git remote -v`, `cortex remote set URL`) "
+                       "and the network, then run `cortex sync` again")
+
+
+def _push(home: Path, tgt: Target, timeout: float, set_upstream: bool) -> bool:
+    """Push the branch; False when the remote moved meanwhile (the caller retries)."""
+    args = ["push", "--porcelain"]
+    if set_upstream:
+        args.append("--set-upstream")
+    args += [tgt.remote, f"refs/heads/{tgt.branch}:refs/heads/{tgt.remote_branch}"]
+    proc = git.git_run(home, *args, check=False, timeout=timeout)
+    if proc.returncode == 0:
+        return True
+    text = proc.stdout + proc.stderr
+    if "[rejected]" in text or re.search(r"\[remote rejected\].*(lock|failed to update ref|"
+                                         r"incorrect old value)", text):
+        return False
+    first = git.git_error(["push"], proc.stderr or proc.stdout).args[0]
+    raise GitError(f"{first} — check that you may push to {tgt.display}, then run "
+                   "`cortex sync` again")
+
+
+def _checkpoint(name: str) -> None:
+    """Fault injection for the interrupted-sync tests: die here when asked to."""
+    if os.environ.get("CORTEX_SYNC_FAULT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# --- integrating the remote branch -------------------------------------------------------------
+
+def _journal(home: Path, **entry: Any) -> None:
+    git.write_sync_state(home, journal=entry or None)
+
+
+def _integrate(store: Store, tgt: Target, upstream: str, result: SyncResult) -> None:
+    home = store.home
+    head = git.head_commit(home)
+    assert head is not None
+    if _is_ancestor(home, upstream, head):
+        return
+    proc = git.git_run(home, "merge-base", head, upstream, check=False)
+    base = proc.stdout.strip() or None
+    with _id_locks(store):
+        if base != head:
+            collisions = renumber.find_collisions(home, base, head, upstream)
+            if collisions:
+                taken = [f.stem for f in _worktree_atoms(store)]
+                mapping = renumber.allocate(home, collisions, head, upstream, taken)
+                _journal(home, op="renumber", head=head, base=base, upstream=upstream,
+                         display=tgt.display, mapping=[r.to_json() for r in mapping])
+                _renumber(store, mapping, base, head, tgt.display)
+                result.renumbered += mapping
+                head = git.head_commit(home)
+                assert head is not None
+        result.received += int(git.git_run(home, "rev-list", "--count",
+                                           f"{head}..{upstream}").stdout.strip())
+        _merge(store, tgt, head, upstream, unrelated=base is None)
+    changed = git.git_run(home, "diff", "--name-only", "-z", head, "HEAD", "--",
+                          "context/projects/").stdout.split("\0")
+    projects = sorted({p.split("/")[2] for p in changed if p.count("/") >= 3})
+    _regenerate(store, projects, result)
+
+
+def _is_ancestor(home: Path, a: str, b: str) -> bool:
+    return git.git_run(home, "merge-base", "--is-ancestor", a, b, check=False).returncode == 0
+
+
+def _worktree_atoms(store: Store) -> Iterator[Path]:
+    for project in store.projects():
+        for _, path in project.atom_paths():
+            yield path
+
+
+@contextlib.contextmanager
+def _id_locks(store: Store) -> Iterator[None]:
+    """Hold every project's id locks: no `cortex new` allocates an id while ids move."""
+    with contextlib.ExitStack() as stack:
+        for project in store.project_names():
+            for kind in KINDS:
+                stack.enter_context(file_lock(
+                    store.locks_dir / f"ids-{project}-{kind.prefix}.lock",
+                    what=f"{kind.folder} ids of {project}"))
+        yield
+
+
+def _renumber(store: Store, mapping: list[renumber.Renumbering], base: str | None, head: str,
+              display: str) -> None:
+    paths = renumber.apply(store, mapping, base, head)
+    _checkpoint("renumber-written")
+    git.commit_paths(store, paths, f"sync: renumber {renumber.describe(mapping)} "
+                                   f"(ids also created on {display})")
+    _journal(store.home)
+
+
+def _merge(store: Store, tgt: Target, head: str, upstream: str, unrelated: bool) -> None:
+    home = store.home
+    args = ["merge", "--no-commit", "--no-edit", "--no-verify", "-m",
+            f"sync: merge {tgt.display}"]
+    if unrelated:
+        args.append("--allow-unrelated-histories")
+    for _ in range(20):
+        _journal(home, op="merge", head=head, upstream=upstream)
+        # stat data that `git reset` left unset would make git call clean files "not uptodate"
+        git.git_run(home, "update-index", "-q", "--refresh", check=False)
+        with keep_log_appends(store):
+            proc = git.git_run(home, *args, upstream, check=False)
+        if proc.returncode == 0 or git.in_progress(home) == "merge":
+            break
+        blocked = _overwritten(proc.stdout + proc.stderr)
+        _journal(home)
+        if blocked and all(is_log(p) for p in blocked):
+            # an access-log line arrived since the last commit: commit it and merge again
+            commit_pending(store, only_logs=True)
+            continue
+        if blocked:
+            raise GitError(f"cannot merge {tgt.display}: it would overwrite your uncommitted "
+                           f"{_names(blocked)}; commit or move them, then run `cortex sync` "
+                           "again")
+        raise git.git_error(["merge"], proc.stderr or proc.stdout)
+    else:
+        raise GitError("access logs kept changing while cortex merged: run `cortex sync` again")
+    _checkpoint("merge-started")
+    if git.in_progress(home) == "merge":
+        unresolved = _resolve(store)
+        if unresolved:
+            with keep_log_appends(store):
+                _abort_merge(store, head, upstream)
+            _journal(home)
+            raise SyncConflictError(
+                f"sync stopped: {_names(unresolved)} changed on both sides (here and on "
+                f"{tgt.display}); nothing was lost and the repo is as before the sync. To "
+                f"resolve: `git merge {tgt.display}`, edit the files, `git add` them, "
+                "`git commit`, then `cortex sync`", unresolved)
+        git.git_run(home, "commit", "--quiet", "--no-verify", "--no-edit")
+        _checkpoint("merge-committed")
+    _journal(home)
+
+
+def _overwritten(text: str) -> list[str]:
+    """The files git lists under 'would be overwritten by merge'."""
+    files = re.findall(r"^error: Entry '(.+)' not uptodate\. Cannot merge\.$", text, re.M)
+    listing = False
+    for line in text.splitlines():
+        if "would be overwritten by merge" in line or "would be removed by merge" in line:
+            listing = True
+        elif listing and line.startswith(("\t", "  ")):
+            files.append(line.strip())
+        else:
+            listing = False
+    return files
+
+
+def _stages(home: Path) -> dict[str, dict[int, str]]:
+    out = git.git_run(home, "ls-files", "-u", "-z").stdout
+    stages: dict[str, dict[int, str]] = {}
+    for rec in out.split("\0"):
+        if not rec:
+            continue
+        info, path = rec.split("\t", 1)
+        _mode, sha, stage = info.split()
+        stages.setdefault(path, {})[int(stage)] = sha
+    return stages
+
+
+def _blob(home: Path, sha: str | None) -> bytes | None:
+    if sha is None:
+        return None
+    return subprocess.run(["git", "cat-file", "blob", sha], cwd=home, capture_output=True,
+                          check=True, env=git.git_env()).stdout
+
+
+def _resolve(store: Store) -> list[str]:
+    """Resolve the conflicts that are cortex's to resolve; the paths left unresolved."""
+    home = store.home
+    unresolved = []
+    for rel, stages in sorted(_stages(home).items()):
+        base, ours, theirs = (_blob(home, stages.get(i)) for i in (1, 2, 3))
+        merged: bytes | None
+        if is_log(rel):
+            merged = _union(ours or b"", theirs or b"", (home / rel))
+        elif is_generated(rel):
+            merged = theirs if theirs is not None else ours  # regeneration rewrites it
+        elif rel.endswith("/CORTEX.md") and ours is not None and theirs is not None:
+            merged = _merge_cortex_md(home, base, ours, theirs)
+        elif kind_of_filename(rel.rsplit("/", 1)[-1]) and ours is not None \
+                and theirs is not None:
+            merged = _merge_atom(home, rel, base, ours, theirs)
+        else:
+            merged = None
+        if merged is None:
+            unresolved.append(rel)
+            continue
+        atomic_write(home / rel, merged)
+        git.git_run(home, "add", "--", rel)
+    return unresolved
+
+
+def _union(ours: bytes, theirs: bytes, path: Path) -> bytes:
+    """Every line of both sides, and any line appended to the work-tree file meanwhile."""
+    merged = ours + renumber.missing_lines(ours, theirs)
+    try:
+        current = path.read_bytes()
+    except OSError:
+        current = b""
+    return merged + renumber.missing_lines(merged, current)
+
+
+def _merge_file(home: Path, base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
+    """A clean three-way merge of the texts, or None when lines conflict."""
+    gitdir = git.git_dir_of(home)
+    names: list[str] = []
+    try:
+        for label, data in (("ours", ours), ("base", base), ("theirs", theirs)):
+            tmp = gitdir / f"cortex-merge-{os.getpid()}-{label}"
+            tmp.write_bytes(data)
+            names.append(str(tmp))
+        proc = subprocess.run(["git", "merge-file", "-p", *names], cwd=home,
+                              capture_output=True, env=git.git_env())
+    finally:
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _merge_cortex_md(home: Path, base: bytes | None, ours: bytes,
+                     theirs: bytes) -> bytes | None:
+    """Merge the hand-written text of a CORTEX.md; its generated block is regenerated."""
+    from cortexfs.scaffold import GENERATED_END, GENERATED_START
+
+    block = re.compile(re.escape(GENERATED_START).encode() + rb".*?" +
+                       re.escape(GENERATED_END).encode(), re.S)
+    empty = f"{GENERATED_START}\n{GENERATED_END}".encode()
+
+    def blank(data: bytes) -> bytes:
+        return block.sub(lambda _m: empty, data)
+
+    return _merge_file(home, blank(base or b""), blank(ours), blank(theirs))
+
+
+def _merge_atom(home: Path, rel: str, base: bytes | None, ours: bytes,
+                theirs: bytes) -> bytes | None:
+    """Merge an atom whose tool-written keys (refs, last-ref) differ: ours win, regen refreshes."""
+    from cortexfs import frontmatter
+
+    try:
+        ours_meta = frontmatter.parse(ours.decode("utf-8"), rel).meta
+        keys = {k: ours_meta.get(k) for k in _TOOL_KEYS}
+
+        def align(data: bytes | None) -> bytes:
+            if data is None:
+                return b""
+            return frontmatter.set_keys(data.decode("utf-8"), keys, rel).encode("utf-8")
+
+        return _merge_file(home, align(base), ours, align(theirs))
+    except (AtomParseError, UnicodeDecodeError):
+        return None
+
+
+@contextlib.contextmanager
+def keep_log_appends(store: Store) -> Iterator[None]:
+    """Keep access-log lines appended while git replaces the log files (a merge, an abort).
+
+    The hook appends with O_APPEND by path; git replaces a file it updates with a new one,
+    so a line appended to the old file during the operation would vanish. The old files
+    stay open here, and whatever reached them during the operation is appended again.
+    """
+    held: list[tuple[Path, int, int, int]] = []
+    for path in store.projects_dir.glob(f"*/_meta/{LOG_NAME}"):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        st = os.fstat(fd)
+        held.append((path, fd, st.st_ino, st.st_size))
+    try:
+        yield
+    finally:
+        for path, fd, ino, size in held:
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    if os.stat(path).st_ino != ino:
+                        late = renumber._read_from(fd, size)
+                        current = path.read_bytes() if path.exists() else b""
+                        extra = renumber.missing_lines(current, late)
+                        if extra:
+                            from cortexfs.accesslog import append
+
+                            append(path, [extra])
+            finally:
+                os.close(fd)
+
+
+def _regenerate(store: Store, projects: list[str], result: SyncResult) -> None:
+    """Regenerate what the merge made stale and commit it."""
+    try:
+        from cortexfs.index import regenerate
+    except ImportError:
+        result.regen_skipped = "index regeneration is not available in this version"
+        return
+    _journal(store.home, op="regenerate", projects=projects)
+    try:
+        regen = regenerate(store, projects or None)
+    except NotImplementedError:
+        _journal(store.home)
+        result.regen_skipped = "index regeneration is not available in this version"
+        return
+    except CortexError as e:
+        # the merge is committed and can be pushed; the journal makes the next sync retry
+        result.regen_skipped = f"indexes not regenerated ({e}): run `cortex index regen --all`"
+        return
+    written = [Path(p) for p in regen.written]
+    _checkpoint("regenerated")
+    if git.commit_paths(store, written, f"index: regenerate after sync "
+                                        f"({', '.join(projects) or 'store files'})"):
+        result.committed.append("index: regenerate after sync")
+    result.regenerated += [os.path.relpath(p, store.home) for p in written]
+    _journal(store.home)
+
+
+# --- recovering from an interrupted sync -------------------------------------------------------
+
+def recover(store: Store) -> str | None:
+    """Finish or undo what a killed `cortex sync` left; a sentence saying what, or None."""
+    home = store.home
+    entry = git.read_sync_state(home).get("journal")
+    if not isinstance(entry, dict):
+        return None
+    head = git.head_commit(home)
+    op = entry.get("op")
+    done: str | None = None
+    if op == "renumber" and head == entry.get("head"):
+        mapping = [renumber.Renumbering(**r) for r in entry.get("mapping", [])]
+        _renumber(store, mapping, entry.get("base"), str(entry["head"]),
+                  str(entry.get("display", "the remote")))
+        done = f"finished an interrupted renumbering ({renumber.describe(mapping)})"
+    elif op == "merge" and head == entry.get("head"):
+        upstream = str(entry.get("upstream"))
+        if git.in_progress(home) == "merge" and _merge_head(home) == upstream:
+            _abort_merge(store, str(head), upstream)
+            done = "aborted the merge an interrupted sync had started"
+        elif git.in_progress(home) is None and _undo_partial_checkout(store, str(head),
+                                                                      upstream):
+            done = "undid the files an interrupted merge had half written"
+    elif op == "regenerate":
+        result = SyncResult("", "")
+        _regenerate(store, list(entry.get("projects") or []), result)
+        done = "finished the regeneration an interrupted sync had started"
+    _journal(home)
+    return done
+
+
+def _abort_merge(store: Store, head: str, upstream: str) -> None:
+    """`git merge --abort`, keeping the log lines appended since the merge began.
+
+    git refuses to abort over a log with unstaged lines, so those are set aside first.
+    """
+    home = store.home
+    extras = _log_extras(store, head, upstream)
+    on_disk = [os.path.relpath(p, home) for p in store.projects_dir.glob(f"*/_meta/{LOG_NAME}")]
+    logs = [p for p in git.git_run(home, "ls-files", "-z", "--", *on_disk).stdout.split("\0")
+            if p] if on_disk else []
+    if logs:
+        git.git_run(home, "checkout", "-q", "--", *logs, check=False)
+    git.git_run(home, "merge", "--abort")
+    _append_extras(store, extras)
+
+
+def _merge_head(home: Path) -> str | None:
+    try:
+        return (git.git_dir_of(home) / "MERGE_HEAD").read_text().split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _log_extras(store: Store, head: str, upstream: str) -> dict[Path, bytes]:
+    """Log lines in the work tree that neither side has: appended by a hook meanwhile."""
+    extras = {}
+    for path in store.projects_dir.glob(f"*/_meta/{LOG_NAME}"):
+        rel = os.path.relpath(path, store.home)
+        current = path.read_bytes()
+        sides = b"".join(git.git_blob(store.home, rev, rel) or b"" for rev in (head, upstream))
+        extra = renumber.missing_lines(sides, current)
+        if extra:
+            extras[path] = extra
+    return extras
+
+
+def _append_extras(store: Store, extras: dict[Path, bytes]) -> None:
+    from cortexfs.accesslog import append
+
+    for path, data in extras.items():
+        current = path.read_bytes() if path.exists() else b""
+        extra = renumber.missing_lines(current, data)
+        if extra:
+            append(path, [extra])
+
+
+def _undo_partial_checkout(store: Store, head: str, upstream: str) -> bool:
+    """Put back the files a merge killed before it finished wrote: they hold the upstream's copy.
+
+    Files holding anything else are the user's edits and stay.
+    """
+    home = store.home
+    extras = _log_extras(store, head, upstream)
+    changed = False
+    for rel in git.worktree_state(store).dirty:
+        if not rel.startswith(CONTEXT):
+            continue
+        path = home / rel
+        mine = git.git_blob(home, head, rel)
+        if is_log(rel):
+            if path.exists() and path.read_bytes() != (mine or b"") + extras.get(path, b""):
+                atomic_write(path, (mine or b"") + extras.get(path, b""))
+                changed = True
+            continue
+        current = path.read_bytes() if path.is_file() else None
+        if current != git.git_blob(home, upstream, rel):
+            continue
+        if mine is None:
+            path.unlink(missing_ok=True)
+        else:
+            atomic_write(path, mine)
+        changed = True
+    return changed
