@@ -67,38 +67,57 @@ def _visible(name: str) -> bool:
     return not name.startswith((".", "_")) and name not in SKIP_DIRS
 
 
-def content_dirs(store: Store) -> list[Path]:
-    """Every folder of the knowledge root that should have a CORTEX.md, parents first.
+@dataclass
+class Listing:
+    """The visible files and sub-folders of one folder, sorted."""
+
+    files: list[str]
+    dirs: list[str]
+
+
+def walk(store: Store, skip: Path | None = None) -> dict[Path, Listing]:
+    """Every folder of the knowledge root that should have a CORTEX.md (parents first), with
+    what it holds; `skip` (and what is under it) is left out.
 
     Hidden folders, folders starting with `_` (such as `_meta`), and folders holding no
     visible file at any depth (git cannot hold them, so a fresh clone would not have them)
-    are left out.
+    are left out. One scandir per folder.
     """
-    found: list[Path] = []
+    found: dict[Path, Listing] = {}
 
-    def walk(folder: Path) -> bool:
+    def visit(folder: Path) -> bool:
         try:
             entries = list(os.scandir(folder))
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             return False
-        mark = len(found)
-        found.append(folder)
-        has_content = False
-        for entry in sorted(entries, key=lambda e: e.name):
-            if entry.name.startswith("."):
+        listing = Listing([], [])
+        found[folder] = listing
+        for entry in entries:
+            name = entry.name
+            if name.startswith("."):
                 continue
             if entry.is_dir(follow_symlinks=False):
-                if _visible(entry.name) and walk(Path(entry.path)):
-                    has_content = True
+                path = Path(entry.path)
+                if _visible(name) and path != skip and visit(path):
+                    listing.dirs.append(name)
             elif entry.is_file():
-                has_content = True
-        if not has_content:
-            del found[mark:]
-        return has_content
+                listing.files.append(name)
+        if not listing.files and not listing.dirs:
+            del found[folder]  # its sub-folders, empty too, removed themselves
+            return False
+        listing.files.sort(key=str.casefold)
+        listing.dirs.sort(key=str.casefold)
+        return True
 
     if store.context.is_dir():
-        walk(store.context)
-    return found
+        visit(store.context)
+    # parents first, siblings by name
+    return dict(sorted(found.items(), key=lambda item: [p.casefold() for p in item[0].parts]))
+
+
+def content_dirs(store: Store, skip: Path | None = None) -> list[Path]:
+    """The folders `walk` returns."""
+    return list(walk(store, skip))
 
 
 # --- descriptions ------------------------------------------------------------------------------
@@ -219,35 +238,25 @@ def _new_cortex_md(store: Store, folder: Path) -> str:
                             generated_block=EMPTY_BLOCK)
 
 
-def _folder_entries(folder: Path) -> tuple[list[str], list[str], int, list[str]]:
-    """(files, sub-folders, atom count, atom ids) of a folder, sorted."""
-    files: list[str] = []
-    dirs: list[str] = []
-    atoms: list[str] = []
+def _folder_entries(folder: Path, listing: Listing) -> tuple[list[str], list[str], list[str]]:
+    """(files, sub-folders, atom ids) of a folder; atoms are left out of the files."""
     atom_kind = _ATOM_FOLDERS.get(folder.name)
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return [], [], 0, []
-    for entry in entries:
-        name = entry.name
-        if name.startswith(".") or name == CORTEX:
+    files: list[str] = []
+    atoms: list[str] = []
+    for name in listing.files:
+        if name == CORTEX:
             continue
-        if entry.is_dir(follow_symlinks=False):
-            if _visible(name):
-                dirs.append(name)
-        elif entry.is_file():
-            if atom_kind is not None and kind_of_filename(name) is atom_kind:
-                atoms.append(name[:-3])
-            else:
-                files.append(name)
-    return sorted(files, key=str.casefold), sorted(dirs, key=str.casefold), len(atoms), atoms
+        if atom_kind is not None and kind_of_filename(name) is atom_kind:
+            atoms.append(name[:-3])
+        else:
+            files.append(name)
+    return files, list(listing.dirs), atoms
 
 
-def render_block(plan: _Plan, folder: Path, subdirs: set[Path]) -> str:
+def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
     """The generated block of `folder`'s CORTEX.md, markers included."""
-    files, dirs, atom_count, atom_ids = _folder_entries(folder)
-    dirs = [d for d in dirs if folder / d in subdirs]
+    files, dirs, atom_ids = _folder_entries(folder, listing)
+    atom_count = len(atom_ids)
     lines = [GENERATED_START, "## Contents", ""]
     entries: list[str] = []
     if folder == plan.store.context:
@@ -319,7 +328,7 @@ def has_broken_markers(text: str) -> bool:
 
 def cortex_md_updates(store: Store) -> dict[Path, str]:
     """Every CORTEX.md whose text would change, with its new text."""
-    folders = content_dirs(store)
+    folders = walk(store)
     texts: dict[Path, str] = {}
     new: set[Path] = set()
     for folder in folders:
@@ -332,13 +341,12 @@ def cortex_md_updates(store: Store) -> dict[Path, str]:
         except (UnicodeDecodeError, OSError):
             continue  # not a text file we can edit: leave it to the user
     plan = _Plan(store, texts, new)
-    folder_set = set(folders)
     changes: dict[Path, str] = {}
-    for folder in folders:
+    for folder, listing in folders.items():
         path = folder / CORTEX
         if path not in texts:
             continue
-        updated = splice_block(texts[path], render_block(plan, folder, folder_set))
+        updated = splice_block(texts[path], render_block(plan, folder, listing))
         if updated is None:
             continue
         if path in new or updated != texts[path]:
@@ -363,7 +371,22 @@ class ProjectLine:
                 "newest": self.newest}
 
 
-def project_line(store: Store, name: str, atoms: Sequence[Atom]) -> ProjectLine:
+AtomSummary = tuple[dict[str, int], str | None]  # atoms per kind folder, newest atom date
+
+
+def summarize(atoms: Sequence[Atom]) -> AtomSummary:
+    """Atom counts per kind and the date of the newest atom."""
+    counts = {k.folder: 0 for k in KINDS}
+    newest = None
+    for atom in atoms:
+        counts[atom.kind.folder] += 1
+        day = atom.date
+        if day is not None and (newest is None or day.isoformat() > newest):
+            newest = day.isoformat()
+    return counts, newest
+
+
+def project_line(store: Store, name: str, summary: AtomSummary) -> ProjectLine:
     from cortexfs.governance import STATUS_FILE, read_status
 
     root = store.projects_dir / name
@@ -372,13 +395,7 @@ def project_line(store: Store, name: str, atoms: Sequence[Atom]) -> ProjectLine:
                                                             errors="replace")).phase
     except (FileNotFoundError, IsADirectoryError):
         phase = None
-    counts = {k.folder: 0 for k in KINDS}
-    newest = None
-    for atom in atoms:
-        counts[atom.kind.folder] += 1
-        day = atom.date
-        if day is not None and (newest is None or day.isoformat() > newest):
-            newest = day.isoformat()
+    counts, newest = summary
     return ProjectLine(name, _clip(phase) if phase else "", counts, newest)
 
 
@@ -415,8 +432,14 @@ def refresh(store: Store, atoms: Mapping[str, Sequence[Atom]], dry_run: bool = F
 
     `atoms` maps every project name to its parsed atoms.
     """
+    return _refresh(store, {name: summarize(a) for name, a in atoms.items()}, dry_run)
+
+
+def _refresh(store: Store, summaries: Mapping[str, AtomSummary], dry_run: bool) -> list[Path]:
     changes: dict[Path, str] = {}
-    lines = [project_line(store, name, atoms.get(name, ())) for name in store.project_names()]
+    empty: AtomSummary = ({k.folder: 0 for k in KINDS}, None)
+    lines = [project_line(store, name, summaries.get(name, empty))
+             for name in store.project_names()]
     overview = store.context / OVERVIEW
     text = render_overview(store, lines)
     try:
@@ -431,7 +454,30 @@ def refresh(store: Store, atoms: Mapping[str, Sequence[Atom]], dry_run: bool = F
     return sorted(p for p, t in changes.items() if write_if_changed(p, t))
 
 
+CACHE_KIND = "overview-1"
+
+
 def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
-    """The derived-generator entry point (listed in cortexfs.derived.GENERATORS)."""
-    atoms = {name: ctx.projects[name].atoms for name in ctx.projects}
-    return refresh(ctx.store, atoms, dry_run=dry_run)
+    """The derived-generator entry point (listed in cortexfs.derived.GENERATORS).
+
+    A project's row needs its atoms only when its inputs changed: the summary is cached
+    under `.cache/` with the regeneration fingerprint it was computed from.
+    """
+    from cortexfs import cache
+
+    path = ctx.store.cache_dir / "overview.bin"
+    saved = cache.load(path, CACHE_KIND)
+    state: dict[str, Any] = saved if isinstance(saved, dict) else {}
+    summaries: dict[str, AtomSummary] = {}
+    fresh: dict[str, Any] = {}
+    for name in ctx.projects:
+        fingerprint = ctx.fingerprint([name])
+        hit = state.get(name)
+        if fingerprint and isinstance(hit, tuple) and len(hit) == 3 and hit[0] == fingerprint:
+            summaries[name] = (hit[1], hit[2])
+        else:
+            summaries[name] = summarize(ctx.projects[name].atoms)
+        fresh[name] = (fingerprint, *summaries[name])
+    if fresh != state:
+        cache.save(path, CACHE_KIND, fresh)
+    return _refresh(ctx.store, summaries, dry_run)

@@ -18,7 +18,8 @@ one knew? Ready when none of these gaps exists; each gap comes with its fix:
 - broken links: atom `links` to missing atoms, relative markdown links and atom ids in the
   governance files (STATUS, mission, roadmap, ISSUES, hand-written CORTEX.md text) that lead
   nowhere;
-- dangling pointers in HIPPOCAMPUS.md.
+- dangling pointers in HIPPOCAMPUS.md (looked for only when regeneration would change it:
+  a current index points at existing atoms only).
 
 Cost: each project's atoms are loaded once (from the loader's cache) and shared by every
 check, git is asked for status once and for history once (`git log` over the STATUS.md
@@ -34,13 +35,15 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from cortexfs import templates
 from cortexfs.atoms import ATOM_ID, KNOWLEDGE
-from cortexfs.loader import LoadedProject, load_project
 from cortexfs.store import Project, Store
+
+if TYPE_CHECKING:
+    from cortexfs.loader import LoadedProject
 
 MAX_LISTED_PATHS = 10
 _MD_LINK = re.compile(r"\[(?:[^\]\\]|\\.)*\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'][^\"']*[\"'])?\s*\)")
@@ -79,26 +82,173 @@ class ReadyReport:
                 "gaps": [g.to_json() for g in self.gaps]}
 
 
-def check(store: Store, project: str | None = None) -> ReadyReport:
-    """Run every readiness check over `project` (default: the whole store)."""
+def check(store: Store, project: str | None = None, *, use_cache: bool = True) -> ReadyReport:
+    """Run every readiness check over `project` (default: the whole store).
+
+    Git is asked afresh every time. The other checks depend only on files, so their gaps are
+    cached (`.cache/ready.bin`) under a key made of every file's stat data (mtime, ctime,
+    size, inode) in context/ and the templates, the commit HEAD points at, which STATUS.md
+    files are uncommitted, today's date and cortex's own code: when nothing changed, they
+    are not re-run.
+    """
     store.require()
     projects = [store.project(project)] if project else store.projects()
     report = ReadyReport(projects=[p.name for p in projects])
+    git_gaps: list[Gap] = []
+    state = _git(store, project, git_gaps)
+    key = _inputs_key(store, project, state) if use_cache else None
+    cached = _cached(store, key[0]) if key else None
+    if cached is not None:
+        before, after = cached
+    else:
+        before, after = _file_checks(store, project, projects, state)
+        if key is not None and not key[1]:
+            _save(store, key[0], before, after)
+    report.gaps = [*before, *git_gaps, *after]
+    return report
+
+
+def _file_checks(store: Store, project: str | None, projects: list[Project],
+                 state: Any) -> tuple[list[Gap], list[Gap]]:
+    """The checks that read files: (gaps listed before the git ones, gaps listed after)."""
+    from cortexfs.loader import load_project
+
     loaded = {p.name: load_project(p, bodies=False) for p in projects}
     ids = _all_ids(store, loaded)
-    gaps = report.gaps
-    evidence_paths = _knowledge_evidence(store, loaded, gaps)
-    _validation(store, projects, loaded, evidence_paths, gaps)
-    _derived(store, project, gaps)
-    state = _git(store, project, gaps)
-    _status_freshness(store, projects, loaded, state, gaps)
+    before: list[Gap] = []
+    after: list[Gap] = []
+    evidence_paths = _knowledge_evidence(store, loaded, before)
+    _validation(store, projects, loaded, evidence_paths, before)
+    stale = _derived(store, project, before)
+    _status_freshness(store, projects, loaded, state, after)
     for p in projects:
-        _charter(store, p, gaps)
-        _links(store, p, ids, gaps)
+        _charter(store, p, after)
+        _links(store, p, ids, after)
     if project is None:
-        _links_store(store, ids, gaps)
-    _hippocampus(store, gaps)
-    return report
+        _links_store(store, ids, after)
+    if any(p.name == "HIPPOCAMPUS.md" or ".hippocampus" in p.parts for p in stale):
+        # an up-to-date index points only at atoms that exist: its pointers can dangle only
+        # when regeneration would change it
+        _hippocampus(store, after)
+    return before, after
+
+
+# --- the cache of file-derived gaps ------------------------------------------------------------
+
+CACHE_KIND = "ready-1"
+CACHE_SCOPES = 8  # results kept: the whole store and a few single projects
+RACY_SECONDS = 2.0  # a file changed this recently may change again within the same mtime
+
+
+def _inputs_key(store: Store, project: str | None, state: Any) -> tuple[str, bool] | None:
+    """(digest of everything the file checks read, whether a file changed too recently for
+    its stat data to be trusted); None when the inputs cannot be pinned down."""
+    import marshal
+    import time
+
+    from cortexfs import __version__, cache
+    from cortexfs.templates import package_dir
+
+    head = _head_commit(store) if state.is_repo else "no-repo"
+    if head is None:
+        return None
+    started = time.time()
+    stamps: list[Any] = []
+    newest = 0
+    code = Path(__file__).resolve().parent
+    for root in (store.context, store.templates_dir, package_dir("templates"), code):
+        newest = max(newest, _stamp_tree(root, stamps, code_only=root == code))
+    # whether a STATUS.md is committed decides which date it has (see _status_freshness)
+    dirty_status = [d for d in state.dirty if d.endswith("/STATUS.md")]
+    parts = (CACHE_KIND, __version__, project, dt.date.today().isoformat(), head,
+             dirty_status, stamps)
+    racy = newest / 1e9 >= started - RACY_SECONDS
+    return cache.digest(marshal.dumps(parts, 2)).hex(), racy
+
+
+def _stamp_tree(root: Path, out: list[Any], code_only: bool = False) -> int:
+    """Append (path, mtime, ctime, size, inode) of every file under `root`; newest time."""
+    newest = 0
+    stack = [str(root)]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if not (code_only and entry.name == "__pycache__"):
+                    stack.append(entry.path)
+                continue
+            if code_only and not entry.name.endswith(".py"):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            out.append((entry.path, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
+            newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+    return newest
+
+
+def _head_commit(store: Store) -> str | None:
+    """The commit HEAD points at, read from the git dir (no process); None when unsure."""
+    from cortexfs.git import git_dir_of
+
+    gitdir = git_dir_of(store.home)
+    try:
+        head = (gitdir / "HEAD").read_text(encoding="utf-8").strip()
+        if not head.startswith("ref:"):
+            return head or None
+        ref = head[4:].strip()
+        common = gitdir
+        if (gitdir / "commondir").is_file():
+            common = (gitdir / (gitdir / "commondir").read_text(encoding="utf-8").strip())
+        for where in (gitdir, common):
+            loose = where / ref
+            if loose.is_file():
+                return loose.read_text(encoding="utf-8").strip() or None
+        packed = common / "packed-refs"
+        if packed.is_file():
+            for line in packed.read_text(encoding="utf-8").splitlines():
+                if line.endswith(" " + ref):
+                    return line.split(" ", 1)[0]
+        return "unborn:" + ref  # a branch with no commit yet
+    except OSError:
+        return None
+
+
+def _cache_path(store: Store) -> Path:
+    return store.cache_dir / "ready.bin"
+
+
+def _cached(store: Store, key: str) -> tuple[list[Gap], list[Gap]] | None:
+    from cortexfs import cache
+
+    data = cache.load(_cache_path(store), CACHE_KIND)
+    if not isinstance(data, dict) or key not in data:
+        return None
+    try:
+        before, after = data[key]
+        return [Gap(*g) for g in before], [Gap(*g) for g in after]
+    except (TypeError, ValueError):
+        return None
+
+
+def _save(store: Store, key: str, before: list[Gap], after: list[Gap]) -> None:
+    from cortexfs import cache
+
+    def rows(gaps: list[Gap]) -> list[tuple[Any, ...]]:
+        return [(g.check, g.message, g.fix, g.project, g.path) for g in gaps]
+
+    data = cache.load(_cache_path(store), CACHE_KIND)
+    entries: dict[str, Any] = data if isinstance(data, dict) else {}
+    entries.pop(key, None)
+    entries[key] = (rows(before), rows(after))
+    while len(entries) > CACHE_SCOPES:
+        entries.pop(next(iter(entries)))
+    cache.save(_cache_path(store), CACHE_KIND, entries)
 
 
 def _rel(store: Store, path: Path | str) -> str:
@@ -186,7 +336,8 @@ def _validation(store: Store, projects: list[Project], loaded: dict[str, LoadedP
                         _project_of(path), path))
 
 
-def _derived(store: Store, project: str | None, gaps: list[Gap]) -> None:
+def _derived(store: Store, project: str | None, gaps: list[Gap]) -> list[Path]:
+    """Generated files a regeneration would change; one gap listing them."""
     from cortexfs.index import regenerate
 
     result = regenerate(store, [project] if project else None, dry_run=True)
@@ -199,6 +350,7 @@ def _derived(store: Store, project: str | None, gaps: list[Gap]) -> None:
         gaps.append(Gap("derived", f"{len(paths)} generated file(s) out of date: {shown}{more}",
                         f"run `cortex index regen {target}` (it commits what it writes)",
                         project, None))
+    return result.written
 
 
 def _git(store: Store, project: str | None, gaps: list[Gap]) -> Any:
@@ -251,8 +403,8 @@ def _status_freshness(store: Store, projects: list[Project], loaded: dict[str, L
     need_log = [rel for rel in wanted if rel not in dirty] if state.is_repo else []
     committed = _last_commit_days(store, need_log)
     for rel, p in wanted.items():
-        newest = max(((a.date, a.id) for a in loaded[p.name].atoms if a.date is not None),
-                     default=None)
+        dated = ((a.date, a.id) for a in loaded[p.name].atoms)
+        newest = max(((d, i) for d, i in dated if d is not None), default=None)
         if newest is None:
             continue
         day = committed.get(rel)
@@ -334,9 +486,7 @@ def _links_store(store: Store, ids: dict[str, set[str]], gaps: list[Gap]) -> Non
     everywhere = set().union(*ids.values()) if ids else set()
     from cortexfs.overview import content_dirs
 
-    for folder in content_dirs(store):
-        if folder.parent == store.projects_dir or store.projects_dir in folder.parents:
-            continue  # project folders: checked per project
+    for folder in content_dirs(store, skip=store.projects_dir):  # projects: checked one by one
         _file_links(store, folder / "CORTEX.md", None, set(), everywhere, gaps, cite_ids=False)
 
 

@@ -307,3 +307,73 @@ def test_end_to_end_like_an_agent(cli, store: Store) -> None:
     assert gaps() == set()
     r = cli("ready")
     assert r.exit_code == 0 and r.stdout.startswith("ready:")
+
+
+# --- the cache of file-derived gaps --------------------------------------------------------------
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count full runs of the file checks; trust stat data however recent (tests are fast)."""
+    calls: list[int] = []
+    real = ready._file_checks
+
+    def spy(*args: object, **kwargs: object) -> tuple[list[ready.Gap], list[ready.Gap]]:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ready, "_file_checks", spy)
+    monkeypatch.setattr(ready, "RACY_SECONDS", -10.0)
+    return calls
+
+
+def test_nothing_changed_reuses_the_file_checks(good: Project, counted: list[int]) -> None:
+    first = ready.check(good.store)
+    second = ready.check(good.store)
+    assert len(counted) == 1
+    assert first.to_json() == second.to_json()
+    assert ready.check(good.store, use_cache=False).to_json() == first.to_json()
+    assert len(counted) == 2
+
+
+def test_cached_gaps_come_back_with_fresh_git_gaps(good: Project, counted: list[int]) -> None:
+    (good.root / "mission.md").unlink()
+    _commit_all(good.store)
+    first = [g.check for g in _gaps(good.store)]
+    assert "charter" in first
+    (good.store.home / "scratch.txt").write_text("x")  # outside context/: only git sees it
+    second = [g.check for g in _gaps(good.store)]
+    assert len(counted) == 1
+    assert sorted(second) == sorted([*first, "uncommitted"])
+
+
+def test_any_change_runs_the_checks_again(good: Project, counted: list[int]) -> None:
+    _gaps(good.store)
+    atom = good.root / "experiments" / "EXP-001.md"
+    atom.write_text(atom.read_text().replace("A summary", "B summary"))
+    assert "derived" in _checks(good.store)
+    assert len(counted) == 2
+    _regen_and_commit(good.store)
+    assert _gaps(good.store) == []
+    assert len(counted) == 3
+    _git(good.store, "commit", "-q", "--allow-empty", "-m", "empty")  # HEAD moved
+    _gaps(good.store)
+    assert len(counted) == 4
+    assert _gaps(good.store, "flywheel") == []  # another scope, its own entry
+    assert len(counted) == 5
+
+
+def test_recent_files_are_not_trusted(good: Project, counted: list[int],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ready, "RACY_SECONDS", 3600.0)
+    _gaps(good.store)
+    _gaps(good.store)
+    assert len(counted) == 2
+
+
+def test_cli_no_cache(cli, good: Project, counted: list[int]) -> None:
+    assert cli("ready").exit_code == 0
+    assert cli("ready").exit_code == 0
+    assert len(counted) == 1
+    assert cli("ready", "--no-cache").exit_code == 0
+    assert len(counted) == 2

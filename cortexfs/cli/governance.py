@@ -241,13 +241,16 @@ def ready(
     project: Annotated[str | None, typer.Argument(
         metavar="[PROJECT]", help="Project to check (default: the whole store).")] = None,
     fmt: Format = "text",
+    no_cache: Annotated[bool, typer.Option(
+        "--no-cache", help="Run every check even when no file changed since the last run.")]
+        = False,
 ) -> None:
     """The fresh-session test: exit 0 when the files hold everything, else list each gap."""
     from cortexfs import ready as lib
 
     fmt = common.check_format(fmt)
     store = common.open_store()
-    report = lib.check(store, project)
+    report = lib.check(store, project, use_cache=not no_cache)
     if fmt == "json":
         common.print_json(report.to_json())
     else:
