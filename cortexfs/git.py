@@ -309,6 +309,11 @@ def utc_now() -> str:
 
 # --- the store's git lock --------------------------------------------------------------------
 
+def git_lock_path(store: Store) -> Path:
+    """The flock that cortex's commits and syncs hold (`.locks/` is git-ignored)."""
+    return store.locks_dir / "git.lock"
+
+
 _held_locks: set[Path] = set()  # homes whose git lock this process holds (re-entrant use)
 
 
@@ -324,8 +329,8 @@ def git_lock(store: Store, timeout: float = GIT_LOCK_SECONDS) -> Iterator[None]:
     if home in _held_locks:
         yield
         return
-    # in the git dir: never shown by `git status`, whatever the repository's .gitignore says
-    with file_lock(git_dir_of(store.home) / "cortex.lock", timeout=timeout,
+    # `cortex watch` looks at this lock to tell cortex's own reads of atoms from others'
+    with file_lock(git_lock_path(store), timeout=timeout,
                    what=f"git in {store.home} (a `cortex sync` or commit is running)"):
         _held_locks.add(home)
         try:

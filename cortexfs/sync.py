@@ -370,10 +370,13 @@ def _integrate(store: Store, tgt: Target, upstream: str, result: SyncResult) -> 
         result.received += int(git.git_run(home, "rev-list", "--count",
                                            f"{head}..{upstream}").stdout.strip())
         _merge(store, tgt, head, upstream, unrelated=base is None)
-    changed = git.git_run(home, "diff", "--name-only", "-z", head, "HEAD", "--",
-                          "context/projects/").stdout.split("\0")
-    projects = sorted({p.split("/")[2] for p in changed if p.count("/") >= 3})
-    _regenerate(store, projects, result)
+    _regenerate(store, _projects_changed(home, head, "HEAD"), result)
+
+
+def _projects_changed(home: Path, old: str, new: str) -> list[str]:
+    proc = git.git_run(home, "diff", "--name-only", "-z", old, new, "--", "context/projects/",
+                       check=False)
+    return sorted({p.split("/")[2] for p in proc.stdout.split("\0") if p.count("/") >= 3})
 
 
 def _is_ancestor(home: Path, a: str, b: str) -> bool:
@@ -649,6 +652,11 @@ def recover(store: Store) -> str | None:
         _renumber(store, mapping, entry.get("base"), str(entry["head"]),
                   str(entry.get("display", "the remote")))
         done = f"finished an interrupted renumbering ({renumber.describe(mapping)})"
+    elif op == "merge" and head != entry.get("head") and head is not None:
+        # the merge landed but the sync died before regenerating: regenerate now
+        _regenerate(store, _projects_changed(home, str(entry.get("head")), head),
+                    SyncResult("", ""))
+        done = "regenerated the indexes an interrupted sync had not"
     elif op == "merge" and head == entry.get("head"):
         upstream = str(entry.get("upstream"))
         if git.in_progress(home) == "merge" and _merge_head(home) == upstream:

@@ -169,9 +169,19 @@ def check_invariants(clones: list[Clone]) -> None:
             assert by_summary[meant] + ".md" == e["file"], e
         assert sh(c.home, "status", "--porcelain") == ""
         assert git.in_progress(c.home) is None
+        assert _stale_generated_files(c.store) == [], "sync left generated files out of date"
         trees.add(sh(c.home, "rev-parse", "HEAD^{tree}"))
     assert len(trees) == 1, "the clones did not converge: " + sh(
         clones[0].home, "log", "--oneline", "-8", "--all", "--graph")
+
+
+def _stale_generated_files(store: Store) -> list[Path]:
+    from cortexfs.index import regenerate
+
+    try:
+        return regenerate(store, dry_run=True).written
+    except NotImplementedError:  # regeneration has not landed in this checkout
+        return []
 
 
 def _list(value: object) -> list[str]:
@@ -289,9 +299,13 @@ def test_push_race_both_sync_at_once(tmp_path: Path) -> None:
                                    "regenerated", "before-push"])
 def test_an_interrupted_sync_is_recovered_by_the_next(tmp_path: Path, fault: str) -> None:
     a, b = make_cluster(tmp_path)
-    write_busy_side(a, "alpha")
-    a.sync()
-    write_busy_side(b, "beta")
+    for c, tag in ((a, "alpha"), (b, "beta")):
+        e1 = c.new("exp", f"{tag} first run")
+        e2 = c.new("exp", f"{tag} second run", "links", e1)
+        _add_body(c, e2, f"Follows {e1}. ref:{tag} first run\n")
+        c.read_atom(e1, 3)
+        if c is a:
+            sync_lib.sync(a.store)
     killed = b.sync(check=False, env={"CORTEX_SYNC_FAULT": fault})
     if fault == "regenerated" and "index regeneration is not available" in killed.stderr:
         pytest.skip("index regeneration has not landed")
@@ -299,7 +313,7 @@ def test_an_interrupted_sync_is_recovered_by_the_next(tmp_path: Path, fault: str
     # the agent keeps working meanwhile
     b.read_atom(max(i for i in b.atoms() if i.startswith("EXP")), 2)
     proc = b.sync()
-    if fault in ("renumber-written", "merge-started", "regenerated"):
+    if fault in ("renumber-written", "merge-started", "merge-committed", "regenerated"):
         assert "recovered:" in proc.stderr
     settle([a, b])
     check_invariants([a, b])
@@ -526,3 +540,36 @@ def test_replace_log_keeps_a_line_appended_while_it_ran(tmp_path: Path) -> None:
     finally:
         os.close(writer)
     assert log.read_bytes() == b'{"file": "EXP-002.md"}\n{"file": "EXP-002.md", "late": 1}\n'
+
+
+def test_a_rejected_push_runs_the_cycle_again(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = make_cluster(tmp_path)
+    a.new("exp", "alpha run")
+    b.new("exp", "beta run")
+    real_push = sync_lib._push
+    calls = []
+
+    def push_after_b(*args: object, **kwargs: object) -> bool:
+        if args[0] == a.home:
+            calls.append(1)
+        if calls == [1] and args[0] == a.home:  # b pushes between a's fetch and a's push
+            sync_lib.sync(b.store)
+        return real_push(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sync_lib, "_push", push_after_b)
+    result = sync_lib.sync(a.store)
+    assert result.attempts == 2 and len(calls) == 2
+    assert [(r.old, r.new) for r in result.renumbered] == [("EXP-001", "EXP-002")]
+    monkeypatch.setattr(sync_lib, "_push", real_push)
+    settle([a, b])
+    check_invariants([a, b])
+
+
+def test_a_remote_that_never_stops_moving_is_reported(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    (a,) = make_cluster(tmp_path, 1)
+    a.new("exp", "alpha run")
+    monkeypatch.setattr(sync_lib, "_push", lambda *args, **kwargs: False)
+    with pytest.raises(GitError, match=r"origin/main kept changing .* run `cortex sync` again"):
+        sync_lib.sync(a.store, max_attempts=2)
