@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cortexfs import decisions, tasks
+from cortexfs.errors import InvalidInputError
 from cortexfs.store import Project, Store
 from cortexfs.validate import ERROR, WARNING, Finding, Severity
 
@@ -136,9 +137,14 @@ def project_findings(project: Project) -> Iterator[Finding]:
                           f"ISSUES.md has {count} lines, over the {ISSUES_MAX_LINES}-line "
                           "limit: delete the resolved issues")
     if (root / tasks.TASKS_FILE).is_file():
-        tf = tasks.load(project)
-        rel = _rel(store, tf.path)
-        for problem in tf.problems:
+        rel = _rel(store, root / tasks.TASKS_FILE)
+        try:
+            tf = tasks.load(project)
+        except InvalidInputError as e:  # not UTF-8, too big: a finding, not a crash
+            message = str(e).replace(str(root / tasks.TASKS_FILE), tasks.TASKS_FILE)
+            yield Finding(ERROR, "tasks", rel, None, message)
+            tf = None
+        for problem in tf.problems if tf else []:
             severity: Severity = ERROR if problem.level == "error" else WARNING
             yield Finding(severity, "tasks", rel, problem.line, problem.message)
     yield from decision_findings(store, root / decisions.FOLDER)

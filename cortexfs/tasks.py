@@ -334,11 +334,19 @@ def archived_ids(text: str) -> set[str]:
     return {m.group(1) for m in _ARCHIVED.finditer(text)}
 
 
+MAX_BYTES = 1_000_000  # a task queue this big is not one a person or an agent can read
+
+
 def _read(path: Path) -> str | None:
     try:
+        if path.stat().st_size > MAX_BYTES:
+            raise InvalidInputError(f"{path} is {path.stat().st_size:,} bytes, over the "
+                                    f"{MAX_BYTES:,}-byte limit: archive or delete old entries")
         return path.read_bytes().decode("utf-8")  # bytes: keep CRLF line endings as they are
     except FileNotFoundError:
         return None
+    except IsADirectoryError:
+        raise InvalidInputError(f"{path} is a folder, not a file: move it away") from None
     except UnicodeDecodeError:
         raise InvalidInputError(f"{path} is not UTF-8: re-save it as UTF-8") from None
 

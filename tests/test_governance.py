@@ -230,3 +230,39 @@ def test_cortex_validate_reports_governance(cli, project: Project) -> None:
     (project.root / "STATUS.md").write_text(STATUS)
     r = cli("validate")
     assert r.exit_code == 0, r.output
+
+
+# --- the scaffold ------------------------------------------------------------------------------
+
+
+def test_project_new_writes_the_governance_files(project: Project) -> None:
+    from cortexfs import tasks
+
+    for name in ("CORTEX.md", "mission.md", "roadmap.md", "STATUS.md", "ISSUES.md",
+                 "TASKS.yaml", "tasks-archive.md", "decisions/CORTEX.md"):
+        assert (project.root / name).is_file(), name
+    assert governance.read_status((project.root / "STATUS.md").read_text()).missing == []
+    tf = tasks.load(project)
+    assert tf.problems == [] and tf.tasks == []
+
+
+def test_store_templates_override_the_packaged_ones(store: Store) -> None:
+    from cortexfs import scaffold
+
+    override = store.templates_dir / "project" / "STATUS.md.j2"
+    override.parent.mkdir(parents=True)
+    override.write_text("# Our status for {{ project }}\n\n## Current phase\n\n## Recent "
+                        "progress\n\n## Open blockers\n\n## Next steps\n")
+    p, _ = scaffold.new_project(store, "custom")
+    assert (p.root / "STATUS.md").read_text().startswith("# Our status for custom\n")
+    assert (p.root / "mission.md").read_text().startswith("# Mission — custom")
+
+
+def test_unreadable_tasks_file_is_a_finding_not_a_crash(project: Project) -> None:
+    path = project.root / "TASKS.yaml"
+    path.write_bytes(b"tasks:\n  - id: T-1\n    text: \xff\xfe\n")
+    [f] = _findings(project.store, "tasks")
+    assert f.severity == "error" and "not UTF-8" in f.message
+    path.write_text("# x\n" * 300_000)
+    [f] = _findings(project.store, "tasks")
+    assert "over the 1,000,000-byte limit" in f.message
