@@ -138,9 +138,10 @@ def load_mapping(fm_text: str, path: str, first_line: int) -> dict[str, Any]:
 
 # Characters the fast path accepts anywhere: printable (as YAML's reader defines it) minus
 # tab, NEL, LS, PS and the BOM, which YAML treats as whitespace or line breaks.
-_UNSURE_CHAR = re.compile(
+_UNSURE_CHAR = (
     "[^\n\r\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
 )
+_UNSURE_ASCII = re.compile("[\x00-\x09\x0b\x0c\x0e-\x1f\x7f]")
 # One line of frontmatter: `key: value`, `key:`, a block-list item `  - value`, a whole-line
 # comment at column 0, or a blank line.
 _LINE = re.compile(
@@ -180,7 +181,7 @@ class _Unsure(Exception):
 
 def fast_mapping(fm_text: str) -> dict[str, Any] | None:
     """The frontmatter as YAML + `normalize` would give it, or None when not certain."""
-    if _UNSURE_CHAR.search(fm_text) or fm_text.count("\r") != fm_text.count("\r\n"):
+    if _has_unsure_char(fm_text) or fm_text.count("\r") != fm_text.count("\r\n"):
         return None
     lines = _LINE.findall(fm_text)
     if len(lines) != fm_text.count("\n") + 1:
@@ -208,6 +209,13 @@ def fast_mapping(fm_text: str) -> dict[str, Any] | None:
     except _Unsure:
         return None
     return out
+
+
+def _has_unsure_char(text: str) -> bool:
+    if text.isascii():
+        return _UNSURE_ASCII.search(text) is not None
+    # the full character class takes milliseconds to compile: only when a text needs it
+    return re.search(_UNSURE_CHAR, text) is not None
 
 
 def _cached_value(raw: str) -> Any:

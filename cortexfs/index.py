@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import importlib
+import marshal
 import os
 import re
 import sys
@@ -31,9 +32,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from cortexfs import cache
 from cortexfs.accesslog import AccessStats, fold
-from cortexfs.atoms import KINDS, Atom, Kind, as_date
+from cortexfs.atoms import KINDS, Atom, Kind, as_date, as_list, split_status, status_group
 from cortexfs.errors import AtomParseError
-from cortexfs.loader import LoadedProject, ProjectScan, scan
+from cortexfs.loader import CRC, ERROR, SIZE, LoadedProject, ProjectScan, child_maker, scan_many
 
 if TYPE_CHECKING:
     from cortexfs.store import Project, Store
@@ -151,6 +152,7 @@ def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool
                            what="index regeneration"))
     with lock:
         run = _Run(store, dry_run)
+        run.prescan(selected)
         bar = _Progress(enabled=progress, total=len(selected))
         for project in selected:
             run.regenerate_project(project, result)
@@ -173,19 +175,25 @@ class _Run:
     def __init__(self, store: Store, dry_run: bool) -> None:
         self.store = store
         self.dry_run = dry_run
-        self.now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        self.now = utc_now()
         self.today = self.now.date()
         self.scans: dict[str, ProjectScan] = {}
         self.stats: dict[str, AccessStats] = {}
         self.states: dict[str, dict[str, Any]] = {}
         self.folded: dict[str, dict[str, tuple[int, str | None]]] = {}
-        self._identity: str | None = None
+        self._identity: tuple[Any, ...] | None = None
 
     # --- inputs ----------------------------------------------------------------------------
 
+    def prescan(self, projects: list[Project]) -> None:
+        """Scan several projects at once (their stale files are parsed in one batch)."""
+        todo = [p for p in projects if p.name not in self.scans]
+        for sc in scan_many(todo, save=False):
+            self.scans[sc.project.name] = sc
+
     def scan(self, project: Project) -> ProjectScan:
         if project.name not in self.scans:
-            self.scans[project.name] = scan(project)
+            self.prescan([project])
         return self.scans[project.name]
 
     def state(self, project: Project) -> dict[str, Any]:
@@ -200,23 +208,25 @@ class _Run:
             return self.stats[project.name]
         state = self.state(project)
         stats, ident = _fold_incrementally(project.access_log, state.get("log"))
-        if state.get("log") != _log_state(stats, ident):
-            state["log"] = _log_state(stats, ident)
+        log_state = _log_state(stats, ident)
+        if state.get("log") != log_state:
+            state["log"] = log_state
             state["dirty"] = True
         self.stats[project.name] = stats
         return stats
 
     def folded_values(self, project: Project) -> dict[str, tuple[int, str | None]]:
-        """name → (refs, last-ref) after folding, for every atom whose values differ from
-        what its frontmatter says (in a dry run too)."""
+        """name → (refs, last-ref) for every atom whose folded values differ from what its
+        frontmatter says (before the write-back, or in a dry run)."""
         if project.name not in self.folded:
             sc, stats = self.scan(project), self.access(project)
             out: dict[str, tuple[int, str | None]] = {}
-            for _kind, name, entry in sc.entries():
-                meta = entry[5]
-                if meta is None:
+            for kind, name, stamp in sc.entries():
+                info = sc.info(kind, name) if stamp[ERROR] is None else None
+                if info is None:
                     continue
-                values = _fold_values(meta, stats.counts.get(name, 0), stats.newest.get(name))
+                values = _fold_values(info[0], stats.counts.get(name, 0),
+                                      stats.newest.get(name))
                 if values is not None:
                     out[name] = values
             self.folded[project.name] = out
@@ -226,54 +236,57 @@ class _Run:
         """Parsed atoms (no bodies) with their folded refs / last-ref."""
         sc, folded = self.scan(project), self.folded_values(project)
         out = []
-        for k, name, entry in sc.entries():
-            if entry[5] is None or (kind is not None and k is not kind):
-                continue
-            meta = dict(entry[5])
-            if name in folded:
-                refs, last = folded[name]
-                meta["refs"] = refs
-                if last is not None:
-                    meta["last-ref"] = last
-            out.append(Atom(project.folder(k) / name, k, meta))
+        for k in KINDS if kind is None else [kind]:
+            child = child_maker(project.folder(k))
+            for name, stamp in sc.folders.get(k.folder, []):
+                info = sc.info(k, name) if stamp[ERROR] is None else None
+                if info is None:
+                    continue
+                meta = dict(info[0])
+                if name in folded:
+                    refs, last = folded[name]
+                    meta["refs"] = refs
+                    if last is not None:
+                        meta["last-ref"] = last
+                out.append(Atom(child(name), k, meta))
         return out
 
     def loaded(self, name: str) -> LoadedProject:
         project = self.store.project(name)
-        sc = self.scan(project)
-        loaded = LoadedProject(project, self.atoms(project))
-        loaded.errors = [AtomParseError(str(project.folder(k) / n), e[6], e[7])
-                         for k, n, e in sc.entries() if e[5] is None]
-        return loaded
+        return LoadedProject(project, self.atoms(project), self.scan(project).errors())
 
-    def identity(self) -> str:
+    def identity(self) -> tuple[Any, ...]:
         """What else an index depends on: this code, the templates, the date."""
         if self._identity is None:
-            parts: list[Any] = [RENDER_VERSION, _stamp(Path(__file__)), self.today.isoformat()]
             from cortexfs.templates import package_dir
 
-            for folder in (self.store.templates_dir / "index", package_dir("templates") / "index"):
+            parts: list[Any] = [RENDER_VERSION, tuple(_stamp(Path(__file__))),
+                                self.today.isoformat()]
+            for folder in (self.store.templates_dir / "index",
+                           package_dir("templates") / "index"):
                 with contextlib.suppress(OSError):
-                    parts.extend(sorted((e.name, _stamp(Path(e.path)))
+                    parts.extend(sorted((e.name, *_stamp(Path(e.path)))
                                         for e in os.scandir(folder)))
-            self._identity = repr(parts)
+            self._identity = tuple(parts)
         return self._identity
 
     def folder_digest(self, project: Project, kind: Kind) -> str:
+        """A digest of everything one folder's index.md is rendered from."""
         sc, stats = self.scan(project), self.access(project)
-        files = sc.stamp(kind)
+        files = sc.digest_input(kind)
         counts = [(n, stats.counts.get(n), stats.newest.get(n)) for n, *_ in files]
-        text = repr((self.identity(), project.name, kind.prefix, files, counts))
-        return cache.digest(text.encode("utf-8", "surrogatepass")).hex()
+        # marshal format 2 has no back-references: equal values always give equal bytes
+        data = marshal.dumps((self.identity(), project.name, kind.prefix, files, counts), 2)
+        return cache.digest(data).hex()
 
     def fingerprint(self, names: list[str]) -> str:
         parts = []
         for name in names:
             project = self.store.project(name)
             stats = self.access(project)
-            parts.append((name, [self.folder_digest(project, k) for k in KINDS],
+            parts.append((name, tuple(self.folder_digest(project, k) for k in KINDS),
                           stats.offset, stats.bad_lines))
-        return cache.digest(repr(parts).encode(), 8).hex()
+        return cache.digest(marshal.dumps(parts, 2), 8).hex()
 
     def context(self, selected: list[str]) -> RegenContext:
         names = self.store.project_names()
@@ -288,37 +301,49 @@ class _Run:
 
     def regenerate_project(self, project: Project, result: RegenResult) -> None:
         sc = self.scan(project)
-        for kind, name, entry in sc.entries():
-            if entry[5] is None:
-                result.skipped.append(
-                    AtomParseError(str(project.folder(kind) / name), entry[6], entry[7]))
-        self._write_back(project, result)
+        result.skipped.extend(sc.errors())
         state = self.state(project)
         indexes = state.setdefault("index", {})
-        for kind in KINDS:
-            path = project.folder(kind) / "index.md"
-            digest = self.folder_digest(project, kind)
-            if indexes.get(kind.folder) == [digest, *_stamp(path)]:
-                continue  # the same inputs as when this very file was written or checked
-            old = _read_text(path)
-            text = self.render(project, kind)
-            kept = _UPDATED.search(old or "")
-            if old is not None and text.replace(_PLACEHOLDER, kept[1] if kept else "") == old:
-                indexes[kind.folder] = [digest, *_stamp(path)]
-                state["dirty"] = True
-                continue
-            text = text.replace(_PLACEHOLDER, self.now.strftime("%Y-%m-%dT%H:%M:%SZ"))
-            result.add(path)
-            if self.dry_run:
-                continue
-            from cortexfs.fsutil import write_if_changed
-
-            write_if_changed(path, text)
-            indexes[kind.folder] = [digest, *_stamp(path)]
-            state["dirty"] = True
+        paths = {k: project.folder(k) / "index.md" for k in KINDS}
+        if not all(indexes.get(k.folder) == [self.folder_digest(project, k), *_stamp(paths[k])]
+                   for k in KINDS):
+            # something moved: fold, then render what changed (nothing is read otherwise)
+            self._write_back(project, result)
+            pending = self.folded_values(project)  # not written back: dry run or errors
+            for kind in KINDS:
+                self._render_folder(project, kind, paths[kind], pending, state, result)
         sc.save()
         if state.pop("dirty", False):
             cache.save(_state_path(project), STATE_KIND, state)
+
+    def _render_folder(self, project: Project, kind: Kind, path: Path,
+                       pending: dict[str, Any], state: dict[str, Any],
+                       result: RegenResult) -> None:
+        digest = self.folder_digest(project, kind)
+        indexes = state["index"]
+        if indexes.get(kind.folder) == [digest, *_stamp(path)]:
+            return  # the same inputs as when this very file was written or checked
+        # a folder whose atoms still await their folded refs must be looked at next time too
+        settled = not any(name in pending for name, _ in self.scan(project).folders.get(
+            kind.folder, []))
+        old = _read_text(path)
+        text = self.render(project, kind)
+        kept = _UPDATED.search(old or "")
+        if old is not None and text.replace(_PLACEHOLDER, kept[1] if kept else "") == old:
+            if settled:
+                indexes[kind.folder] = [digest, *_stamp(path)]
+                state["dirty"] = True
+            return
+        result.add(path)
+        if self.dry_run:
+            return
+        from cortexfs.fsutil import write_if_changed
+
+        write_if_changed(path, text.replace(_PLACEHOLDER, self.now.strftime(
+            "%Y-%m-%dT%H:%M:%SZ")))
+        if settled:
+            indexes[kind.folder] = [digest, *_stamp(path)]
+            state["dirty"] = True
 
     def _write_back(self, project: Project, result: RegenResult) -> None:
         """Write changed refs / last-ref into the atoms (only those two keys)."""
@@ -326,39 +351,38 @@ class _Run:
         if not folded:
             return
         sc = self.scan(project)
-        for kind, name, entry in list(sc.entries()):
+        for kind, name, stamp in list(sc.entries()):
             if name not in folded:
                 continue
             path = project.folder(kind) / name
-            result.folded.append(path)
-            result.add(path)
             if self.dry_run:
+                result.folded.append(path)
+                result.add(path)
                 continue
             refs, last = folded[name]
             updates: dict[str, Any] = {"refs": refs}
             if last is not None:
                 updates["last-ref"] = last
             try:
-                _set_keys_if_unchanged(path, entry, updates)
+                _set_keys_if_unchanged(path, stamp, updates)
             except AtomParseError as e:
                 result.fold_errors.append(e)
-                result.folded.remove(path)
-                result.written.remove(path)
                 continue
+            result.folded.append(path)
+            result.add(path)
             sc.refresh(kind, name)
-        # the rewritten atoms now say what the log says: fold again from their new entries
+        # the rewritten atoms now say what the log says: fold again from their new stamps
         del self.folded[project.name]
 
     def render(self, project: Project, kind: Kind) -> str:
         """The index text of one folder, with _PLACEHOLDER for the "Last updated" time."""
         from cortexfs import templates
 
-        atoms = self.atoms(project, kind)
-        rows = [_Row(a) for a in atoms]
+        rows = [_Row(a) for a in self.atoms(project, kind)]
         rows.sort(key=_Row.order)
         groups: dict[str, list[_Row]] = {"active": [], "invalidated": [], "superseded": []}
         for row in rows:
-            groups[row.atom.group].append(row)
+            groups[row.group].append(row)
         env = templates.environment(self.store)
         return env.get_template(f"index/{kind.folder}.md.j2").render(
             title=kind.title, project=cell(project.name),
@@ -366,6 +390,11 @@ class _Run:
             updated=_PLACEHOLDER, total=len(rows), **groups,
             stats=_stats(rows, groups, self.today),
         )
+
+
+def utc_now() -> dt.datetime:
+    """The clock of a regeneration (whole seconds, UTC); tests replace it."""
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
 
 
 # --- folding ---------------------------------------------------------------------------------
@@ -433,7 +462,7 @@ def _fold_values(meta: dict[str, Any], count: int, newest: str | None) \
     return refs, last
 
 
-def _set_keys_if_unchanged(path: Path, entry: tuple[Any, ...], updates: dict[str, Any]) -> None:
+def _set_keys_if_unchanged(path: Path, stamp: tuple[Any, ...], updates: dict[str, Any]) -> None:
     """set_keys on the file as it was scanned; a file edited since is left for the next run."""
     from cortexfs.frontmatter import decode, set_keys
     from cortexfs.fsutil import atomic_write
@@ -442,7 +471,7 @@ def _set_keys_if_unchanged(path: Path, entry: tuple[Any, ...], updates: dict[str
         raw = path.read_bytes()
     except OSError as e:
         raise AtomParseError(str(path), f"cannot read to update refs: {e.strerror}") from None
-    if len(raw) != entry[1] or zlib.crc32(raw) != entry[3]:
+    if len(raw) != stamp[SIZE] or zlib.crc32(raw) != stamp[CRC]:
         raise AtomParseError(str(path), "changed while cortex was regenerating: its refs "
                              "will be updated by the next `cortex index regen`")
     text = set_keys(decode(raw, str(path)), updates, str(path))
@@ -470,41 +499,59 @@ def cell(value: object) -> str:
     return text.strip()
 
 
-def _ids(values: list[str]) -> str:
-    return cell(", ".join(values))
-
-
 class _Row:
     """One table row: every field is a ready, escaped cell; `atom` is the Atom."""
 
     __slots__ = ("atom", "id", "date", "summary", "tags", "refs", "links", "evidence",
-                 "sources", "status", "invalidated_by", "_date", "_key")
+                 "sources", "status", "invalidated_by", "group", "stem", "status_name",
+                 "status_ref", "day", "key")
 
     def __init__(self, atom: Atom) -> None:
+        # straight from the frontmatter rather than through Atom's properties: this runs
+        # for every atom of every folder that is rendered
+        meta = atom.meta
+        name = atom.path.name
+        stem = name[:-3]
         self.atom = atom
-        file_id = atom.path.stem
-        self.id = f"[{file_id}]({atom.path.name})"
-        date = atom.date
-        self._date = date
-        self.date = date.isoformat() if date else cell(atom.meta.get("date"))
-        self.summary = cell(atom.summary)
-        self.tags = _ids(atom.tags)
-        self.refs = atom.refs
-        self.links = _ids(atom.links)
-        self.evidence = _ids(atom.evidence)
-        self.sources = _ids(atom.source_experiments)
-        ref = atom.status_ref
-        self.status = cell(f"{atom.status} by {ref}" if ref else atom.status)
-        inv_date = as_date(atom.meta.get("invalidated-date"))
-        by = ref or "—"
-        self.invalidated_by = cell(f"{by} ({inv_date.isoformat()})" if inv_date else by)
-        m = _ID_ORDER.search(file_id)
-        self._key = (file_id.split("-")[0], int(m[1]) if m else 0, m[2] if m else "", file_id)
+        self.stem = stem
+        self.id = f"[{stem}]({name})"
+        day = as_date(meta.get("date"))
+        self.day = day
+        self.date = day.isoformat() if day else cell(meta.get("date"))
+        summary = meta.get("summary")
+        self.summary = cell(summary) if summary is not None else ""
+        self.tags = _ids(meta.get("tags"))
+        refs = meta.get("refs")
+        self.refs = refs if type(refs) is int and refs >= 0 else 0
+        self.links = _ids(meta.get("links"))
+        self.evidence = _ids(meta.get("evidence"))
+        self.sources = _ids(meta.get("source-experiments"))
+        status, ref = split_status(meta.get("status"))
+        self.status_name, self.status_ref = status, ref
+        self.group = status_group(status)
+        self.status = cell(f"{status} by {ref}" if ref else status)
+        if self.group == "invalidated":
+            inv_date = as_date(meta.get("invalidated-date"))
+            by = ref or "—"
+            self.invalidated_by = cell(f"{by} ({inv_date.isoformat()})" if inv_date else by)
+        else:
+            self.invalidated_by = ""
+        m = _ID_ORDER.search(stem)
+        self.key = (int(m[1]) if m else 0, m[2] if m else "", stem)
 
     def order(self) -> tuple[Any, ...]:
         """Refs descending, then date descending (undated last), then id."""
-        return (-self.refs, self._date is None, -(self._date.toordinal() if self._date else 0),
-                self._key)
+        day = self.day
+        return (-self.refs, day is None, -day.toordinal() if day else 0, self.key)
+
+
+def _ids(value: object) -> str:
+    """A list field (ids, tags) as one cell: `a, b, c`."""
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return cell(", ".join(str(v).strip() for v in value if v is not None and str(v).strip()))
+    return cell(", ".join(as_list(value)))
 
 
 def _capped(items: list[str]) -> str:
@@ -527,15 +574,14 @@ class _Stats:
 
 
 def _stats(rows: list[_Row], groups: dict[str, list[_Row]], today: dt.date) -> _Stats:
-    challenged = [cell(f"{r.atom.path.stem} (by {r.atom.status_ref})" if r.atom.status_ref
-                       else r.atom.path.stem)
-                  for r in groups["active"] if r.atom.status == "challenged"]
-    hot = [f"{r.atom.path.stem} ({r.refs})" for r in rows if r.refs >= HOT_REFS]
+    challenged = [cell(f"{r.stem} (by {r.status_ref})" if r.status_ref else r.stem)
+                  for r in groups["active"] if r.status_name == "challenged"]
+    hot = [f"{r.stem} ({r.refs})" for r in rows if r.refs >= HOT_REFS]
     cutoff = today - dt.timedelta(days=COLD_DAYS)
     cold_rows = sorted((r for r in groups["active"]
-                        if r.refs == 0 and r._date is not None and r._date < cutoff),
-                       key=lambda r: (r._date, r._key))
-    cold = [f"{r.atom.path.stem} ({r.date})" for r in cold_rows]
+                        if r.refs == 0 and r.day is not None and r.day < cutoff),
+                       key=lambda r: (r.day, r.key))
+    cold = [f"{r.stem} ({r.date})" for r in cold_rows]
     return _Stats(len(rows), len(groups["active"]), len(groups["invalidated"]),
                   len(groups["superseded"]), _capped(challenged), _capped(hot), _capped(cold))
 

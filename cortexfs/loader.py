@@ -8,6 +8,9 @@ speed-ups live here once:
   mtime (ns), size and inode. A file changed within RACY_NS of being read (when a later
   write could keep the same mtime) is re-checked by content next time, as git does for
   "racily clean" files. A missing, stale or corrupt cache only costs a re-parse.
+- The cache keeps the file stamps apart from the parsed frontmatter, which is only
+  unmarshalled when someone asks for atoms: a regeneration that finds nothing changed
+  never touches it.
 - Frontmatter goes through the fast path of `cortexfs.frontmatter` (falling back to YAML).
 - When many files need parsing (a cold cache) on a machine with several cores, the work is
   split with a forked worker process.
@@ -16,6 +19,7 @@ speed-ups live here once:
 from __future__ import annotations
 
 import contextlib
+import gc
 import marshal
 import os
 import re
@@ -23,7 +27,7 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,14 +38,15 @@ from cortexfs.errors import AtomParseError
 from cortexfs.frontmatter import MAX_ATOM_BYTES, check_size, decode, load_mapping, locate
 from cortexfs.store import Project
 
-CACHE_KIND = "atoms-1"
+CACHE_KIND = "atoms-2"
 RACY_NS = 2_000_000_000  # mtime granularity we do not trust (FAT: 2 s; ext4/tmpfs: a tick)
-PARALLEL_MIN = 1500  # below this many files to parse, a worker process costs more than it saves
+PARALLEL_MIN = 1000  # below this many files to parse, a worker process costs more than it saves
 
-# One cache entry (a tuple, because marshal and memory like them):
-# (mtime_ns, size, ino, crc32, racy, meta | None, error | None, error_line, body_start, body_line)
-_MTIME, _SIZE, _INO, _CRC, _RACY, _META, _ERR, _ERR_LINE, _BODY_START, _BODY_LINE = range(10)
-Entry = tuple[Any, ...]
+# A file's stamp: (mtime_ns, size, ino, crc32, racy, error | None, error line | None).
+# Its info, kept apart and loaded lazily: (meta, body_start, body_line) — None for errors.
+MTIME, SIZE, INO, CRC, RACY, ERROR, ERROR_LINE = range(7)
+Stamp = tuple[Any, ...]
+Info = tuple[dict[str, Any], int, int]
 # exactly the file names Project.atom_paths takes for each kind (`EXP-042b.md`, `K-7.md` …)
 _FILE_NAME = {k.prefix: re.compile(k.id_re.pattern.rstrip("$") + r"\.md$") for k in KINDS}
 
@@ -58,7 +63,8 @@ class LoadedProject:
 def load_project(project: Project, *, bodies: bool = True) -> LoadedProject:
     """Parse every atom file of `project`, in kind then id order.
 
-    With `bodies=False` the files are not read when the cache knows them (atom.body == "").
+    With `bodies=False` the files are not even read when the cache knows them
+    (`atom.body == ""`): what validation, indexes and rankings need.
     """
     return scan(project).loaded(bodies=bodies)
 
@@ -67,132 +73,199 @@ def cache_path(project: Project) -> Path:
     return project.store.cache_dir / "atoms" / f"{project.name}.bin"
 
 
+def child_maker(folder: Path) -> Callable[[str], Path]:
+    """`folder / name`, several times faster: pathlib's own shortcut for a plain file name."""
+    fast: Callable[[str], Path] | None = getattr(folder, "_make_child_relpath", None)
+    return fast if fast is not None else folder.joinpath
+
+
 @dataclass
 class ProjectScan:
-    """Every atom file of a project with its (cached or fresh) parse, in kind then id order."""
+    """Every atom file of a project with its stamp, in kind then id order; the parsed
+    frontmatter is fetched on demand (`info`, `loaded`)."""
 
     project: Project
-    # kind folder → [(file name, entry)], names sorted as Project.atom_paths sorts them
-    folders: dict[str, list[tuple[str, Entry]]]
+    # kind folder → [(file name, stamp)], names sorted as Project.atom_paths sorts them
+    folders: dict[str, list[tuple[str, Stamp]]]
     parsed: int = 0  # files parsed (not served by the cache) in this scan
     dirty: bool = False  # the cache file needs saving
+    _blob: bytes | None = None  # the cached infos, still marshalled
+    _infos: dict[str, Info] | None = None  # the cached infos, unmarshalled
+    _fresh: dict[str, Info] = field(default_factory=dict)  # infos parsed by this process
 
-    def entries(self) -> Iterator[tuple[Kind, str, Entry]]:
+    def entries(self) -> Iterator[tuple[Kind, str, Stamp]]:
         for kind in KINDS:
-            for name, entry in self.folders.get(kind.folder, []):
-                yield kind, name, entry
+            for name, stamp in self.folders.get(kind.folder, []):
+                yield kind, name, stamp
 
-    def stamp(self, kind: Kind) -> list[tuple[str, int, int, int]]:
-        """(name, mtime_ns, size, crc32) of each file of a kind's folder: what its index
-        is built from, parse errors included."""
-        return [(name, e[_MTIME], e[_SIZE], e[_CRC]) for name, e in self.folders.get(
+    def errors(self) -> list[AtomParseError]:
+        """The files that are not valid atoms, with file, line and reason."""
+        out: list[AtomParseError] = []
+        for kind in KINDS:
+            folder = self.project.folder(kind)
+            out.extend(AtomParseError(str(folder / name), s[ERROR], s[ERROR_LINE])
+                       for name, s in self.folders.get(kind.folder, []) if s[ERROR] is not None)
+        return out
+
+    def digest_input(self, kind: Kind) -> list[tuple[str, int, int, int]]:
+        """(name, mtime_ns, size, crc32) of each file of a kind's folder: what its index is
+        built from, parse errors included."""
+        return [(name, s[MTIME], s[SIZE], s[CRC]) for name, s in self.folders.get(
             kind.folder, [])]
+
+    def info(self, kind: Kind, name: str) -> Info | None:
+        """(meta, body_start, body_line) of a file that parsed; None for a bad one."""
+        key = f"{kind.folder}/{name}"
+        found = self._fresh.get(key)
+        if found is None:
+            found = self._cached_infos().get(key)
+        if found is None:  # the cache lost it: parse the file again
+            stamp = self.refresh(kind, name)
+            found = self._fresh.get(key) if stamp[ERROR] is None else None
+        return found
+
+    def _cached_infos(self) -> dict[str, Info]:
+        if self._infos is None:
+            data: Any = None
+            if self._blob is not None:
+                with contextlib.suppress(ValueError, EOFError, TypeError):
+                    data = marshal.loads(self._blob)
+            self._infos = data if isinstance(data, dict) else {}
+        return self._infos
 
     def loaded(self, *, bodies: bool = False) -> LoadedProject:
         """The atoms and parse errors as a LoadedProject."""
         out = LoadedProject(self.project)
         for kind in KINDS:
             folder = self.project.folder(kind)
-            for name, e in self.folders.get(kind.folder, []):
-                path = folder / name
-                if e[_META] is None:
-                    out.errors.append(AtomParseError(str(path), e[_ERR], e[_ERR_LINE]))
+            child = child_maker(folder)
+            for name, stamp in list(self.folders.get(kind.folder, [])):
+                path = child(name)
+                info = None if stamp[ERROR] is not None else self.info(kind, name)
+                body = ""
+                if info is not None and bodies:
+                    text = _read_text(path, stamp)
+                    if text is None:  # changed since the scan: parse it again, whole
+                        stamp = self.refresh(kind, name)
+                        info = self.info(kind, name) if stamp[ERROR] is None else None
+                        text = _read_text(path, stamp) if info is not None else None
+                    body = text[info[1]:] if text is not None and info is not None else ""
+                if info is None:
+                    out.errors.append(AtomParseError(str(path), stamp[ERROR] or "cannot read",
+                                                     stamp[ERROR_LINE]))
                     continue
-                body = _read_body(path, e) if bodies else ""
-                if body is None:  # changed since the scan: parse it again, whole
-                    entry = _parse_file(str(path), None)
-                    if entry[_META] is None:
-                        out.errors.append(AtomParseError(str(path), entry[_ERR],
-                                                         entry[_ERR_LINE]))
-                        continue
-                    e, body = entry, _read_body(path, entry) or ""
-                out.atoms.append(Atom(path, kind, dict(e[_META]), body))
+                out.atoms.append(Atom(path, kind, dict(info[0]), body))
         return out
 
-    def refresh(self, kind: Kind, name: str) -> Entry:
-        """Re-read one file (after cortex rewrote it) and return its new entry."""
-        path = self.project.folder(kind) / name
-        entry = _parse_file(str(path), None)
+    def refresh(self, kind: Kind, name: str) -> Stamp:
+        """Re-read one file (after it was rewritten) and return its new stamp."""
+        stamp, info = _parse_file(str(self.project.folder(kind) / name), None)
+        self._set(kind.folder, name, stamp, info)
         files = self.folders.setdefault(kind.folder, [])
         for i, (n, _) in enumerate(files):
             if n == name:
-                files[i] = (name, entry)
+                files[i] = (name, stamp)
                 break
         else:
-            files.append((name, entry))
+            files.append((name, stamp))
             files.sort()
+        return stamp
+
+    def _set(self, folder: str, name: str, stamp: Stamp, info: Info | None) -> None:
+        key = f"{folder}/{name}"
+        if info is not None:
+            self._fresh[key] = info
+        else:
+            self._fresh.pop(key, None)
         self.dirty = True
-        return entry
 
     def save(self) -> None:
         """Write the cache file if anything changed since it was read."""
         if not self.dirty:
             return
-        data = {f"{folder}/{name}": entry
-                for folder, files in self.folders.items() for name, entry in files}
-        cache.save(cache_path(self.project), CACHE_KIND, data)
+        stamps = {f"{folder}/{name}": stamp
+                  for folder, files in self.folders.items() for name, stamp in files}
+        blob = self._blob
+        if self._fresh or blob is None:
+            infos = {k: v for k, v in self._cached_infos().items() if k in stamps}
+            infos.update(self._fresh)
+            blob = marshal.dumps(infos)
+        cache.save(cache_path(self.project), CACHE_KIND, (stamps, blob))
         self.dirty = False
 
 
 def scan(project: Project, *, save: bool = True) -> ProjectScan:
     """Stat every atom file of `project`, parse those the cache does not know, and (unless
     `save` is False) write the cache back when it changed."""
-    known = cache.load(cache_path(project), CACHE_KIND)
-    if not isinstance(known, dict):
-        known = {}  # no cache, or one from another version: parse everything
-    result = ProjectScan(project, {})
-    stale: list[tuple[str, str, str, os.stat_result]] = []  # (folder, name, path, stat)
+    return scan_many([project], save=save)[0]
+
+
+def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan]:
+    """`scan` for several projects, parsing all their stale files in one batch."""
     now = time.time_ns()
-    seen = 0
-    for kind in KINDS:
-        folder_path = project.folder(kind)
-        files: list[tuple[str, Entry]] = []
-        result.folders[kind.folder] = files
-        try:
-            it = os.scandir(folder_path)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        with it:
-            match = _FILE_NAME[kind.prefix].match
-            names = sorted((d.name, d) for d in it if match(d.name))
-        for name, dirent in names:
+    scans = []
+    stale: list[tuple[ProjectScan, str, str, str, os.stat_result]] = []
+    for project in projects:
+        sc = ProjectScan(project, {})
+        saved = cache.load(cache_path(project), CACHE_KIND)
+        known: dict[str, Any] = {}
+        if (isinstance(saved, tuple) and len(saved) == 2 and isinstance(saved[0], dict)
+                and isinstance(saved[1], bytes)):
+            known, sc._blob = saved
+        seen = 0
+        for kind in KINDS:
+            files: list[tuple[str, Stamp]] = []
+            sc.folders[kind.folder] = files
             try:
-                st = dirent.stat()
-            except OSError:
-                continue  # vanished since listing it
-            seen += 1
-            entry = known.get(f"{kind.folder}/{name}")
-            if (entry is not None and len(entry) == 10 and entry[_MTIME] == st.st_mtime_ns
-                    and entry[_SIZE] == st.st_size and entry[_INO] == st.st_ino
-                    and (not entry[_RACY] or _same_content(entry, dirent.path))):
-                if entry[_RACY] and now - st.st_mtime_ns >= RACY_NS:
-                    entry = (*entry[:_RACY], False, *entry[_RACY + 1:])
-                    result.dirty = True
-                files.append((name, entry))
-            else:
-                files.append((name, ()))  # a placeholder, filled in below
-                stale.append((kind.folder, name, dirent.path, st))
+                it = os.scandir(project.folder(kind))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            with it:
+                match = _FILE_NAME[kind.prefix].match
+                names = sorted((d.name, d) for d in it if match(d.name))
+            prefix = kind.folder + "/"
+            for name, dirent in names:
+                try:
+                    st = dirent.stat()
+                except OSError:
+                    continue  # vanished since listing it
+                seen += 1
+                stamp = known.get(prefix + name)
+                if (stamp is not None and len(stamp) == 7 and stamp[MTIME] == st.st_mtime_ns
+                        and stamp[SIZE] == st.st_size and stamp[INO] == st.st_ino
+                        and (not stamp[RACY] or _same_content(stamp, dirent.path))):
+                    if stamp[RACY] and now - st.st_mtime_ns >= RACY_NS:
+                        stamp = (*stamp[:RACY], False, *stamp[RACY + 1:])
+                        sc.dirty = True
+                    files.append((name, stamp))
+                else:
+                    files.append((name, ()))  # a placeholder, filled in below
+                    stale.append((sc, kind.folder, name, dirent.path, st))
+        if len(known) != seen:
+            sc.dirty = True  # files were deleted
+        scans.append(sc)
     if stale:
-        parsed = _parse_many([(path, st) for _, _, path, st in stale])
-        fresh = {(folder, name): entry
-                 for (folder, name, _, _), entry in zip(stale, parsed, strict=True)}
-        for folder, files in result.folders.items():
-            for i, (name, entry) in enumerate(files):
-                if not entry:
-                    files[i] = (name, fresh[(folder, name)])
-        result.parsed = len(stale)
-        result.dirty = True
-    if len(known) != seen:
-        result.dirty = True  # files were deleted
+        parsed = _parse_many([(path, st) for _, _, _, path, st in stale])
+        fresh: dict[tuple[int, str, str], Stamp] = {}
+        for (sc, folder, name, _, _), (stamp, info) in zip(stale, parsed, strict=True):
+            fresh[(id(sc), folder, name)] = stamp
+            sc._set(folder, name, stamp, info)
+            sc.parsed += 1
+        for sc in scans:
+            for folder, files in sc.folders.items():
+                for i, (name, stamp) in enumerate(files):
+                    if not stamp:
+                        files[i] = (name, fresh[(id(sc), folder, name)])
     if save:
-        result.save()
-    return result
+        for sc in scans:
+            sc.save()
+    return scans
 
 
-def _same_content(entry: Entry, path: str) -> bool:
+def _same_content(stamp: Stamp, path: str) -> bool:
     """For a file written around the time it was read, whose stamp may hide a later write."""
-    raw = _read(path, entry[_SIZE])
-    return raw is not None and len(raw) == entry[_SIZE] and zlib.crc32(raw) == entry[_CRC]
+    raw = _read(path, stamp[SIZE])
+    return raw is not None and len(raw) == stamp[SIZE] and zlib.crc32(raw) == stamp[CRC]
 
 
 def _read(path: str, size_hint: int) -> bytes | None:
@@ -202,15 +275,14 @@ def _read(path: str, size_hint: int) -> bytes | None:
         return None
     try:
         chunks = []
+        total = 0
         want = size_hint + 1  # one more byte: notice a file that grew since stat
-        while True:
+        while total <= MAX_ATOM_BYTES:
             chunk = os.read(fd, max(want, 65536))
             if not chunk:
                 break
             chunks.append(chunk)
-            want = 65536
-            if sum(map(len, chunks)) > MAX_ATOM_BYTES:
-                break
+            total += len(chunk)
         return b"".join(chunks)
     except OSError:
         return None
@@ -218,23 +290,34 @@ def _read(path: str, size_hint: int) -> bytes | None:
         os.close(fd)
 
 
-def _parse_file(path: str, st: os.stat_result | None) -> Entry:
-    """Read and parse one atom file into a cache entry (an error entry when it is bad)."""
+def _read_text(path: Path, stamp: Stamp) -> str | None:
+    """The text of a file whose parse is cached; None if the file has changed."""
+    raw = _read(str(path), stamp[SIZE])
+    if raw is None or len(raw) != stamp[SIZE] or zlib.crc32(raw) != stamp[CRC]:
+        return None
+    try:
+        return decode(raw, str(path))
+    except AtomParseError:
+        return None
+
+
+def _parse_file(path: str, st: os.stat_result | None) -> tuple[Stamp, Info | None]:
+    """Read and parse one atom file: its stamp, and its info unless it is not a valid atom."""
     now = time.time_ns()
     if st is None:
         try:
             st = os.stat(path)
         except OSError as e:
-            return _error_entry(None, 0, f"cannot read: {e.strerror}", None, racy=True)
+            return (0, -1, 0, 0, True, f"cannot read: {e.strerror}", None), None
+    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
     try:
         check_size(st.st_size, path)
     except AtomParseError as e:
-        return _error_entry(st, 0, e.reason, None)
+        return (*stamp, 0, False, e.reason, None), None
     raw = _read(path, st.st_size)
     if raw is None:
-        # unreadable now (permissions, vanished): never trust this entry, ask again next time
-        return _error_entry(st, 0, "cannot read the file: check its permissions", None,
-                            racy=True)
+        # unreadable now (permissions, vanished): never trust this stamp, look again next time
+        return (*stamp, 0, True, "cannot read the file: check its permissions", None), None
     crc = zlib.crc32(raw)
     racy = now - st.st_mtime_ns < RACY_NS or len(raw) != st.st_size
     try:
@@ -242,50 +325,51 @@ def _parse_file(path: str, st: os.stat_result | None) -> Entry:
         span = locate(text, path)
         meta = load_mapping(text[span.fm_start:span.fm_end], path, first_line=2)
     except AtomParseError as e:
-        return _error_entry(st, crc, e.reason, e.line, racy=racy)
-    return (st.st_mtime_ns, st.st_size, st.st_ino, crc, racy, meta, None, None,
-            span.body_start, span.body_line)
+        return (*stamp, crc, racy, e.reason, e.line), None
+    return (*stamp, crc, racy, None, None), (meta, span.body_start, span.body_line)
 
 
-def _error_entry(st: os.stat_result | None, crc: int, reason: str, line: int | None,
-                 racy: bool = False) -> Entry:
-    mtime, size, ino = (st.st_mtime_ns, st.st_size, st.st_ino) if st else (0, -1, 0)
-    return (mtime, size, ino, crc, racy, None, reason, line, 0, 0)
-
-
-def _read_body(path: Path, entry: Entry) -> str | None:
-    """The body of a file whose frontmatter is cached; None if the file has changed."""
-    raw = _read(str(path), entry[_SIZE])
-    if raw is None or len(raw) != entry[_SIZE] or zlib.crc32(raw) != entry[_CRC]:
-        return None
-    try:
-        return decode(raw, str(path))[entry[_BODY_START]:]
-    except AtomParseError:
-        return None
-
-
-def _parse_many(items: list[tuple[str, os.stat_result]]) -> list[Entry]:
+def _parse_many(items: list[tuple[str, os.stat_result]]) -> list[tuple[Stamp, Info | None]]:
     """Parse files, splitting the work with a forked worker when it is worth it."""
+    # Parsing allocates a dict per file and nothing cyclic: the collector would only walk
+    # the heap again and again (and, after a fork, copy every page it touches).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_batch(items)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _parse_batch(items: list[tuple[str, os.stat_result]]) -> list[tuple[Stamp, Info | None]]:
     if len(items) < PARALLEL_MIN or not _can_fork():
         return [_parse_file(path, st) for path, st in items]
     half = len(items) // 2
     mine, theirs = items[:half], items[half:]
     try:
         read_fd, write_fd = os.pipe()
-        pid = os.fork()
     except OSError:
         return [_parse_file(path, st) for path, st in items]
-    if pid == 0:  # the worker: parse, send the entries back, and leave without cleanup
+    gc.freeze()  # keep the child's collector (if any) off the pages it shares with us
+    try:
+        pid = os.fork()
+    except OSError:
+        gc.unfreeze()
+        os.close(read_fd)
+        os.close(write_fd)
+        return [_parse_file(path, st) for path, st in items]
+    if pid == 0:  # the worker: parse, send the results back, and leave without any cleanup
         status = 1
         try:
             os.close(read_fd)
-            data = marshal.dumps([_parse_file(path, st) for path, st in theirs])
-            view = memoryview(data)
+            view = memoryview(marshal.dumps([_parse_file(path, st) for path, st in theirs]))
             while view:
                 view = view[os.write(write_fd, view):]
             status = 0
         finally:
             os._exit(status)
+    gc.unfreeze()
     os.close(write_fd)
     results = [_parse_file(path, st) for path, st in mine]
     chunks = []

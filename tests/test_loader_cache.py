@@ -1,0 +1,211 @@
+"""The atom loader and its cache: hits, misses, damage, racy files, the forked parse."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cortexfs import cache, loader
+from cortexfs.loader import load_project, scan
+from cortexfs.store import Project, Store
+
+
+def summary(project: Project, bodies: bool = True) -> tuple[list[tuple[str, object, str]],
+                                                            list[str]]:
+    loaded = load_project(project, bodies=bodies)
+    return ([(a.path.name, a.meta, a.body) for a in loaded.atoms],
+            [str(e) for e in loaded.errors])
+
+
+def test_load_project_reads_atoms_and_errors(project: Project,
+                                             write_atom: Callable[..., Path]) -> None:
+    write_atom("EXP-001", body="\nBody one.\n")
+    write_atom("K-001")
+    write_atom("EXP-002", frontmatter="id: [x\n")
+    loaded = load_project(project)
+    assert [a.path.name for a in loaded.atoms] == ["EXP-001.md", "K-001.md"]
+    assert [a.kind.prefix for a in loaded.atoms] == ["EXP", "K"]
+    assert loaded.atoms[0].body == "\nBody one.\n"
+    assert loaded.atoms[0].meta["date"] == "2026-03-09"
+    assert [(Path(e.path).name, e.line) for e in loaded.errors] == [("EXP-002.md", 3)]
+    assert load_project(project, bodies=False).atoms[0].body == ""
+
+
+def test_non_atom_files_are_ignored(project: Project, write_atom: Callable[..., Path]) -> None:
+    write_atom("EXP-001")
+    folder = project.root / "experiments"
+    for name in ("index.md", "CORTEX.md", "EXP-002.txt", "K-001.md", "notes.md", "EXP-X.md"):
+        (folder / name).write_text("---\nid: x\n---\n")
+    assert [a.path.name for a in load_project(project).atoms] == ["EXP-001.md"]
+
+
+def test_second_scan_is_served_by_the_cache(project: Project,
+                                            write_atom: Callable[..., Path]) -> None:
+    write_atom("EXP-001")
+    write_atom("EXP-002")
+    assert scan(project).parsed == 2
+    fresh = scan(project)  # written < RACY_NS ago: re-checked by content, not re-parsed
+    assert fresh.parsed == 0
+    assert all(stamp[loader.RACY] for _, _, stamp in fresh.entries())
+    os.utime(project.root / "experiments" / "EXP-001.md", ns=(1, 1_000_000_000))
+    os.utime(project.root / "experiments" / "EXP-002.md", ns=(1, 1_000_000_000))
+    assert scan(project).parsed == 2  # new mtimes
+    cold = scan(project)
+    assert cold.parsed == 0 and not cold.dirty
+
+
+def test_changed_added_and_deleted_files(project: Project,
+                                         write_atom: Callable[..., Path]) -> None:
+    write_atom("EXP-001", summary="one")
+    write_atom("EXP-002")
+    before = summary(project)
+    write_atom("EXP-001", summary="one, edited")
+    write_atom("EXP-003")
+    (project.root / "experiments" / "EXP-002.md").unlink()
+    atoms, _ = summary(project)
+    assert [name for name, *_ in atoms] == ["EXP-001.md", "EXP-003.md"]
+    assert atoms[0][1]["summary"] == "one, edited"  # type: ignore[index]
+    assert atoms != before[0]
+
+
+def test_parse_errors_are_cached_with_their_line(project: Project,
+                                                 write_atom: Callable[..., Path]) -> None:
+    write_atom("EXP-001", frontmatter="id: EXP-001\nsummary: a: b\n")
+    first = summary(project)
+    os.utime(project.root / "experiments" / "EXP-001.md", ns=(1, 1_000_000_000))
+    scan(project)
+    assert scan(project).parsed == 0
+    assert summary(project) == first
+    assert first[1][0].endswith("EXP-001.md:3: invalid YAML in frontmatter: mapping values "
+                                "are not allowed in this context")
+
+
+@pytest.mark.parametrize("damage", [b"", b"garbage", b"CORTEXCACHE\x01" + b"\0" * 40])
+def test_damaged_cache_is_rebuilt(store: Store, project: Project,
+                                  write_atom: Callable[..., Path], damage: bytes) -> None:
+    write_atom("EXP-001")
+    write_atom("EXP-002", frontmatter="- a list\n")
+    want = summary(project)
+    loader.cache_path(project).write_bytes(damage)
+    assert summary(project) == want
+    assert cache.load(loader.cache_path(project), loader.CACHE_KIND) is not None
+
+
+def test_flipped_byte_in_the_cache_is_caught(project: Project,
+                                             write_atom: Callable[..., Path]) -> None:
+    write_atom("EXP-001", summary="real")
+    want = summary(project)
+    path = loader.cache_path(project)
+    raw = bytearray(path.read_bytes())
+    at = raw.index(b"real")
+    raw[at:at + 4] = b"fake"
+    path.write_bytes(bytes(raw))
+    assert cache.load(path, loader.CACHE_KIND) is None
+    assert summary(project) == want
+
+
+def test_cache_of_another_kind_or_format_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "c.bin"
+    assert cache.save(path, "kind-a", {"x": (1, 2)})
+    assert cache.load(path, "kind-a") == {"x": (1, 2)}
+    assert cache.load(path, "kind-b") is None
+    assert cache.load(tmp_path / "missing.bin", "kind-a") is None
+    assert not cache.save(path, "kind-a", {"x": object()})  # not marshal-able: no cache
+    assert cache.load(path, "kind-a") == {"x": (1, 2)}
+
+
+def test_unwritable_cache_is_not_an_error(store: Store, project: Project,
+                                          write_atom: Callable[..., Path]) -> None:
+    write_atom("EXP-001")
+    store.cache_dir.mkdir(parents=True, exist_ok=True)
+    (store.cache_dir / "atoms").write_text("a file where the folder should be")
+    assert [a.id for a in load_project(project).atoms] == ["EXP-001"]
+
+
+def test_racy_file_with_the_same_stamp_is_reparsed(project: Project,
+                                                   write_atom: Callable[..., Path]) -> None:
+    path = write_atom("EXP-001", summary="aaaa")
+    scan(project)
+    st = path.stat()
+    path.write_text(path.read_text().replace("aaaa", "bbbb"))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (path.stat().st_mtime_ns, path.stat().st_size) == (st.st_mtime_ns, st.st_size)
+    assert load_project(project).atoms[0].summary == "bbbb"
+
+
+def test_body_of_a_file_changed_after_the_scan(project: Project,
+                                               write_atom: Callable[..., Path]) -> None:
+    path = write_atom("EXP-001", body="\nold body\n")
+    sc = scan(project)
+    path.write_text(path.read_text().replace("old body", "a new, longer body"))
+    atoms = sc.loaded(bodies=True).atoms
+    assert atoms[0].body == "\na new, longer body\n"
+
+
+def test_oversized_and_binary_files(project: Project, write_atom: Callable[..., Path]) -> None:
+    from cortexfs.frontmatter import MAX_ATOM_BYTES
+
+    folder = project.root / "experiments"
+    (folder / "EXP-001.md").write_bytes(b"---\nid: EXP-001\n---\n" + b"x" * MAX_ATOM_BYTES)
+    (folder / "EXP-002.md").write_bytes(b"---\nid: EXP-002\n---\n\x00")
+    errors = load_project(project).errors
+    assert ["byte limit" in e.reason for e in errors] == [True, False]
+    assert "binary" in errors[1].reason
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_unreadable_file_is_an_error_until_fixed(project: Project,
+                                                 write_atom: Callable[..., Path]) -> None:
+    path = write_atom("EXP-001")
+    path.chmod(0)
+    try:
+        assert "cannot read" in load_project(project).errors[0].reason
+    finally:
+        path.chmod(0o644)
+    assert [a.id for a in load_project(project).atoms] == ["EXP-001"]
+
+
+def test_meta_of_loaded_atoms_is_a_copy(project: Project,
+                                        write_atom: Callable[..., Path]) -> None:
+    write_atom("EXP-001")
+    load_project(project).atoms[0].meta["summary"] = "changed in memory"
+    assert load_project(project).atoms[0].summary == "A summary"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_parse_gives_the_same_atoms(project: Project, write_atom: Callable[..., Path],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(1, 41):
+        write_atom(f"EXP-{i:03d}", summary=f"atom {i}",
+                   **({"frontmatter": "bad: [\n"} if i % 13 == 0 else {}))
+    serial = summary(project)
+    loader.cache_path(project).unlink()
+    monkeypatch.setattr(loader, "PARALLEL_MIN", 2)
+    monkeypatch.setattr(loader, "_can_fork", lambda: True)
+    assert summary(project) == serial
+    assert len(serial[1]) == 3
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_failing_worker_is_redone_in_process(project: Project,
+                                               write_atom: Callable[..., Path],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(1, 11):
+        write_atom(f"EXP-{i:03d}")
+    serial = summary(project)
+    loader.cache_path(project).unlink()
+    real_parse = loader._parse_file
+    parent = os.getpid()
+
+    def parse_or_die(path: str, st: os.stat_result | None) -> object:
+        if os.getpid() != parent:
+            raise RuntimeError("the worker dies")
+        return real_parse(path, st)
+
+    monkeypatch.setattr(loader, "PARALLEL_MIN", 2)
+    monkeypatch.setattr(loader, "_can_fork", lambda: True)
+    monkeypatch.setattr(loader, "_parse_file", parse_or_die)
+    assert summary(project) == serial
