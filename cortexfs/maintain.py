@@ -34,6 +34,7 @@ from cortexfs.store import Project, Store
 COLD_DAYS = 14
 STALE_DAYS = 30
 MIN_CLUSTER = 3
+MAX_CLUSTER = 25  # a linked web bigger than this is not one pattern's worth
 
 
 @dataclass
@@ -253,11 +254,16 @@ def _link_clusters(atoms: list[Atom]) -> list[Suggestion]:
         if exps and any(exps <= cites for cites in patterns):
             continue  # a pattern already consolidates every experiment of the cluster
         ids = sorted(members, key=_id_key)
-        out.append(Suggestion("link-cluster", ids,
-                              f"{len(ids)} atoms are linked together ({len(exps)} experiments) "
-                              "and no pattern cites all of their experiments: consolidate "
-                              "what they show into a pattern"))
-    out.sort(key=lambda s: (-len(s.atoms), s.atoms))
+        if len(ids) > MAX_CLUSTER:
+            reason = (f"{len(ids)} atoms are linked into one web, too many for one pattern: "
+                      "consolidate its sub-topics (see the tag-pair suggestions)")
+        else:
+            reason = (f"{len(ids)} atoms are linked together ({len(exps)} experiments) and no "
+                      "pattern cites all of their experiments: consolidate what they show "
+                      "into a pattern")
+        out.append(Suggestion("link-cluster", ids, reason))
+    # clusters a pattern can summarise first, biggest first; the sprawling webs last
+    out.sort(key=lambda s: (len(s.atoms) > MAX_CLUSTER, -len(s.atoms), s.atoms))
     return out
 
 
@@ -310,8 +316,13 @@ def render_text(report: MaintenanceReport, limit: int = 20) -> str:
         out.append("  validity: " + ("; ".join(parts) if parts else "no atoms"))
         if p.unreadable:
             out.append(f"  {p.unreadable} atom file(s) could not be read: run `cortex validate`")
-        _section(out, f"cold (refs 0, older than {COLD_DAYS} days)", p.cold, limit,
-                 lambda a: f"{a.id:<9} {a.date}  {a.age_days} days  {a.summary}")
+        stale = {a.id for a in p.stale_candidates}
+        young = [a for a in p.cold if a.id not in stale]
+        title = f"cold (refs 0, older than {COLD_DAYS} days): {len(p.cold) or 'none'}"
+        if stale and p.cold:
+            title += f", of which {len(stale)} older than {STALE_DAYS} days (below)"
+        _section(out, title, young, limit,
+                 lambda a: f"{a.id:<9} {a.date}  {a.age_days} days  {a.summary}", count=False)
         _section(out, f"stale candidates (refs 0, older than {STALE_DAYS} days): consider "
                  "`status: stale`", p.stale_candidates, limit,
                  lambda a: f"{a.id:<9} {a.date}  {a.age_days} days  {a.summary}")
@@ -333,8 +344,9 @@ def _weak_line(w: WeakEvidence) -> str:
     return f"{w.atom.id:<9} {what} retired: {retired} — re-check: {w.atom.summary}"
 
 
-def _section(out: list[str], title: str, items: Sequence[Any], limit: int, line: Any) -> None:
-    out.append(f"  {title}: {len(items) if items else 'none'}")
+def _section(out: list[str], title: str, items: Sequence[Any], limit: int, line: Any,
+             count: bool = True) -> None:
+    out.append(f"  {title}: {len(items) if items else 'none'}" if count else f"  {title}")
     for item in items[:limit]:
         out.append(f"    {line(item)}")
     if len(items) > limit:
