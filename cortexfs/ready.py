@@ -399,12 +399,14 @@ def _status_freshness(store: Store, projects: list[Project], loaded: dict[str, L
                             "progress, open blockers and next steps", p.name, rel))
             continue
         wanted[rel] = p
+    today = dt.date.today()
     dirty = set(state.dirty) if state.is_repo else set()
     need_log = [rel for rel in wanted if rel not in dirty] if state.is_repo else []
     committed = _last_commit_days(store, need_log)
     for rel, p in wanted.items():
         dated = ((a.date, a.id) for a in loaded[p.name].atoms)
-        newest = max(((d, i) for d, i in dated if d is not None), default=None)
+        # an atom dated in the future (a typo) cannot make STATUS.md stale before its day
+        newest = max(((d, i) for d, i in dated if d is not None and d <= today), default=None)
         if newest is None:
             continue
         day = committed.get(rel)

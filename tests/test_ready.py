@@ -172,6 +172,9 @@ def test_status_older_than_newest_atom(project: Project, write_atom: Callable[..
     _commit_all(store, "old status", env={"GIT_COMMITTER_DATE": old, "GIT_AUTHOR_DATE": old})
     # the working copy's mtime is new; the commit date is what counts
     assert _gaps(store) == []
+    write_atom("EXP-002", date=(today + dt.timedelta(days=30)).isoformat())  # a typo: ignored
+    _regen_and_commit(store)  # STATUS.md's last commit is still the old one
+    assert _gaps(store) == []
     write_atom("K-001", date=(today - dt.timedelta(days=5)).isoformat())
     _regen_and_commit(store)
     [gap] = _gaps(store)
@@ -292,18 +295,20 @@ def test_end_to_end_like_an_agent(cli, store: Store) -> None:
     _commit_all(store, "status")
     assert gaps() == {"validation:status"}
     status.write_text(STATUS)
-    # a new atom without regeneration; STATUS left behind a newer atom
-    later = (dt.date.today() + dt.timedelta(days=2)).isoformat()
-    _commit_all(store, "status back")
+    # STATUS.md written days ago; then a new atom, not regenerated, with a broken link
+    past = f"{(dt.date.today() - dt.timedelta(days=3)).isoformat()}T12:00:00"
+    _commit_all(store, "status back", env={"GIT_COMMITTER_DATE": past})
     (root / "experiments" / "EXP-002.md").write_text(
-        f"---\nid: EXP-002\ndate: {later}\nproject: flywheel\nsummary: \"Async IO\"\n"
-        "tags: [perf]\nlinks: [EXP-404]\n---\n\nBody.\n")
+        f"---\nid: EXP-002\ndate: {dt.date.today().isoformat()}\nproject: flywheel\n"
+        "summary: \"Async IO\"\ntags: [perf]\nlinks: [EXP-404]\n---\n\nBody.\n")
     assert gaps() == {"uncommitted", "derived", "status-stale", "broken-link"}
     (root / "experiments" / "EXP-002.md").write_text(
-        (root / "experiments" / "EXP-002.md").read_text().replace("EXP-404", "EXP-001")
-        .replace(later, dt.date.today().isoformat()))
+        (root / "experiments" / "EXP-002.md").read_text().replace("EXP-404", "EXP-001"))
     assert cli("index", "regen", "--all").exit_code == 0
     _commit_all(store, "exp 2")
+    assert gaps() == {"status-stale"}
+    status.write_text(STATUS.replace("Spin faster.", "Try async IO (EXP-002)."))
+    _commit_all(store, "status")
     assert gaps() == set()
     r = cli("ready")
     assert r.exit_code == 0 and r.stdout.startswith("ready:")
