@@ -85,9 +85,15 @@ def new(
         "--links", "-l", help="Related atom ids.")] = None,
     executor: Annotated[str | None, typer.Option(help="Experiments: who ran it.")] = None,
     no_commit: NoCommit = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Refuse (exit 1) when an existing atom nearly duplicates this one.")]
+        = False,
 ) -> None:
-    """Write a new atom from its template with the next free id, and print its path."""
-    from cortexfs import git
+    """Write a new atom from its template with the next free id, and print its path.
+
+    Warns when an atom of the same kind in the project nearly duplicates it (--strict
+    refuses)."""
+    from cortexfs import dedup, git
     from cortexfs.atoms import KIND_BY_SHORT
     from cortexfs.authoring import NewAtom, create_atom
     from cortexfs.errors import InvalidInputError
@@ -99,6 +105,9 @@ def new(
     proj = store.project(project)
     req = NewAtom(atom_kind, summary, _split_ids([tags]), _split_ids(evidence),
                   _split_ids(sources), _split_ids(links), executor)
+    for dup in dedup.check_new_atom(proj, atom_kind, req.summary, req.tags, strict=strict):
+        common.warn(f"{dup.describe()} nearly duplicates this atom: update it instead, or "
+                    "pass --strict to refuse near-duplicates")
     atom = create_atom(proj, req)
     if not no_commit:
         git.commit_paths(store, [atom.path], f"atom: add {atom.id} — {atom.summary}")

@@ -1,9 +1,104 @@
-"""`cortex` commands: recall (filled in by its issue)."""
+"""`cortex recall` (ranked pointers to atoms) and `cortex mcp` (the stdio MCP server)."""
 
 from __future__ import annotations
 
+import os
+import sys
+from typing import TYPE_CHECKING, Annotated
+
 import typer
+
+from cortexfs.cli import common
+
+if TYPE_CHECKING:
+    from cortexfs.recall import Hit
+
+
+def _progress(done: int, total: int) -> None:
+    end = "\n" if done >= total else "\r"
+    sys.stderr.write(f"embedding atoms for recall: {done}/{total} windows{end}")
+    sys.stderr.flush()
+
+
+def _signals_text(hit: Hit) -> str:
+    parts = []
+    for name, match in hit.signals.items():
+        text = f"{name} #{match.rank}"
+        if name == "lexical" and hit.matched:
+            text += f" ({', '.join(hit.matched)})"
+        parts.append(text)
+    return " · ".join(parts)
+
+
+def recall(
+    query: Annotated[str, typer.Argument(help="What to look for, in plain words or atom ids.")],
+    project: Annotated[str | None, typer.Option(
+        "--project", "-p", help="Search this project only (default: every project).")] = None,
+    k: Annotated[int, typer.Option("--k", "-k", help="How many atoms to list.")] = 10,
+    fmt: Annotated[str, typer.Option(
+        "--format", "-f", metavar="text|json", help="Output: text for people, json for tools.")]
+        = "text",
+    open_rank: Annotated[int | None, typer.Option(
+        "--open", metavar="N",
+        help="Print the full text of hit N (1 = best) and count it as a read.")] = None,
+    no_dense: Annotated[bool, typer.Option(
+        "--no-dense", help="Rank without the dense vectors even if the embed extra is "
+                           "installed (faster start).")] = False,
+) -> None:
+    """Rank the atoms that best match QUERY (BM25, dense vectors, heat, recency; fused by RRF).
+
+    Listing hits is not a read; opening one with --open N is (a "recall" access-log line).
+    """
+    from cortexfs import recall as rc
+    from cortexfs.errors import InvalidInputError
+
+    fmt = common.check_format(fmt)
+    if open_rank is not None and open_rank < 1:
+        raise InvalidInputError(f"--open takes a hit number from 1 to {k}, not {open_rank}")
+    store = common.open_store()
+    weights = rc.Weights(dense=0.0) if no_dense else rc.DEFAULT_WEIGHTS
+    result = rc.recall(store, query, project=project, k=max(k, open_rank or 0),
+                       weights=weights, progress=_progress)
+    if not result.dense_available and not no_dense:
+        note = rc.no_embed_note(store)
+        if note:
+            typer.secho(f"note: {note}", fg="yellow", err=True)
+    if open_rank is not None:
+        if open_rank > len(result.hits):
+            raise InvalidInputError(f"there is no hit {open_rank}: the query matched "
+                                    f"{len(result.hits)} atom(s)")
+        hit = result.hits[open_rank - 1]
+        opened = rc.read_atom(store, hit.id, hit.project,
+                              session=os.environ.get("CORTEX_SESSION", "cli"))
+        if fmt == "json":
+            common.print_json({"id": opened.id, "project": opened.project,
+                               "path": str(opened.path), "text": opened.text})
+        else:
+            sys.stdout.write(opened.text if opened.text.endswith("\n") else opened.text + "\n")
+        return
+    result.hits = result.hits[:k]
+    if fmt == "json":
+        common.print_json(result.to_json())
+        return
+    if not result.hits:
+        typer.echo(f"no atom matches {query!r}")
+        return
+    for n, hit in enumerate(result.hits, start=1):
+        status = "" if hit.status == "active" else f" [{hit.status}]"
+        typer.echo(f"{n:>2}. {typer.style(hit.id, bold=True)}  {hit.project}  "
+                   f"{hit.score:.4f}{status}  {hit.summary}")
+        typer.echo(f"    {hit.path}  ·  {_signals_text(hit)}")
+
+
+def mcp() -> None:
+    """Serve recall, read_atom, add_atom, validate, regenerate, ready and brief over stdio
+    (the Model Context Protocol) to an agent such as Claude Code."""
+    from cortexfs.mcp_server import serve
+
+    serve(common.open_store())
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+    app.command("recall")(recall)
+    app.command("mcp")(mcp)

@@ -1,0 +1,124 @@
+"""The write gate: does a new atom nearly duplicate one the project already has?
+
+The Cortex paper's gate (§3.2, §4.1.1) lets only memories that carry new information
+through. Here it is a check before `cortex new` (and the MCP `add_atom`) writes: the new
+atom's summary and tags are compared with every atom of the same kind in the project.
+
+- Lexical similarity: Jaccard overlap of the two atoms' index terms (summary + tags, stop
+  words out, stemmed — the terms recall's BM25 uses). Identical wording scores 1.0; a
+  rephrasing of the same finding typically 0.6–0.9; two atoms that merely share a topic
+  word or two, under 0.4.
+- Semantic similarity, when the `embed` extra is installed: cosine of the all-MiniLM-L6-v2
+  vectors of the two summaries (only for atoms recall has already embedded, so the gate
+  never makes `cortex new` wait for a re-index).
+
+An atom is a near-duplicate when either reaches its threshold below.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cortexfs.atoms import Kind
+from cortexfs.errors import InvalidInputError
+from cortexfs.store import Project
+
+if TYPE_CHECKING:
+    from cortexfs.recall import Analyzer
+
+JACCARD_THRESHOLD = 0.6
+COSINE_THRESHOLD = 0.92
+MAX_REPORTED = 3
+
+
+class DuplicateAtomError(InvalidInputError):
+    """`--strict` refused a near-duplicate atom."""
+
+
+@dataclass
+class Duplicate:
+    """An existing atom the new one nearly duplicates."""
+
+    id: str
+    path: Path
+    summary: str
+    similarity: float
+    method: str  # "terms" (Jaccard) or "vectors" (cosine)
+
+    def describe(self) -> str:
+        return (f"{self.id} ({self.method} similarity {self.similarity:.2f}): "
+                f"\"{self.summary}\"")
+
+
+@functools.cache
+def _analyzer() -> Analyzer:
+    from cortexfs.recall import Analyzer
+
+    return Analyzer()
+
+
+def gate_terms(summary: str, tags: list[str]) -> set[str]:
+    """The terms the gate compares: recall's analyzer over the summary and the tags."""
+    tag_text = " ".join(t.replace("-", " ").replace("_", " ") for t in tags)
+    return set(_analyzer().terms(f"{summary}\n{tag_text}"))
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 0.0
+
+
+def find_duplicates(project: Project, kind: Kind, summary: str, tags: list[str],
+                    jaccard_threshold: float = JACCARD_THRESHOLD,
+                    cosine_threshold: float = COSINE_THRESHOLD) -> list[Duplicate]:
+    """Existing atoms of `kind` in `project` that the new atom nearly duplicates, most
+    similar first (at most MAX_REPORTED)."""
+    from cortexfs.recall import dense_available, dense_texts, open_index
+
+    # Vectors only if recall has built some: loading the model costs more than the gate.
+    cached = dense_available() and any(
+        (project.store.cache_dir / "recall").glob("vectors-*.npz"))
+    index = open_index(project.store, dense=cached)
+    index.refresh(dense=False)  # lexical side only: cheap, incremental
+    folder = f"{project.name}/{kind.folder}/"
+    docs = [d for d in index.docs if d.key.startswith(folder)]
+    if not docs:
+        return []
+    new_terms = gate_terms(summary, tags)
+    found: dict[str, Duplicate] = {}
+    for doc in docs:
+        sim = jaccard(new_terms, gate_terms(doc.summary, doc.tags))
+        if sim >= jaccard_threshold:
+            found[doc.key] = Duplicate(doc.id, project.store.projects_dir / doc.key,
+                                       doc.summary, sim, "terms")
+    vectors = index.vectors
+    if vectors is not None:
+        vectors.load_cached()
+        heads = [(doc, rows[0]) for doc in docs if (rows := vectors.rows.get(doc.vsha)) is not None
+                 and len(rows)]
+        if heads:
+            head, _ = dense_texts(summary.strip(), tags, "")
+            query = vectors.embedder.embed([head])[0]
+            matrix = np.stack([np.asarray(r, dtype=np.float32) for _, r in heads])
+            for (doc, _), sim in zip(heads, (matrix @ query).tolist(), strict=True):
+                if sim >= cosine_threshold and (doc.key not in found
+                                                or found[doc.key].similarity < sim):
+                    found[doc.key] = Duplicate(doc.id, project.store.projects_dir / doc.key,
+                                               doc.summary, float(sim), "vectors")
+    return sorted(found.values(), key=lambda d: -d.similarity)[:MAX_REPORTED]
+
+
+def check_new_atom(project: Project, kind: Kind, summary: str, tags: list[str],
+                   strict: bool = False) -> list[Duplicate]:
+    """The gate as `cortex new` runs it: the near-duplicates to warn about, or (strict)
+    a DuplicateAtomError naming the closest one, before anything is written."""
+    dups = find_duplicates(project, kind, summary, tags)
+    if dups and strict:
+        raise DuplicateAtomError(
+            f"not written: the new atom nearly duplicates {dups[0].describe()}; update that "
+            "atom instead, or drop --strict to write it anyway")
+    return dups

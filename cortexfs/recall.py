@@ -1,0 +1,994 @@
+"""Recall: ranked pointers to the atoms that answer a query (SPEC §9, the Cortex paper §3.3).
+
+Signals, each ranking the atoms on its own, fused by weighted reciprocal rank fusion:
+
+    score(atom) = Σ_signal  weight[signal] / (RRF_K + rank_signal(atom))
+
+- `lexical`: BM25 (bm25s, Lucene variant) over the summary (counted SUMMARY_REPEAT times),
+  the tags (TAGS_REPEAT times) and the body; English stop words out, Snowball stems.
+- `dense`: cosine similarity of all-MiniLM-L6-v2 vectors (`cortexfs.embed`), when the
+  `embed` extra is installed. An atom's vectors are its summary line and up to
+  DENSE_MAX_WINDOWS windows of its text; its similarity is the best of them.
+- `heat`: how hot the atom is from its access log: reads × power-law strength since the
+  newest read (`cortexfs.strength`). Atoms never read have no heat rank.
+- `recency`: the atom's date, newest first.
+
+Heat and recency say nothing about the query, so they only reorder the candidate pool —
+the POOL best atoms of each query signal — and never pull in an atom that did not match.
+
+The indexes are caches under `$CORTEX_HOME/.cache/recall/`: atoms are re-read only when
+their size or mtime changed and re-tokenized / re-embedded only when their content hash
+changed; a missing or corrupt cache is rebuilt. Listing hits is not a read: opening one
+(`read_atom`, `cortex recall --open N`, the MCP `read_atom` tool) appends a
+`"tool": "recall"` line to the project's access log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import stat
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cortexfs import accesslog
+from cortexfs.atoms import ATOM_ID, KIND_BY_PREFIX, Atom, as_date, kind_of_filename, kind_of_id
+from cortexfs.errors import AtomParseError, CortexError, InvalidInputError
+from cortexfs.frontmatter import decode, parse
+from cortexfs.fsutil import atomic_write, file_lock
+from cortexfs.loader import RACY_NS
+from cortexfs.store import Project, Store
+from cortexfs.strength import strength
+
+# --- the tuning, in one place -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Weight of each signal in the fusion; 0 turns a signal off.
+
+    Lexical and dense carry the query and weigh the same. Heat (0.3) is the Cortex paper's
+    balanced default (§6.4.3, §9); recency is lighter still because it mostly breaks ties
+    between atoms that matched equally well.
+    """
+
+    lexical: float = 1.0
+    dense: float = 1.0
+    heat: float = 0.3
+    recency: float = 0.1
+
+    def active(self) -> list[str]:
+        return [name for name in SIGNALS if getattr(self, name) > 0]
+
+
+SIGNALS = ("lexical", "dense", "heat", "recency")
+DEFAULT_WEIGHTS = Weights()
+RRF_K = 60  # the standard RRF smoothing constant (Cormack et al. 2009; paper §9)
+POOL = 100  # candidates each query signal contributes before fusion
+BM25_K1 = 1.5
+BM25_B = 0.75
+SUMMARY_REPEAT = 2  # the one-line summary says what the atom is about: count it twice
+TAGS_REPEAT = 1
+DENSE_MAX_WINDOWS = 4  # body windows embedded per atom (each ≤ 256 word pieces)
+MAX_K = 1000
+
+# English function words (the usual IR stop list): they carry no topic, and questions are
+# full of them ("what did … do when …").
+_STOP_TEXT = """
+a about above after again against all am an and any are aren't as at be because been before
+being below between both but by can can't cannot could couldn't did didn't do does doesn't
+doing don't down during each few for from further had hadn't has hasn't have haven't having
+he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've
+if in into is isn't it it's its itself let's me more most mustn't my myself no nor not of off
+on once only or other ought our ours ourselves out over own same shan't she she'd she'll she's
+should shouldn't so some such than that that's the their theirs them themselves then there
+there's these they they'd they'll they're they've this those through to too under until up
+very was wasn't we we'd we'll we're we've were weren't what what's when when's where where's
+which while who who's whom why why's with won't would wouldn't you you'd you'll you're you've
+your yours yourself yourselves also just will shall may might must get got
+"""
+STOPWORDS = frozenset(_STOP_TEXT.split())
+
+_WORD = re.compile(r"\w+(?:'\w+)*")
+CACHE_VERSION = 3
+NO_EMBED_NOTE = ("recall is using the lexical, heat and recency signals only; install the "
+                 "`embed` extra (pip install 'cortexfs[embed]') to add dense vectors")
+
+# --- results ----------------------------------------------------------------------------------
+
+
+@dataclass
+class SignalMatch:
+    """How one signal ranked a hit: its rank (1 = best) and raw score."""
+
+    rank: int
+    score: float
+
+
+@dataclass
+class Hit:
+    """One recalled atom: a pointer (id, project, path) with why it ranked where it did."""
+
+    id: str
+    project: str
+    path: Path
+    summary: str
+    score: float
+    status: str
+    date: str | None
+    signals: dict[str, SignalMatch] = field(default_factory=dict)
+    matched: list[str] = field(default_factory=list)  # query words found in the atom
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "project": self.project, "path": str(self.path),
+            "summary": self.summary, "score": round(self.score, 6), "status": self.status,
+            "date": self.date,
+            "signals": {k: {"rank": v.rank, "score": round(v.score, 6)}
+                        for k, v in self.signals.items()},
+            "matched": self.matched,
+        }
+
+
+@dataclass
+class RecallResult:
+    """The hits, and which signals were available to rank them."""
+
+    query: str
+    hits: list[Hit]
+    signals: list[str]  # the signals used for this query
+    dense_available: bool
+    skipped: list[str] = field(default_factory=list)  # atom files that could not be parsed
+
+    def to_json(self) -> dict[str, Any]:
+        return {"query": self.query, "signals": self.signals,
+                "dense_available": self.dense_available,
+                "hits": [h.to_json() for h in self.hits], "skipped": self.skipped}
+
+
+# --- text processing --------------------------------------------------------------------------
+
+
+class Analyzer:
+    """Text → index terms: lower-cased words of 2+ characters, stop words out, stemmed.
+
+    Atom ids (EXP-042, K-007) also become whole terms (`exp-042`), so a query naming an id
+    finds the atom and the atoms that cite it.
+    """
+
+    def __init__(self) -> None:
+        try:
+            import Stemmer  # PyStemmer: bm25s's companion stemmer (Snowball, C)
+
+            self._stem: Callable[[list[str]], list[str]] | None = \
+                Stemmer.Stemmer("english").stemWords
+            self.name = "snowball-en"
+        except ImportError:  # pragma: no cover - PyStemmer is a dependency; stay usable
+            self._stem = None
+            self.name = "plain"
+        self._cache: dict[str, str] = {}
+
+    def terms(self, text: str) -> list[str]:
+        words = _words(text)
+        out = self._stemmed(words)
+        out.extend(m.lower() for m in ATOM_ID.findall(text))
+        return out
+
+    def _stemmed(self, words: list[str]) -> list[str]:
+        if self._stem is None:
+            return words
+        cache = self._cache
+        missing = [w for w in dict.fromkeys(words) if w not in cache]
+        if missing:
+            for w, s in zip(missing, self._stem(missing), strict=True):
+                cache[w] = s
+            if len(cache) > 500_000:
+                cache.clear()
+        return [cache[w] for w in words]
+
+    def query_terms(self, query: str) -> tuple[list[str], dict[str, str]]:
+        """Distinct terms of a query, and which query word each came from."""
+        words = _words(query)
+        origin: dict[str, str] = {}
+        for word, term in zip(words, self._stemmed(words), strict=True):
+            origin.setdefault(term, word)
+        for m in ATOM_ID.findall(query):
+            origin.setdefault(m.lower(), m)
+        return list(origin), origin
+
+
+def _words(text: str) -> list[str]:
+    """Lower-cased words of 2+ characters that are not stop words ("don't" is one word),
+    atom ids left out."""
+    text = ATOM_ID.sub(" ", text)  # ids are whole terms of their own (Analyzer)
+    words = _WORD.findall(text.lower().replace("\u2019", "'"))
+    return [w for w in words if len(w) > 1 and w not in STOPWORDS]
+
+
+def lexical_text(summary: str, tags: list[str], body: str) -> str:
+    """The text BM25 indexes: summary and tags repeated for weight, then the body."""
+    tag_text = " ".join(t.replace("-", " ").replace("_", " ") for t in tags)
+    return "\n".join([summary] * SUMMARY_REPEAT + [tag_text] * TAGS_REPEAT + [body])
+
+
+def dense_texts(summary: str, tags: list[str], body: str) -> tuple[str, str]:
+    """The two texts an atom's vectors come from: its headline, and its whole text."""
+    head = summary if not tags else f"{summary} ({', '.join(tags)})"
+    return head, f"{summary}\n{body.strip()}" if body.strip() else ""
+
+
+# --- the cached index ------------------------------------------------------------------------
+
+
+@dataclass
+class Doc:
+    """What the index keeps of one atom file."""
+
+    key: str  # path under context/projects/, e.g. "flywheel/experiments/EXP-001.md"
+    project: str
+    id: str
+    summary: str
+    tags: list[str]
+    date: str | None
+    status: str
+    priority: str | None
+    src: str | None
+    links: int
+    mtime_ns: int
+    size: int
+    ino: int
+    racy: bool  # written so shortly before it was read that a later write could keep its mtime
+    sha: str  # of the file's bytes
+    vsha: str  # of the texts its vectors come from: a refs/last-ref update keeps them
+
+    def to_row(self) -> list[Any]:
+        return [self.key, self.project, self.id, self.summary, self.tags, self.date,
+                self.status, self.priority, self.src, self.links, self.mtime_ns, self.size,
+                self.ino, self.racy, self.sha, self.vsha]
+
+    @classmethod
+    def from_row(cls, row: list[Any]) -> Doc:
+        return cls(*row)
+
+
+@dataclass
+class _LogState:
+    """An access log folded up to `offset`; `inode` and `tail` detect a rewritten log."""
+
+    inode: int = 0
+    tail: str = ""
+    stats: accesslog.AccessStats = field(default_factory=accesslog.AccessStats)
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.stats
+        return {"inode": self.inode, "tail": self.tail, "offset": s.offset,
+                "counts": s.counts, "newest": s.newest}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> _LogState:
+        stats = accesslog.AccessStats(dict(raw["counts"]), dict(raw["newest"]),
+                                      int(raw["offset"]))
+        return cls(int(raw["inode"]), str(raw["tail"]), stats)
+
+
+def _tail_hash(path: Path, offset: int) -> str:
+    """Hash of the 256 bytes before `offset`: they change when the log is rewritten."""
+    if offset == 0:
+        return ""
+    with open(path, "rb") as f:
+        f.seek(max(offset - 256, 0))
+        return hashlib.sha1(f.read(min(offset, 256))).hexdigest()
+
+
+def _refresh_log(project: Project, state: _LogState | None) -> tuple[_LogState, bool]:
+    """Fold new lines of the project's access log into `state`; (state, changed)."""
+    path = project.access_log
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return _LogState(), state is not None and state.stats.offset > 0
+    if state is not None and (state.inode != st.st_ino or st.st_size < state.stats.offset
+                              or _tail_hash(path, state.stats.offset) != state.tail):
+        state = None  # rewritten (a merge, a truncation): fold it again from the start
+    if state is not None and st.st_size == state.stats.offset:
+        return state, False
+    state = state or _LogState(inode=st.st_ino)
+    accesslog.fold(path, state.stats)
+    state.inode = st.st_ino
+    state.tail = _tail_hash(path, state.stats.offset)
+    return state, True
+
+
+class RecallIndex:
+    """The lexical index, vectors and access-log folds of one store, cached on disk.
+
+    `refresh()` brings it up to date with the atom files (cheap when nothing changed: one
+    stat per atom), `search()` ranks. One instance per store per process (`open_index`).
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.dir = store.cache_dir / "recall"
+        self.analyzer = Analyzer()
+        self.docs: list[Doc] = []
+        self.skipped: dict[str, tuple[int, int, int, str]] = {}  # key → mtime, size, ino, why
+        self.terms: np.ndarray = np.zeros(0, dtype=np.int32)  # every doc's term ids, joined
+        self.term_off: np.ndarray = np.zeros(1, dtype=np.int64)  # doc i: [off[i], off[i+1])
+        self.vocab: dict[str, int] = {}
+        self.bm25: dict[str, np.ndarray] = _build_bm25(self.terms, self.term_off, 0)
+        self.logs: dict[str, _LogState] = {}
+        self.by_key: dict[str, int] = {}
+        self.vectors: VectorStore | None = None
+        self._projects: tuple[dict[str, int], np.ndarray] | None = None
+        self._stamp_cache: dict[str, tuple[int, int, int]] | None = None
+        self._checked = -math.inf  # time.monotonic() of the last full check
+        self._loaded = False
+
+    # -- persistence --
+
+    @property
+    def path(self) -> Path:
+        return self.dir / f"lexical-v{CACHE_VERSION}.npz"
+
+    def _load(self) -> None:
+        self._loaded = True
+        try:
+            with np.load(self.path, allow_pickle=False) as npz:
+                meta = json.loads(bytes(npz["meta"]).decode("utf-8"))
+                if meta.get("analyzer") != self.analyzer.name or meta.get("params") != \
+                        _params():
+                    return
+                docs = [Doc.from_row(r) for r in meta["docs"]]
+                vocab_list = [str(t) for t in npz["vocab"]]
+                terms, term_off = npz["terms"], npz["term_off"]
+                bm25 = {k: npz[k] for k in ("data", "indices", "indptr")}
+            if len(term_off) != len(docs) + 1 or len(bm25["indptr"]) != len(vocab_list) + 1:
+                raise ValueError("inconsistent cache")
+            self.docs, self.terms, self.term_off, self.bm25 = docs, terms, term_off, bm25
+            self.vocab = {t: i for i, t in enumerate(vocab_list)}
+            self.skipped = {k: (int(v[0]), int(v[1]), int(v[2]), str(v[3]))
+                            for k, v in meta["skipped"].items()}
+            self.logs = {p: _LogState.from_json(s) for p, s in meta["logs"].items()}
+            self._projects = None
+        except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError,
+                zipfile.BadZipFile):
+            self.docs, self.skipped, self.logs = [], {}, {}  # missing or corrupt: rebuild
+        self.by_key = {d.key: i for i, d in enumerate(self.docs)}
+
+    def _save(self) -> None:
+        meta = {"analyzer": self.analyzer.name, "params": _params(),
+                "docs": [d.to_row() for d in self.docs],
+                "skipped": {k: list(v) for k, v in self.skipped.items()},
+                "logs": {p: s.to_json() for p, s in self.logs.items()}}
+        vocab = sorted(self.vocab, key=self.vocab.__getitem__)
+        buf = io.BytesIO()
+        np.savez(buf, meta=np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),
+                 vocab=np.array(vocab, dtype=np.str_), terms=self.terms,
+                 term_off=self.term_off, data=self.bm25["data"],
+                 indices=self.bm25["indices"], indptr=self.bm25["indptr"])
+        with contextlib.suppress(OSError):  # a read-only cache only costs speed
+            atomic_write(self.path, buf.getvalue())
+
+    # -- freshness --
+
+    def refresh(self, progress: Callable[[int, int], None] | None = None,
+                dense: bool = True, max_age: float = 0.0) -> None:
+        """Re-read changed atom files, rebuild what changed, fold new access-log lines.
+
+        `max_age` > 0 skips the check when the last one is younger than that many seconds
+        (a long-lived server's choice; `invalidate()` forces the next check).
+        """
+        now = time.monotonic()
+        now_ns = time.time_ns()
+        if max_age > 0 and now - self._checked < max_age:
+            if dense and self.vectors is not None and not self.vectors.ready(self):
+                self.vectors.sync(self, progress)
+            return
+        if not self._loaded:
+            self._load()
+        changed = False
+        seen: set[str] = set()
+        new_docs: list[Doc] = []
+        new_terms: dict[str, list[str]] = {}
+        replaced: dict[int, Doc] = {}
+        stamps = self._stamps()
+        projects = self.store.projects()
+        for project in projects:
+            for kind in KIND_BY_PREFIX.values():
+                prefix = f"{project.name}/{kind.folder}/"
+                try:
+                    entries = os.scandir(project.folder(kind))
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                with entries:
+                    for entry in entries:
+                        key = prefix + entry.name
+                        known = stamps.get(key)
+                        if known is None and kind_of_filename(entry.name) is not kind:
+                            continue
+                        try:
+                            st = entry.stat()
+                        except FileNotFoundError:
+                            continue
+                        if not stat.S_ISREG(st.st_mode):
+                            continue
+                        seen.add(key)
+                        idx = self.by_key.get(key)
+                        if known == (st.st_mtime_ns, st.st_size, st.st_ino):
+                            if idx is None or not self.docs[idx].racy:
+                                continue
+                            same = self._still_same(idx, entry.path, now_ns)
+                            if same is not None:
+                                changed |= same  # True: its racy flag was cleared
+                                continue
+                        changed = True
+                        parsed = _read_doc(project, key, entry.path, st, now_ns)
+                        if isinstance(parsed, str):
+                            self.skipped[key] = (st.st_mtime_ns, st.st_size, st.st_ino, parsed)
+                            if idx is not None:
+                                replaced[idx] = replace(self.docs[idx], sha="")  # drop it
+                            continue
+                        self.skipped.pop(key, None)
+                        doc, text = parsed
+                        if idx is not None and self.docs[idx].sha == doc.sha:
+                            self.docs[idx] = doc  # touched, not changed: keep its terms
+                            continue
+                        if idx is not None:
+                            replaced[idx] = doc
+                        else:
+                            new_docs.append(doc)
+                        new_terms[key] = self.analyzer.terms(text)
+        gone = [i for i, d in enumerate(self.docs) if d.key not in seen]
+        for key in [k for k in self.skipped if k not in seen]:
+            del self.skipped[key]
+            changed = True
+        if replaced or new_docs or gone:
+            self._rebuild(replaced, new_docs, new_terms, set(gone))
+        names = {p.name for p in projects}
+        for project in projects:
+            state, log_changed = _refresh_log(project, self.logs.get(project.name))
+            self.logs[project.name] = state
+            changed |= log_changed
+        for name in [n for n in self.logs if n not in names]:
+            del self.logs[name]
+            changed = True
+        if changed or not self.path.exists():
+            self._save()
+        if changed:
+            self._stamp_cache = None
+        self._checked = now
+        if dense and self.vectors is not None:
+            self.vectors.sync(self, progress)
+
+    def invalidate(self) -> None:
+        """Make the next refresh check the files whatever its max_age (after a write)."""
+        self._checked = -math.inf
+
+    def _still_same(self, idx: int, path: str, now_ns: int) -> bool | None:
+        """Whether a racily-clean file still holds the bytes indexed (git's check): None
+        when it changed, else whether its racy flag could be cleared."""
+        doc = self.docs[idx]
+        try:
+            raw = Path(path).read_bytes()
+        except OSError:
+            return None
+        if hashlib.sha1(raw).hexdigest() != doc.sha:
+            return None
+        if now_ns - doc.mtime_ns >= RACY_NS:
+            self.docs[idx] = replace(doc, racy=False)
+            return True
+        return False
+
+    def _stamps(self) -> dict[str, tuple[int, int, int]]:
+        """(mtime_ns, size, inode) of every file the index knows, parsed or skipped."""
+        if self._stamp_cache is None:
+            stamps = {d.key: (d.mtime_ns, d.size, d.ino) for d in self.docs}
+            stamps.update({k: (v[0], v[1], v[2]) for k, v in self.skipped.items()})
+            self._stamp_cache = stamps
+        return self._stamp_cache
+
+    def _rebuild(self, replaced: dict[int, Doc], new_docs: list[Doc],
+                 new_terms: dict[str, list[str]], gone: set[int]) -> None:
+        """Recompute the BM25 matrix from every doc's (cached or fresh) term ids."""
+        inv_vocab = sorted(self.vocab, key=self.vocab.__getitem__)
+        docs: list[Doc] = []
+        doc_terms: list[list[str] | np.ndarray] = []
+        for i, doc in enumerate(self.docs):
+            if i in gone:
+                continue
+            fresh = replaced.get(i)
+            if fresh is not None:
+                if not fresh.sha:  # became unparseable
+                    continue
+                docs.append(fresh)
+                doc_terms.append(new_terms[fresh.key])
+            else:
+                docs.append(doc)
+                doc_terms.append(self.terms[self.term_off[i]:self.term_off[i + 1]])
+        for doc in new_docs:
+            docs.append(doc)
+            doc_terms.append(new_terms[doc.key])
+        # Map every doc's terms to strings, then to a fresh compact vocabulary.
+        all_terms: list[str] = []
+        lengths: list[int] = []
+        for terms in doc_terms:
+            if isinstance(terms, np.ndarray):
+                words = [inv_vocab[t] for t in terms.tolist()]
+            else:
+                words = terms
+            all_terms.extend(words)
+            lengths.append(len(words))
+        vocab_list, ids = np.unique(np.array(all_terms, dtype=np.str_), return_inverse=True) \
+            if all_terms else (np.zeros(0, dtype=np.str_), np.zeros(0, dtype=np.int64))
+        self.docs = docs
+        self.by_key = {d.key: i for i, d in enumerate(docs)}
+        self._projects = None
+        self.vocab = {str(t): i for i, t in enumerate(vocab_list.tolist())}
+        self.terms = ids.astype(np.int32)
+        self.term_off = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+        self.bm25 = _build_bm25(self.terms, self.term_off, len(self.vocab))
+
+    # -- ranking --
+
+    def search(self, query: str, project: str | None = None, k: int = 10,
+               weights: Weights = DEFAULT_WEIGHTS, now: dt.datetime | None = None) -> list[Hit]:
+        """The k best atoms for `query` (in `project` only, when given)."""
+        n = len(self.docs)
+        if n == 0:
+            return []
+        allowed = None
+        if project is not None:
+            allowed = self._project_mask(project)
+        ranked: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # signal → (ranks, scores)
+        pool: dict[int, None] = {}
+        terms, origin = self.analyzer.query_terms(query)
+        term_ids = [self.vocab[t] for t in terms if t in self.vocab]
+        if weights.lexical > 0 and term_ids:
+            lexical = _bm25_scores(self.bm25, term_ids, n)
+            if allowed is not None:
+                lexical[~allowed] = 0.0
+            ranked["lexical"] = (_ranks(lexical, lexical > 0), lexical)
+            _add_pool(pool, lexical, lexical > 0)
+        if weights.dense > 0 and self.vectors is not None and self.vectors.ready(self):
+            sims = self.vectors.similarities(query)
+            ok = np.ones(n, dtype=bool) if allowed is None else allowed
+            ranked["dense"] = (_ranks(sims, ok), sims)
+            _add_pool(pool, sims, ok)
+        if not pool:
+            return []
+        cands = list(pool)
+        ranks: dict[str, dict[int, SignalMatch]] = {
+            name: {i: SignalMatch(int(r[i]), float(s[i])) for i in cands if r[i] > 0}
+            for name, (r, s) in ranked.items()
+        }
+        if weights.heat > 0:
+            now = now or dt.datetime.now(dt.UTC)
+            heat = {i: h for i in cands if (h := self._heat(self.docs[i], now)) > 0}
+            ranks["heat"] = _rank_values(heat)
+        if weights.recency > 0:
+            dated = {i: float(d) for i in cands
+                     if (d := _ordinal(self.docs[i].date)) is not None}
+            ranks["recency"] = _rank_values(dated)
+        fused: list[tuple[float, int]] = []
+        for i in cands:
+            score = sum(getattr(weights, name) / (RRF_K + r[i].rank)
+                        for name, r in ranks.items() if i in r)
+            fused.append((score, i))
+        fused.sort(key=lambda t: (-t[0], self.docs[t[1]].key))
+        hits = []
+        for score, i in fused[:k]:
+            doc = self.docs[i]
+            matched = []
+            if i in ranks.get("lexical", {}):
+                matched = [origin[t] for t in terms if t in self.vocab
+                           and _has_term(self.terms, self.term_off, i, self.vocab[t])]
+            hits.append(Hit(
+                id=doc.id, project=doc.project, path=self.store.projects_dir / doc.key,
+                summary=doc.summary, score=score, status=doc.status, date=doc.date,
+                signals={name: r[i] for name, r in ranks.items() if i in r},
+                matched=matched,
+            ))
+        return hits
+
+    def _project_mask(self, project: str) -> np.ndarray:
+        if self._projects is None or len(self._projects[1]) != len(self.docs):
+            names = sorted({d.project for d in self.docs})
+            code = {p: j for j, p in enumerate(names)}
+            self._projects = (code, np.fromiter((code[d.project] for d in self.docs),
+                                                np.int32, len(self.docs)))
+        code, per_doc = self._projects
+        return np.asarray(per_doc == code.get(project, -1))
+
+    def _heat(self, doc: Doc, now: dt.datetime) -> float:
+        state = self.logs.get(doc.project)
+        if state is None:
+            return 0.0
+        name = doc.key.rsplit("/", 1)[-1]
+        count = state.stats.counts.get(name, 0)
+        if not count:
+            return 0.0
+        newest = _parse_ts(state.stats.newest.get(name, ""))
+        hours = (now - newest).total_seconds() / 3600 if newest else 0.0
+        return count * strength(hours, priority=doc.priority, src=doc.src, related=doc.links)
+
+
+def _params() -> dict[str, Any]:
+    return {"k1": BM25_K1, "b": BM25_B, "summary": SUMMARY_REPEAT, "tags": TAGS_REPEAT,
+            "stop": len(STOPWORDS)}
+
+
+def _read_doc(project: Project, key: str, path_str: Path | str,
+              st: os.stat_result, now_ns: int) -> tuple[Doc, str] | str:
+    """The doc and its lexical text; or the reason the file is skipped.
+
+    `st` is the stat taken before reading: if the file changes meanwhile, its newer mtime
+    makes the next refresh read it again.
+    """
+    path = Path(path_str)
+    try:
+        raw = path.read_bytes()
+        doc = parse(decode(raw, str(path)), str(path))
+    except AtomParseError as e:
+        return e.reason
+    except OSError as e:
+        return f"cannot read: {e.strerror}"
+    kind = kind_of_filename(path.name)
+    assert kind is not None  # _atom_files only yields atom file names
+    atom = Atom(path, kind, doc.meta, doc.body)
+    date = atom.date.isoformat() if atom.date else None
+    priority = atom.meta.get("priority")
+    src = atom.meta.get("src")
+    d = Doc(key=key, project=project.name, id=atom.id, summary=atom.summary, tags=atom.tags,
+            date=date, status=atom.status,
+            priority=str(priority) if priority is not None else None,
+            src=str(src) if src is not None else None, links=len(atom.links),
+            mtime_ns=st.st_mtime_ns, size=st.st_size, ino=st.st_ino,
+            racy=now_ns - st.st_mtime_ns < RACY_NS, sha=hashlib.sha1(raw).hexdigest(), vsha="")
+    text = lexical_text(atom.summary, atom.tags, atom.body)
+    d.vsha = _vector_key(*dense_texts(atom.summary, atom.tags, atom.body))
+    cited = " ".join([atom.id, *atom.cited_experiments(), *atom.links])
+    return d, f"{text}\n{cited}"
+
+
+def _vector_key(head: str, full: str) -> str:
+    return hashlib.sha1(f"{head}\0{full}".encode()).hexdigest()
+
+
+def _build_bm25(terms: np.ndarray, term_off: np.ndarray, n_vocab: int) -> dict[str, np.ndarray]:
+    """The BM25 score matrix (CSC by term) of the docs, with bm25s."""
+    n_docs = len(term_off) - 1
+    if n_docs == 0 or n_vocab == 0:
+        return {"data": np.zeros(0, np.float32), "indices": np.zeros(0, np.int32),
+                "indptr": np.zeros(n_vocab + 1, np.int64)}
+    import bm25s  # only to build: queries are scored from the saved matrix with numpy
+
+    corpus = [terms[term_off[i]:term_off[i + 1]].tolist() for i in range(n_docs)]
+    vocab = {i: i for i in range(n_vocab)}
+    model = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene")
+    model.index((corpus, vocab), create_empty_token=False, show_progress=False)
+    scores = model.scores
+    indptr = np.asarray(scores["indptr"], dtype=np.int64)
+    if len(indptr) < n_vocab + 1:  # terms no doc holds (cannot happen with a compact vocab)
+        indptr = np.concatenate([indptr, np.full(n_vocab + 1 - len(indptr), indptr[-1])])
+    return {"data": np.asarray(scores["data"], dtype=np.float32),
+            "indices": np.asarray(scores["indices"], dtype=np.int32), "indptr": indptr}
+
+
+def _bm25_scores(bm25: dict[str, np.ndarray], term_ids: list[int], n: int) -> np.ndarray:
+    """Sum of each query term's BM25 contribution per doc (bm25s's scoring, in numpy)."""
+    scores = np.zeros(n, dtype=np.float32)
+    data, indices, indptr = bm25["data"], bm25["indices"], bm25["indptr"]
+    for t in term_ids:
+        start, end = int(indptr[t]), int(indptr[t + 1])
+        np.add.at(scores, indices[start:end], data[start:end])
+    return scores
+
+
+def _has_term(terms: np.ndarray, off: np.ndarray, i: int, term_id: int) -> bool:
+    return bool((terms[off[i]:off[i + 1]] == term_id).any())
+
+
+def _ranks(scores: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Rank of each doc by score, 1 = best, equal scores sharing a rank (1, 2, 2, 4) so that
+    file order never outweighs another signal; 0 for the docs not `valid`."""
+    masked = np.where(valid, scores, -np.inf)
+    order = np.argsort(-masked, kind="stable")
+    count = int(valid.sum())
+    ranked = masked[order[:count]]
+    starts = np.ones(count, dtype=bool)
+    starts[1:] = ranked[1:] != ranked[:-1]
+    position = np.arange(1, count + 1)
+    ranks = np.zeros(len(scores), dtype=np.int64)
+    ranks[order[:count]] = np.maximum.accumulate(np.where(starts, position, 0))
+    return ranks
+
+
+def _rank_values(values: dict[int, float]) -> dict[int, SignalMatch]:
+    """Competition ranks (1, 2, 2, 4) of the values, highest first: equal values tie."""
+    out: dict[int, SignalMatch] = {}
+    prev: float | None = None
+    rank = 0
+    for pos, (i, v) in enumerate(sorted(values.items(), key=lambda t: -t[1]), start=1):
+        if v != prev:
+            rank, prev = pos, v
+        out[i] = SignalMatch(rank, v)
+    return out
+
+
+def _add_pool(pool: dict[int, None], scores: np.ndarray, valid: np.ndarray) -> None:
+    """Add the POOL best valid docs to the candidate pool."""
+    masked = np.where(valid, scores, -np.inf)
+    top = np.argpartition(-masked, POOL - 1)[:POOL] if len(masked) > POOL \
+        else np.arange(len(masked))
+    for i in top.tolist():
+        if valid[i]:
+            pool[i] = None
+
+
+def _ordinal(date: str | None) -> int | None:
+    d = as_date(date)
+    return d.toordinal() if d else None
+
+
+def _parse_ts(ts: str) -> dt.datetime | None:
+    try:
+        parsed = dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+# --- dense vectors ---------------------------------------------------------------------------
+
+
+class VectorStore:
+    """Per-doc vectors keyed by the hash of the embedded texts (Doc.vsha), cached in
+    .cache/recall/vectors-<model>.npz."""
+
+    def __init__(self, index: RecallIndex, embedder: Any) -> None:
+        self.embedder = embedder
+        self.path = index.dir / f"vectors-{embedder.model_id}.npz"
+        self.rows: dict[str, np.ndarray] = {}  # doc vsha → (m, dim) float16
+        self._matrix: np.ndarray | None = None
+        self._starts: np.ndarray | None = None
+        self._shas: list[str] = []
+        self._queries: dict[str, np.ndarray] = {}
+        self._loaded = False
+
+    def _load(self) -> None:
+        self._loaded = True
+        try:
+            with np.load(self.path, allow_pickle=False) as npz:
+                shas = [str(s) for s in npz["shas"]]
+                counts, matrix = npz["counts"], npz["matrix"]
+            if len(shas) != len(counts) or int(counts.sum()) != len(matrix):
+                raise ValueError("inconsistent vectors")
+            bounds = np.concatenate([[0], np.cumsum(counts)])
+            self.rows = {s: matrix[bounds[j]:bounds[j + 1]] for j, s in enumerate(shas)}
+        except (OSError, ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFile):
+            self.rows = {}
+
+    def load_cached(self) -> None:
+        """Read the vectors cached on disk (without embedding anything)."""
+        if not self._loaded:
+            self._load()
+
+    def _save(self) -> None:
+        shas = list(self.rows)
+        matrix = (np.concatenate([self.rows[s] for s in shas]) if shas
+                  else np.zeros((0, self.embedder.dim), np.float16))
+        buf = io.BytesIO()
+        np.savez(buf, shas=np.array(shas, dtype=np.str_),
+                 counts=np.array([len(self.rows[s]) for s in shas], dtype=np.int64),
+                 matrix=matrix)
+        with contextlib.suppress(OSError):
+            atomic_write(self.path, buf.getvalue())
+
+    def sync(self, index: RecallIndex, progress: Callable[[int, int], None] | None) -> None:
+        """Embed the docs whose content hash has no vectors yet; forget vanished ones."""
+        if not self._loaded:
+            self._load()
+        shas = [d.vsha for d in index.docs]
+        if self._shas == shas and all(s in self.rows for s in shas):
+            return
+        missing = [d for d in index.docs if d.vsha not in self.rows]
+        if missing:
+            # One process embeds at a time; a waiting one then finds the work done on disk.
+            with file_lock(index.dir / "embed.lock", timeout=3600,
+                           what="the recall vector cache"):
+                self._load()
+                missing = list({d.vsha: d for d in index.docs if d.vsha not in self.rows}
+                               .values())
+                if missing:
+                    self._embed(index, missing, progress)
+                wanted = set(shas)
+                for s in [s for s in self.rows if s not in wanted]:
+                    del self.rows[s]
+                self._save()
+        self._assemble(shas)
+
+    def _embed(self, index: RecallIndex, docs: list[Doc],
+               progress: Callable[[int, int], None] | None) -> None:
+        seqs: list[list[int]] = []
+        spans: list[tuple[str, int, int]] = []
+        for doc in docs:
+            head, full = _doc_dense_texts(index, doc)
+            windows = [self.embedder.windows(head, max_windows=1)[0]]
+            if full:
+                windows += self.embedder.windows(full, max_windows=DENSE_MAX_WINDOWS)
+            spans.append((_vector_key(head, full), len(seqs), len(seqs) + len(windows)))
+            seqs.extend(windows)
+        # Short windows batch with short ones: sort once, embed in slices, put back.
+        order = sorted(range(len(seqs)), key=lambda j: len(seqs[j]))
+        vectors = np.zeros((len(seqs), self.embedder.dim), dtype=np.float16)
+        step = 512
+        started = time.monotonic()
+        for start in range(0, len(order), step):
+            part = order[start:start + step]
+            vectors[part] = self.embedder.encode_ids([seqs[j] for j in part])
+            if progress and time.monotonic() - started > 2:
+                progress(min(start + step, len(seqs)), len(seqs))
+        for sha, begin, end in spans:
+            self.rows[sha] = vectors[begin:end]
+
+    def _assemble(self, shas: list[str]) -> None:
+        # A file that changed while it was being embedded has no rows under its old key:
+        # a zero vector stands in until the next refresh re-reads it.
+        empty = np.zeros((1, self.embedder.dim), np.float16)
+        blocks = [self.rows.get(s, empty) for s in shas]
+        if blocks:
+            self._matrix = np.concatenate(blocks).astype(np.float32)
+            self._starts = np.concatenate([[0], np.cumsum([len(b) for b in blocks])[:-1]]) \
+                .astype(np.int64)
+        else:
+            self._matrix = np.zeros((0, self.embedder.dim), np.float32)
+            self._starts = np.zeros(0, np.int64)
+        self._shas = shas
+
+    def ready(self, index: RecallIndex) -> bool:
+        return self._matrix is not None and self._shas == [d.vsha for d in index.docs]
+
+    def similarities(self, query: str) -> np.ndarray:
+        """Best cosine similarity of the query with each doc's vectors."""
+        assert self._matrix is not None and self._starts is not None
+        q = self._queries.get(query)
+        if q is None:
+            q = self.embedder.embed([query])[0]
+            if len(self._queries) >= 256:  # repeated queries (a server, a benchmark) are free
+                self._queries.clear()
+            self._queries[query] = q
+        sims = self._matrix @ q
+        return np.asarray(np.maximum.reduceat(sims, self._starts), dtype=np.float32)
+
+
+def _doc_dense_texts(index: RecallIndex, doc: Doc) -> tuple[str, str]:
+    path = index.store.projects_dir / doc.key
+    try:
+        parsed = parse(decode(path.read_bytes(), str(path)), str(path))
+        body = parsed.body
+    except (OSError, CortexError):
+        body = ""
+    return dense_texts(doc.summary, doc.tags, body)
+
+
+# --- entry points ---------------------------------------------------------------------------
+
+_indexes: dict[Path, RecallIndex] = {}
+
+
+def open_index(store: Store, dense: bool = True) -> RecallIndex:
+    """The store's recall index, kept for the life of the process (the MCP server's warm
+    cache); dense vectors are attached when the embed extra is installed and `dense`."""
+    index = _indexes.get(store.home)
+    if index is None:
+        index = _indexes[store.home] = RecallIndex(store)
+    if dense and index.vectors is None:
+        from cortexfs import embed
+
+        embedder = embed.load_embedder()
+        if embedder is not None:
+            index.vectors = VectorStore(index, embedder)
+    return index
+
+
+def dense_available() -> bool:
+    """Whether the embedding model is installed (without loading it)."""
+    from cortexfs import embed
+
+    return embed.find_model_dir() is not None
+
+
+def recall(store: Store, query: str, project: str | None = None, k: int = 10,
+           weights: Weights | None = None,
+           progress: Callable[[int, int], None] | None = None,
+           max_age: float = 0.0) -> RecallResult:
+    """The k atoms that best match `query`, best first, with the signals behind each.
+
+    `max_age` > 0 lets a long-lived caller skip re-checking the atom files when it last
+    did so less than that many seconds ago (see RecallIndex.refresh)."""
+    query = query.strip()
+    if not query:
+        raise InvalidInputError("the query is empty: say what you are looking for, "
+                                "e.g. `cortex recall \"cache invalidation\"`")
+    if not 1 <= k <= MAX_K:
+        raise InvalidInputError(f"--k must be between 1 and {MAX_K}, not {k}")
+    if project is not None:
+        store.project(project)  # a clear error for an unknown project
+    weights = weights or DEFAULT_WEIGHTS
+    index = open_index(store, dense=weights.dense > 0)
+    index.refresh(progress=progress, dense=weights.dense > 0, max_age=max_age)
+    use_dense = index.vectors is not None and weights.dense > 0
+    used = [s for s in weights.active() if s != "dense" or use_dense]
+    hits = index.search(query, project, k, weights)
+    return RecallResult(query, hits, used, index.vectors is not None,
+                        sorted(index.skipped))
+
+
+def no_embed_note(store: Store) -> str | None:
+    """The one-time note that dense vectors are off; None once it has been shown."""
+    marker = store.cache_dir / "recall" / "no-embed-noted"
+    if marker.exists():
+        return None
+    with contextlib.suppress(OSError):
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(NO_EMBED_NOTE + "\n", encoding="utf-8")
+    return NO_EMBED_NOTE
+
+
+# --- opening a hit (an access) ---------------------------------------------------------------
+
+
+@dataclass
+class OpenedAtom:
+    """An atom read through recall: its location and full text."""
+
+    id: str
+    project: str
+    path: Path
+    text: str
+
+
+def find_atom(store: Store, atom_id: str, project: str | None = None) -> tuple[Project, Path]:
+    """The file of atom `atom_id` (in `project`, or the only project that has it)."""
+    atom_id = atom_id.strip()
+    kind = kind_of_id(atom_id)
+    if kind is None:
+        raise InvalidInputError(f"{atom_id!r} is not an atom id: use EXP-NNN, K-NNN or PAT-NNN")
+    projects = [store.project(project)] if project else store.projects()
+    found = [(p, p.folder(kind) / f"{atom_id}.md") for p in projects
+             if (p.folder(kind) / f"{atom_id}.md").is_file()]
+    if not found:
+        where = f"project {project}" if project else "any project"
+        raise InvalidInputError(f"no atom {atom_id} in {where}: check the id with "
+                                "`cortex recall`")
+    if len(found) > 1:
+        names = ", ".join(p.name for p, _ in found)
+        raise InvalidInputError(f"{atom_id} exists in several projects ({names}): "
+                                "name one with --project")
+    return found[0]
+
+
+def read_atom(store: Store, atom_id: str, project: str | None = None,
+              session: str = "", tool: str = "recall") -> OpenedAtom:
+    """Read an atom's full text and record the read in its project's access log."""
+    proj, path = find_atom(store, atom_id, project)
+    try:
+        text = decode(path.read_bytes(), str(path))
+    except OSError as e:
+        raise InvalidInputError(f"cannot read {path}: {e.strerror}") from None
+    except AtomParseError as e:
+        raise InvalidInputError(str(e)) from None
+    accesslog.append(proj.access_log, [accesslog.format_line(path.name, tool, session)])
+    return OpenedAtom(atom_id, proj.name, path, text)
