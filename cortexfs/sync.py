@@ -355,6 +355,10 @@ def _integrate(store: Store, tgt: Target, upstream: str, result: SyncResult) -> 
         return
     proc = git.git_run(home, "merge-base", head, upstream, check=False)
     base = proc.stdout.strip() or None
+    if base is None and git.git_blob(home, upstream, "context/CORTEX.md") is None:
+        # joining a store started elsewhere is fine; merging some other repository is not
+        raise GitError(f"{tgt.display} shares no history with this store and holds no cortex "
+                       "store: check the URL (`git remote -v`; `cortex remote set URL`)")
     with _id_locks(store):
         if base != head:
             collisions = renumber.find_collisions(home, base, head, upstream)
@@ -412,7 +416,8 @@ def _renumber(store: Store, mapping: list[renumber.Renumbering], base: str | Non
 
 def _merge(store: Store, tgt: Target, head: str, upstream: str, unrelated: bool) -> None:
     home = store.home
-    args = ["merge", "--no-commit", "--no-edit", "--no-verify", "-m",
+    # --ff: a user's `merge.ff = only` or `false` must not change what sync does
+    args = ["merge", "--ff", "--no-commit", "--no-edit", "--no-verify", "-m",
             f"sync: merge {tgt.display}"]
     if unrelated:
         args.append("--allow-unrelated-histories")

@@ -573,3 +573,16 @@ def test_a_remote_that_never_stops_moving_is_reported(tmp_path: Path,
     monkeypatch.setattr(sync_lib, "_push", lambda *args, **kwargs: False)
     with pytest.raises(GitError, match=r"origin/main kept changing .* run `cortex sync` again"):
         sync_lib.sync(a.store, max_attempts=2)
+
+
+def test_sync_refuses_to_merge_an_unrelated_repository(store: Store, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    sh(tmp_path, "init", "-q", str(other))
+    (other / "README").write_text("not a store\n")
+    sh(other, "add", "README")
+    sh(other, "commit", "-q", "-m", "unrelated")
+    sync_lib.set_remote(store, str(other))
+    head = git.head_commit(store.home)
+    with pytest.raises(GitError, match="shares no history with this store and holds no cortex"):
+        sync_lib.sync(store)
+    assert git.head_commit(store.home) == head and not (store.home / "README").exists()
