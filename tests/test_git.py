@@ -175,13 +175,23 @@ def test_a_lock_that_is_never_released_is_a_clear_error(store: Store,
         git.commit_paths(store, [path], "x")
 
 
-def test_commit_refuses_a_repo_in_the_middle_of_a_merge(store: Store) -> None:
-    (git.git_dir_of(store.home) / "MERGE_HEAD").write_text(git.head_commit(store.home) or "")
+@pytest.mark.parametrize(("marker", "what"), [("MERGE_HEAD", "merge"),
+                                               ("rebase-merge", "rebase"),
+                                               ("rebase-apply", "rebase"),
+                                               ("CHERRY_PICK_HEAD", "cherry-pick")])
+def test_commit_refuses_a_repo_in_the_middle_of_a_merge(store: Store, marker: str,
+                                                        what: str) -> None:
+    where = git.git_dir_of(store.home) / marker
+    if marker.startswith("rebase"):
+        where.mkdir()
+    else:
+        where.write_text(git.head_commit(store.home) or "")
     path = store.context / "OVERVIEW.md"
     path.write_text("new\n")
-    with pytest.raises(GitError, match="in the middle of a merge: finish or abort it"):
+    head = git.head_commit(store.home)
+    with pytest.raises(GitError, match=f"in the middle of a {what}: finish or abort it"):
         git.commit_paths(store, [path], "x")
-    assert "OVERVIEW.md" in porcelain(store.home)
+    assert "OVERVIEW.md" in porcelain(store.home) and git.head_commit(store.home) == head
 
 
 def test_concurrent_commits_from_many_processes_all_land(store: Store) -> None:

@@ -319,6 +319,28 @@ def test_an_interrupted_sync_is_recovered_by_the_next(tmp_path: Path, fault: str
     check_invariants([a, b])
 
 
+def test_a_sync_killed_at_any_moment_is_recovered(tmp_path: Path) -> None:
+    """SIGKILL after a delay, wherever that lands; the re-run must put everything right."""
+    import signal
+    import time
+
+    a, b = make_cluster(tmp_path)
+    for round_, delay in enumerate((0.7, 1.0)):
+        for c, tag in ((a, "alpha"), (b, "beta")):
+            e = c.new("exp", f"{tag} {round_}")
+            c.new("k", f"{tag} knows {round_}", "evidence", e)
+            c.read_atom(e, 5)
+        sync_lib.sync(a.store)
+        proc = subprocess.Popen([sys.executable, "-m", "cortexfs", "--home", str(b.home),
+                                 "sync"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        b.sync()
+        settle([a, b])
+        check_invariants([a, b])
+
+
 def test_log_lines_appended_during_a_merge_are_kept(tmp_path: Path) -> None:
     a, b = make_cluster(tmp_path)
     e = a.new("exp", "read a lot")
