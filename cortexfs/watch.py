@@ -1,0 +1,622 @@
+"""`cortex watch`: keep the indexes and git up to date while atoms change, and count reads.
+
+A watchdog observer over `context/`. An atom created, changed, moved or deleted marks its
+project; once the project has been quiet for DEBOUNCE seconds it is regenerated
+(`cortexfs.index.regenerate`) and the changed atoms plus everything regeneration wrote are
+committed (`index: regenerate <projects>`). On Linux, inotify also reports files opened and
+closed without writing: such a read of an atom by another program becomes a `"tool": "watch"`
+access-log line, unless
+
+- cortex itself caused it: the watcher's own regeneration and commit, or any cortex process
+  holding the store's regeneration or git lock (`.locks/regen.lock`, `.locks/git.lock`),
+  and a short grace period after (regeneration and `git add` read the atoms),
+- the agent's hook or another cortex command already logged that read (a line for the
+  same atom from another tool within a few seconds), or
+- it is part of a scan: more than SCAN_FILES atoms of one project read within a second
+  (a `grep -r`, a backup, an indexer, `cortex validate` run by hand) — that is not reading.
+
+One watcher per CORTEX_HOME: it holds an flock on `.locks/watch.lock` for its lifetime and
+writes its pid to `.watch.pid`. Events for cortex's own files (index.md, generated files,
+`_meta/`, temporary files) are ignored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cortexfs import accesslog
+from cortexfs.atoms import KINDS, kind_of_filename
+from cortexfs.errors import CortexError, LockTimeoutError
+from cortexfs.store import Store
+
+DEBOUNCE = 2.0  # seconds of quiet before a changed project is regenerated
+DEBOUNCE_ENV = "CORTEX_WATCH_DEBOUNCE"
+LOG_DEBOUNCE = 5.0  # seconds of quiet before the watcher commits the reads it logged
+OWN_GRACE = 1.5  # seconds after cortex's work (with no sentinel) during which reads are its own
+SENTINEL_WAIT = 10.0  # at most this long for the sentinel's event to come back
+HOLD = 2.0  # seconds a read waits for the hook's own line before it is logged as "watch"
+DEDUP_WINDOW = 5.0  # a line of another tool this close to a read means it was that tool
+SCAN_WINDOW = 1.0
+SCAN_FILES = 5  # more distinct atoms of one project read within SCAN_WINDOW = a scan
+TICK = 0.1
+PID_FILE = ".watch.pid"
+LOCK_NAME = "watch.lock"
+LOG_NAME = "watch.log"
+WATCH_TOOL = "watch"
+_FOLDERS = {k.folder for k in KINDS}
+
+
+@dataclass
+class _PendingRead:
+    project: str
+    name: str
+    wall: float  # time.time() of the read
+    seen: float  # time.monotonic() of the read
+
+
+@dataclass
+class _State:
+    """What the observer thread hands to the main loop (guarded by `lock`)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    dirty: dict[str, float] = field(default_factory=dict)  # project → last change (monotonic)
+    changed: dict[str, set[Path]] = field(default_factory=dict)  # project → atom paths touched
+    reads: list[_PendingRead] = field(default_factory=list)
+    own_active: bool = False  # the watcher is regenerating / committing
+    # After that, events keep arriving for a moment: everything up to the read of this
+    # sentinel file (inotify delivers events in order) is still cortex's own doing; if the
+    # sentinel's event never comes, `own_deadline` (monotonic) ends the window.
+    own_sentinel: str | None = None
+    own_deadline: float = 0.0
+    own_writes: set[Path] = field(default_factory=set)  # files regeneration just wrote
+
+    def own(self, now: float) -> bool:
+        return self.own_active or (self.own_sentinel is not None and now < self.own_deadline)
+
+
+def pid_file(store: Store) -> Path:
+    return store.home / PID_FILE
+
+
+def lock_file(store: Store) -> Path:
+    return store.locks_dir / LOCK_NAME
+
+
+def _try_lock(path: Path) -> int | None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        os.close(fd)
+        if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            return None
+        raise
+    return fd
+
+
+def _is_locked(path: Path) -> bool:
+    """Whether some process holds the flock on `path` (a cortex lock file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # also releases the shared lock we may have taken
+
+
+def debounce_seconds() -> float:
+    try:
+        return max(0.0, float(os.environ.get(DEBOUNCE_ENV, DEBOUNCE)))
+    except ValueError:
+        return DEBOUNCE
+
+
+def running_pid(store: Store) -> int | None:
+    """The pid of the watcher running for this store, or None."""
+    fd = _try_lock(lock_file(store))
+    if fd is not None:
+        os.close(fd)  # nobody holds the lock: no watcher, whatever the pid file says
+        return None
+    try:
+        return int(pid_file(store).read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        return -1  # running, but its pid file is not there (yet)
+
+
+def already_running(store: Store, pid: int | None) -> LockTimeoutError:
+    shown = f" (pid {pid})" if pid and pid > 0 else ""
+    return LockTimeoutError(f"a watcher is already running for {store.home}{shown}: see "
+                            "`cortex watch --status`, stop it with `cortex watch --stop`")
+
+
+class Watcher:
+    """The watcher's state and loop; `run()` blocks until `stop()` or a signal."""
+
+    def __init__(self, store: Store, *, debounce: float | None = None,
+                 log_debounce: float = LOG_DEBOUNCE, record_reads: bool = True,
+                 echo: Callable[[str], None] | None = None,
+                 regenerate: Callable[[Store, list[str]], Any] | None = None) -> None:
+        self.store = store
+        self.debounce = debounce_seconds() if debounce is None else debounce
+        self.log_debounce = log_debounce
+        self.record_reads = record_reads and sys.platform.startswith("linux")
+        self.echo = echo
+        self._regenerate = regenerate or _default_regenerate
+        self.state = _State()
+        self._stop = threading.Event()
+        self._context = os.path.realpath(store.context)
+        self._logs_dirty_since: float | None = None
+        self._recent: dict[str, dict[str, list[tuple[float, str]]]] = {}  # project → file → …
+        self._log_offsets: dict[str, int] = {}
+        self._retry: dict[str, set[Path]] = {}  # commits that failed, to try again
+        self._retry_at = 0.0
+        self._busy_until = 0.0  # another cortex process was regenerating or committing
+        self._busy_locks = [store.locks_dir / "regen.lock", store.locks_dir / "git.lock"]
+
+    # --- logging -------------------------------------------------------------------------
+
+    def log(self, message: str) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        line = f"{stamp} {message}"
+        with contextlib.suppress(OSError):
+            self.store.logs_dir.mkdir(parents=True, exist_ok=True)
+            with open(self.store.logs_dir / LOG_NAME, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
+        if self.echo is not None:
+            self.echo(line)
+
+    # --- events (observer thread) --------------------------------------------------------
+
+    def _classify(self, path: str) -> tuple[str, str, str] | None:
+        """(project, folder, name) for a path inside an atom folder (or the folder itself)."""
+        if not path:
+            return None
+        rel = os.path.relpath(os.path.realpath(os.path.dirname(path)), self._context)
+        parts = rel.split(os.sep) + [os.path.basename(path)]
+        if parts[0] != "projects" or len(parts) not in (3, 4):
+            return None
+        project, folder = parts[1], parts[2]
+        if not project or project.startswith((".", "_")) or folder not in _FOLDERS:
+            return None
+        return project, folder, parts[3] if len(parts) == 4 else ""
+
+    def on_event(self, event: Any) -> None:
+        """Watchdog callback: note atom changes and reads for the main loop."""
+        from watchdog.events import FileClosedNoWriteEvent
+
+        now = time.monotonic()
+        paths = [p for p in (event.src_path, getattr(event, "dest_path", "")) if p]
+        paths = [os.fsdecode(p) for p in paths]
+        if isinstance(event, FileClosedNoWriteEvent):
+            if self.record_reads:
+                self._on_read(paths[0], now)
+            return
+        for path in paths:
+            where = self._classify(path)
+            if where is None:
+                continue
+            project, folder, name = where
+            if event.is_directory:
+                # a project or atom folder moved or deleted: regenerate the project
+                if name == "" or name in _FOLDERS:
+                    self._mark(project, None, now)
+                continue
+            kind = kind_of_filename(name)
+            if kind is None or kind.folder != folder:
+                continue  # editors' temp files, index.md, anything not an atom
+            atom = Path(path)
+            with self.state.lock:
+                if atom in self.state.own_writes and self.state.own(now):
+                    continue  # our own refs / last-ref write
+            self._mark(project, atom, now)
+
+    def _mark(self, project: str, atom: Path | None, now: float) -> None:
+        with self.state.lock:
+            self.state.dirty[project] = now
+            touched = self.state.changed.setdefault(project, set())
+            if atom is not None:
+                touched.add(atom)
+
+    def _on_read(self, path: str, now: float) -> None:
+        with self.state.lock:
+            if path == self.state.own_sentinel:
+                self.state.own_sentinel = None  # everything before this was ours
+                self.state.own_writes.clear()
+                return
+        where = self._classify(path)
+        if where is None:
+            return
+        project, folder, name = where
+        kind = kind_of_filename(name)
+        if kind is None or kind.folder != folder:
+            return
+        with self.state.lock:
+            if self.state.own(now):
+                return
+        if self._cortex_busy(now):
+            return
+        with self.state.lock:
+            self.state.reads.append(_PendingRead(project, name, time.time(), now))
+
+    def _cortex_busy(self, now: float) -> bool:
+        """True while (or just after) another cortex process regenerates or commits."""
+        if now < self._busy_until:
+            return True
+        for path in self._busy_locks:
+            if _is_locked(path):
+                self._busy_until = now + OWN_GRACE
+                return True
+        return False
+
+    # --- the main loop -------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self, ready: Callable[[], None] | None = None) -> None:
+        """Observe until stopped; regenerate, commit and log reads as events come."""
+        from watchdog.events import (
+            DirCreatedEvent,
+            DirDeletedEvent,
+            DirMovedEvent,
+            FileClosedEvent,
+            FileClosedNoWriteEvent,
+            FileCreatedEvent,
+            FileDeletedEvent,
+            FileModifiedEvent,
+            FileMovedEvent,
+            FileSystemEventHandler,
+        )
+        from watchdog.observers import Observer
+
+        watcher = self
+
+        class Handler(FileSystemEventHandler):
+            def on_any_event(self, event: Any) -> None:
+                try:
+                    watcher.on_event(event)
+                except Exception:  # one odd event must not kill the observer thread
+                    watcher.log(f"error handling {event!r}: {traceback.format_exc()}")
+
+        wanted: list[Any] = [FileCreatedEvent, FileModifiedEvent, FileDeletedEvent,
+                             FileMovedEvent, FileClosedEvent, DirCreatedEvent,
+                             DirDeletedEvent, DirMovedEvent]
+        if self.record_reads:
+            wanted.append(FileClosedNoWriteEvent)
+        self.store.context.mkdir(parents=True, exist_ok=True)
+        observer = Observer()
+        observer.schedule(Handler(), str(self.store.context), recursive=True,
+                          event_filter=wanted)
+        observer.start()
+        self.log(f"watching {self.store.context} (pid {os.getpid()})")
+        if ready is not None:
+            ready()
+        try:
+            while not self._stop.wait(TICK):
+                try:
+                    self.tick()
+                except Exception:  # a bug must not end the watcher: log it, keep watching
+                    self.log(f"error (a bug; please report it): {traceback.format_exc()}")
+        finally:
+            observer.stop()
+            observer.join(timeout=5)
+            self.flush()
+            self.log("stopped")
+
+    def tick(self, force: bool = False) -> None:
+        """One pass of the loop: regenerate quiet projects, log settled reads, commit."""
+        now = time.monotonic()
+        with self.state.lock:
+            due = sorted(p for p, t in self.state.dirty.items()
+                         if force or now - t >= self.debounce)
+            changed: dict[str, set[Path]] = {}
+            for p in due:
+                del self.state.dirty[p]
+                changed[p] = self.state.changed.pop(p, set())
+        if due:
+            self._regenerate_and_commit(due, changed)
+        elif self._retry and (force or now >= self._retry_at):
+            retry, self._retry = self._retry, {}
+            self._regenerate_and_commit(sorted(retry), retry)
+        self._settle_reads(force)
+        if self._logs_dirty_since is not None and (
+                force or time.monotonic() - self._logs_dirty_since >= self.log_debounce):
+            self._commit_logs()
+
+    def flush(self) -> None:
+        """Do now whatever is waiting (at shutdown)."""
+        try:
+            self.tick(force=True)
+        except Exception:
+            self.log(f"error while flushing: {traceback.format_exc()}")
+
+    # --- regeneration and commits --------------------------------------------------------
+
+    def _regenerate_and_commit(self, projects: list[str], changed: dict[str, set[Path]]
+                               ) -> None:
+        from cortexfs import git
+
+        with self.state.lock:
+            self.state.own_active = True
+        written: list[Path] = []
+        try:
+            existing = [p for p in projects if (self.store.projects_dir / p).is_dir()]
+            if existing:
+                result = self._regenerate(self.store, existing)
+                written = [Path(p) for p in getattr(result, "written", []) or []]
+                self.log(f"regenerated {', '.join(existing)}: {len(written)} file(s) written")
+            paths = sorted({*written, *(a for p in projects for a in changed.get(p, ()))})
+            if paths:
+                names = ", ".join(projects)
+                atoms = sorted({a.name for p in projects for a in changed.get(p, ())})
+                body = f"\n\natoms: {', '.join(atoms)}" if atoms else ""
+                if git.commit_paths(self.store, paths, f"index: regenerate {names}{body}"):
+                    self.log(f"committed {len(paths)} path(s): index: regenerate {names}")
+        except CortexError as e:
+            self.log(f"regenerating {', '.join(projects)} failed, will retry: {e}")
+            self._schedule_retry(projects, changed)
+        except Exception:
+            self.log(f"regenerating {', '.join(projects)} failed (a bug), will retry: "
+                     f"{traceback.format_exc()}")
+            self._schedule_retry(projects, changed)
+        finally:
+            sentinel = self._sentinel()
+            with self.state.lock:
+                self.state.own_active = False
+                self.state.own_writes.update(written)
+                self.state.own_sentinel = sentinel
+                self.state.own_deadline = time.monotonic() + (
+                    SENTINEL_WAIT if sentinel and self.record_reads else OWN_GRACE)
+            if sentinel:
+                with contextlib.suppress(OSError), open(sentinel, "rb") as f:
+                    f.read(1)
+
+    def _sentinel(self) -> str | None:
+        """A file in context/ that is not an atom, to read once our own work is done."""
+        context = self.store.context  # as the observer reports paths: not resolved
+        candidates = [context / "CORTEX.md", context / "OVERVIEW.md"]
+        candidates += sorted(context.glob("projects/*/experiments/index.md"))[:1]
+        for path in candidates:
+            if path.is_file():
+                return str(path)
+        return None
+
+    def _schedule_retry(self, projects: list[str], changed: dict[str, set[Path]]) -> None:
+        for p in projects:
+            self._retry.setdefault(p, set()).update(changed.get(p, ()))
+        self._retry_at = time.monotonic() + max(self.debounce, 5.0)
+
+    def _commit_logs(self) -> None:
+        from cortexfs import autocommit
+
+        try:
+            autocommit.commit_logs(str(self.store.home))
+            self._logs_dirty_since = None
+        except Exception as e:  # a held index.lock…: the lines stay, try again later
+            self.log(f"committing the access logs failed, will retry: {e}")
+            self._logs_dirty_since = time.monotonic()
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def _settle_reads(self, force: bool) -> None:
+        """Log the reads old enough that the hook's own line would have arrived."""
+        now = time.monotonic()
+        with self.state.lock:
+            reads = self.state.reads
+            ready = [r for r in reads if force or now - r.seen >= HOLD]
+            if not ready:
+                return
+            self.state.reads = [r for r in reads if not (force or now - r.seen >= HOLD)]
+            everything = reads
+        scans = self._scans(everything)
+        lines: dict[str, list[bytes]] = {}
+        seen: set[tuple[str, str, int]] = set()
+        for r in ready:
+            if id(r) in scans:
+                continue
+            key = (r.project, r.name, int(r.wall))  # one open/close pair is one read
+            if key in seen or self._logged_elsewhere(r):
+                continue
+            seen.add(key)
+            ts = _iso(r.wall)
+            lines.setdefault(r.project, []).append(
+                accesslog.format_line(r.name, WATCH_TOOL, "", ts))
+        for project, project_lines in lines.items():
+            log_path = self.store.projects_dir / project / "_meta" / accesslog.LOG_NAME
+            try:
+                accesslog.append(log_path, project_lines)
+            except OSError as e:
+                self.log(f"cannot append to {log_path}: {e}")
+                continue
+            if self._logs_dirty_since is None:
+                self._logs_dirty_since = time.monotonic()
+
+    @staticmethod
+    def _scans(reads: list[_PendingRead]) -> set[int]:
+        """ids of reads that belong to a burst over many atoms of one project."""
+        by_project: dict[str, list[_PendingRead]] = {}
+        for r in reads:
+            by_project.setdefault(r.project, []).append(r)
+        out: set[int] = set()
+        for group in by_project.values():
+            group.sort(key=lambda r: r.seen)
+            start = 0
+            for end in range(len(group)):
+                while group[end].seen - group[start].seen > SCAN_WINDOW:
+                    start += 1
+                window = group[start:end + 1]
+                if len({r.name for r in window}) > SCAN_FILES:
+                    out.update(id(r) for r in window)
+        return out
+
+    def _logged_elsewhere(self, r: _PendingRead) -> bool:
+        """True when another tool (the hook, recall…) logged this atom around this read."""
+        recent = self._refresh_recent(r.project)
+        for wall, tool in recent.get(r.name, ()):
+            if tool != WATCH_TOOL and abs(wall - r.wall) <= DEDUP_WINDOW:
+                return True
+        return False
+
+    def _refresh_recent(self, project: str) -> dict[str, list[tuple[float, str]]]:
+        """The project's log lines of the last minute, read incrementally."""
+        path = self.store.projects_dir / project / "_meta" / accesslog.LOG_NAME
+        recent = self._recent.setdefault(project, {})
+        key = str(path)
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return recent
+        offset = self._log_offsets.get(key)
+        if offset is None or offset > size:
+            offset = max(0, size - 64 * 1024)  # first look (or a rewritten log): the tail
+        if size > offset:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                data = f.read(size - offset)
+            end = data.rfind(b"\n") + 1
+            self._log_offsets[key] = offset + end
+            for raw in data[:end].splitlines():
+                try:
+                    entry = json.loads(raw)
+                    wall = _parse_iso(entry["ts"])
+                    recent.setdefault(str(entry["file"]), []).append(
+                        (wall, str(entry.get("tool", ""))))
+                except (ValueError, KeyError, TypeError):
+                    continue
+        else:
+            self._log_offsets[key] = offset
+        horizon = time.time() - 60
+        for name in list(recent):
+            kept = [(w, t) for w, t in recent[name] if w >= horizon]
+            if kept:
+                recent[name] = kept
+            else:
+                del recent[name]
+        return recent
+
+
+def _iso(wall: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall)) + \
+        f".{int(wall % 1 * 1000):03d}Z"
+
+
+def _parse_iso(ts: str) -> float:
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def _default_regenerate(store: Store, projects: list[str]) -> Any:
+    from cortexfs import index
+
+    return index.regenerate(store, projects)
+
+
+# --- the process: foreground, daemon, status, stop ----------------------------------------------
+
+def run_foreground(store: Store, echo: Callable[[str], None] | None = None,
+                   ready: Callable[[], None] | None = None, **options: Any) -> None:
+    """Hold the store's watch lock, write the pid file and watch until SIGTERM/SIGINT."""
+    fd = _try_lock(lock_file(store))
+    if fd is None:
+        raise already_running(store, running_pid(store))
+    watcher = Watcher(store, echo=echo, **options)
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        from cortexfs.fsutil import atomic_write
+
+        atomic_write(pid_file(store), f"{os.getpid()}\n")
+        for sig in previous:
+            signal.signal(sig, lambda *_: watcher.stop())
+        watcher.run(ready=ready)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        with contextlib.suppress(OSError, ValueError):
+            if int(pid_file(store).read_text(encoding="ascii").strip()) == os.getpid():
+                pid_file(store).unlink()
+        os.close(fd)
+
+
+def start_background(store: Store, wait: float = 15.0) -> int:
+    """Start a detached watcher (`python -m cortexfs.watch`); its pid once it is watching."""
+    pid = running_pid(store)
+    if pid is not None:
+        raise already_running(store, pid)
+    store.logs_dir.mkdir(parents=True, exist_ok=True)
+    log_path = store.logs_dir / LOG_NAME
+    with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cortexfs.watch", "--home", str(store.home)],
+            stdin=devnull, stdout=log, stderr=log, start_new_session=True, close_fds=True)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise CortexError(f"the watcher exited at once (code {proc.returncode}): see "
+                              f"{log_path}")
+        if running_pid(store) == proc.pid:
+            return proc.pid
+        time.sleep(0.05)
+    raise CortexError(f"the watcher (pid {proc.pid}) did not start within {wait:.0f}s: see "
+                      f"{log_path}")
+
+
+def stop(store: Store, wait: float = 15.0) -> int | None:
+    """Stop the running watcher (SIGTERM, then wait for it to finish); its pid, or None."""
+    pid = running_pid(store)
+    if pid is None:
+        return None
+    if pid <= 0:
+        raise CortexError(f"a watcher holds {lock_file(store)} but {pid_file(store)} is "
+                          "missing: find it with `fuser` and stop it by hand")
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return None
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if running_pid(store) is None:
+            return pid
+        time.sleep(0.05)
+    raise CortexError(f"the watcher (pid {pid}) did not stop within {wait:.0f}s: kill it "
+                      f"with `kill -9 {pid}`")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m cortexfs.watch --home HOME`: the detached watcher process."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m cortexfs.watch")
+    parser.add_argument("--home", required=True)
+    args = parser.parse_args(argv)
+    try:
+        store = Store.open(args.home)
+        run_foreground(store)  # its log is logs/watch.log (stdout and stderr go there too)
+    except CortexError as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
