@@ -14,6 +14,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -59,7 +60,8 @@ def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def _is_lock_busy(stderr: str) -> bool:
-    return "index.lock" in stderr and ("File exists" in stderr or "Unable to create" in stderr)
+    """Another git process holds index.lock (or HEAD.lock, a ref's lock): worth waiting for."""
+    return ".lock" in stderr and ("File exists" in stderr or "Unable to create" in stderr)
 
 
 def git_run(home: Path, *args: str, check: bool = True, input: str | None = None,
@@ -91,9 +93,11 @@ def git_run(home: Path, *args: str, check: bool = True, input: str | None = None
             if time.monotonic() < deadline:
                 time.sleep(0.05)
                 continue
-            raise GitError(f"git is busy ({git_dir_of(home)}/index.lock has been held for "
-                           f"{LOCK_WAIT_SECONDS:.0f}s): wait for the other git process, or "
-                           "delete the lock file if none is running")
+            held = re.search(r"'([^']+\.lock)'", proc.stderr)
+            lock = held.group(1) if held else f"{git_dir_of(home)}/index.lock"
+            raise GitError(f"git is busy ({lock} has been held for {LOCK_WAIT_SECONDS:.0f}s): "
+                           "wait for the other git process, or delete the lock file if none "
+                           "is running")
         raise git_error(args, proc.stderr or proc.stdout)
 
 
@@ -341,16 +345,20 @@ def git_lock(store: Store, timeout: float = GIT_LOCK_SECONDS) -> Iterator[None]:
 
 # --- committing ------------------------------------------------------------------------------
 
+PATHS_PER_CALL = 500  # keeps every command line far below the system's limit
+
+
+def _chunks(items: Sequence[str]) -> list[Sequence[str]]:
+    return [items[i:i + PATHS_PER_CALL] for i in range(0, len(items), PATHS_PER_CALL)]
+
+
 def changed_paths(home: Path, rel: Sequence[str]) -> list[str]:
     """Which of `rel` (files or folders, relative to home) differ from HEAD, ignored excluded."""
-    if not rel:
-        return []
-    proc = git_run(home, "status", "--porcelain=v1", "-z", "--untracked-files=all",
-                   "--no-renames", "--", *rel)
     out: list[str] = []
-    for rec in proc.stdout.split("\0"):
-        if len(rec) > 3:
-            out.append(rec[3:])
+    for chunk in _chunks(rel):
+        proc = git_run(home, "status", "--porcelain=v1", "-z", "--untracked-files=all",
+                       "--no-renames", "--", *chunk)
+        out += [rec[3:] for rec in proc.stdout.split("\0") if len(rec) > 3]
     return sorted(dict.fromkeys(out))
 
 
@@ -390,7 +398,8 @@ def _commit_once(home: Path, rel: Sequence[str], message: str) -> bool:
     try:
         if parent:
             git_run(home, "read-tree", parent, env=env)
-        git_run(home, "add", "--all", "--", *rel, env=env)
+        for chunk in _chunks(rel):
+            git_run(home, "add", "--all", "--", *chunk, env=env)
         tree = git_run(home, "write-tree", env=env).stdout.strip()
     finally:
         for leftover in (tmp_index, tmp_index + ".lock"):
@@ -411,5 +420,6 @@ def _commit_once(home: Path, rel: Sequence[str], message: str) -> bool:
             return False
         raise git_error(["update-ref"], proc.stderr)
     # bring the user's index entries for these paths (only) to what HEAD now holds
-    git_run(home, "reset", "-q", "HEAD", "--", *rel)
+    for chunk in _chunks(rel):
+        git_run(home, "reset", "-q", "HEAD", "--", *chunk)
     return True

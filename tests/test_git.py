@@ -165,6 +165,29 @@ def test_commit_waits_for_a_held_index_lock(store: Store) -> None:
     assert porcelain(store.home) == ""
 
 
+def test_commit_waits_for_a_held_head_lock(store: Store) -> None:
+    lock = git.git_dir_of(store.home) / "HEAD.lock"
+    lock.write_text("")
+    threading.Timer(0.5, lock.unlink).start()
+    path = store.context / "OVERVIEW.md"
+    path.write_text("new\n")
+    assert git.commit_paths(store, [path], "chore: overview")
+    assert porcelain(store.home) == ""
+
+
+def test_commit_many_paths_in_chunks(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(git, "PATHS_PER_CALL", 7)
+    paths = []
+    for i in range(30):
+        path = store.context / "ideas" / f"idea-{i:02d}.md"
+        path.write_text(f"{i}\n")
+        paths.append(path)
+    paths[3].unlink()
+    assert git.commit_paths(store, paths, "ideas")
+    assert len(sh(store.home, "show", "--name-only", "--format=", "HEAD").split()) == 29
+    assert porcelain(store.home) == ""
+
+
 def test_a_lock_that_is_never_released_is_a_clear_error(store: Store,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(git, "LOCK_WAIT_SECONDS", 0.3)
