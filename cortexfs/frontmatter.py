@@ -151,6 +151,7 @@ _DQ = re.compile(r'"([^"\\]*)"')
 _SQ = re.compile(r"'((?:[^']|'')*)'")
 _INDICATOR = frozenset("-?:,[]{}#&*!|>'\"%@`")
 _FLOW_UNSURE = frozenset(":#[]{}")
+_FLOW_PLAIN = frozenset(":#[]{}\"'")  # what _flow does not handle
 # PyYAML's YAML 1.1 implicit resolvers (yaml/resolver.py), for plain scalars.
 _BOOL = re.compile(r"yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF")
 _TRUE = frozenset({"yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"})
@@ -189,14 +190,30 @@ def fast_mapping(fm_text: str) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
     key = ""  # the last key, while block-list items may still follow it
     indent = None  # the indentation of that key's `- item` lines
+    memo = _MEMO
     try:
         for name, raw, item_indent, item in lines:
             if name:
                 if name in out or (name[0] in "yYnNoOtTfF" and _plain(name) != name):
                     return None  # a duplicate, or a key YAML reads as a bool or null
+                key, indent = "", None
                 raw = raw.rstrip(" \r")
-                out[name] = _cached_value(raw)
-                key, indent = (name, None) if not raw else ("", None)
+                if not raw:
+                    key = name  # `key:` alone: None, or the head of a block list
+                    out[name] = None
+                    continue
+                first = raw[0]
+                if first == '"' and len(raw) > 1 and raw[-1] == '"' \
+                        and '"' not in raw[1:-1] and "\\" not in raw:
+                    out[name] = raw[1:-1]  # the commonest shape, a summary: inline
+                    continue
+                if first == "[" and raw[-1] == "]" and _FLOW_PLAIN.isdisjoint(raw[1:-1]):
+                    out[name] = _flow(raw[1:-1])
+                    continue
+                value = memo.get(raw, _MISS)
+                if value is _MISS:
+                    value = _remember(raw, _value(raw))
+                out[name] = list(value) if type(value) is tuple else value
             elif item_indent:  # `  -`, the indentation and the dash of a list item
                 if not key or (indent is not None and item_indent != indent):
                     return None  # an item with no list to belong to, or a nested list
@@ -205,10 +222,37 @@ def fast_mapping(fm_text: str) -> dict[str, Any] | None:
                 item = item.rstrip(" \r")
                 if not item or item[0] in "[{":
                     return None
-                out[key].append(_cached_value(item))
+                value = memo.get(item, _MISS)
+                if value is _MISS:
+                    value = _remember(item, _value(item))
+                out[key].append(value)
     except _Unsure:
         return None
     return out
+
+
+def _flow(inner: str) -> list[Any]:
+    """The items of a flow list with no quotes, brackets, braces, `#` or `:` inside."""
+    if not inner.strip(" "):
+        return []
+    items = []
+    memo = _MEMO
+    for item in inner.split(","):
+        value = memo.get(item, _MISS)
+        if value is _MISS:
+            token = item.strip(" ")
+            if not token:
+                raise _Unsure
+            value = _remember(item, _plain(token))
+        items.append(value)
+    return items
+
+
+def _remember(raw: str, value: Any) -> Any:
+    if len(_MEMO) >= _MEMO_MAX:
+        _MEMO.clear()
+    _MEMO[raw] = tuple(value) if type(value) is list else value
+    return value
 
 
 def _has_unsure_char(text: str) -> bool:
@@ -216,16 +260,6 @@ def _has_unsure_char(text: str) -> bool:
         return _UNSURE_ASCII.search(text) is not None
     # the full character class takes milliseconds to compile: only when a text needs it
     return re.search(_UNSURE_CHAR, text) is not None
-
-
-def _cached_value(raw: str) -> Any:
-    value = _MEMO.get(raw, _MISS)
-    if value is _MISS:
-        value = _value(raw)
-        if len(_MEMO) >= _MEMO_MAX:
-            _MEMO.clear()
-        _MEMO[raw] = tuple(value) if isinstance(value, list) else value
-    return list(value) if isinstance(value, tuple) else value
 
 
 # Values repeat across atoms (projects, statuses, dates, tags): remember what each read as.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import gc
 import importlib
 import marshal
 import os
@@ -150,22 +151,35 @@ def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool
     lock = (contextlib.nullcontext() if dry_run
             else file_lock(store.locks_dir / "regen.lock", timeout=120,
                            what="index regeneration"))
-    with lock:
-        run = _Run(store, dry_run)
-        run.prescan(selected)
-        bar = _Progress(enabled=progress, total=len(selected))
-        for project in selected:
-            run.regenerate_project(project, result)
-            bar.advance(project.name)
-        bar.close()
-        ctx = run.context([p.name for p in selected])
-        from cortexfs.derived import GENERATORS
+    # A batch job that builds many small dicts and no cycles worth collecting: the collector
+    # would only walk the growing heap over and over (a fifth of a cold run).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with lock:
+            return _regenerate(store, selected, dry_run, progress, result)
+    finally:
+        if collecting:
+            gc.enable()
 
-        for spec in GENERATORS:
-            module, _, name = spec.partition(":")
-            generator = getattr(importlib.import_module(module), name)
-            for path in generator(ctx, dry_run=dry_run):
-                result.add(Path(path))
+
+def _regenerate(store: Store, selected: list[Project], dry_run: bool, progress: bool,
+                result: RegenResult) -> RegenResult:
+    from cortexfs.derived import GENERATORS
+
+    run = _Run(store, dry_run)
+    run.prescan(selected)
+    bar = _Progress(enabled=progress, total=len(selected))
+    for project in selected:
+        run.regenerate_project(project, result)
+        bar.advance(project.name)
+    bar.close()
+    ctx = run.context([p.name for p in selected])
+    for spec in GENERATORS:
+        module, _, name = spec.partition(":")
+        generator = getattr(importlib.import_module(module), name)
+        for path in generator(ctx, dry_run=dry_run):
+            result.add(Path(path))
     return result
 
 
@@ -507,17 +521,16 @@ class _Row:
                  "status_ref", "day", "key")
 
     def __init__(self, atom: Atom) -> None:
-        # straight from the frontmatter rather than through Atom's properties: this runs
-        # for every atom of every folder that is rendered
+        # straight from the frontmatter rather than through Atom's properties, with the
+        # values that repeat (dates, statuses) remembered: this runs for every atom of every
+        # folder that is rendered
         meta = atom.meta
         name = atom.path.name
         stem = name[:-3]
         self.atom = atom
         self.stem = stem
         self.id = f"[{stem}]({name})"
-        day = as_date(meta.get("date"))
-        self.day = day
-        self.date = day.isoformat() if day else cell(meta.get("date"))
+        self.day, self.date = _day(meta.get("date"))
         summary = meta.get("summary")
         self.summary = cell(summary) if summary is not None else ""
         self.tags = _ids(meta.get("tags"))
@@ -526,13 +539,10 @@ class _Row:
         self.links = _ids(meta.get("links"))
         self.evidence = _ids(meta.get("evidence"))
         self.sources = _ids(meta.get("source-experiments"))
-        status, ref = split_status(meta.get("status"))
-        self.status_name, self.status_ref = status, ref
-        self.group = status_group(status)
-        self.status = cell(f"{status} by {ref}" if ref else status)
+        self.status_name, self.status_ref, self.group, self.status = _status(meta.get("status"))
         if self.group == "invalidated":
             inv_date = as_date(meta.get("invalidated-date"))
-            by = ref or "—"
+            by = self.status_ref or "—"
             self.invalidated_by = cell(f"{by} ({inv_date.isoformat()})" if inv_date else by)
         else:
             self.invalidated_by = ""
@@ -545,12 +555,48 @@ class _Row:
         return (-self.refs, day is None, -day.toordinal() if day else 0, self.key)
 
 
+_DAYS: dict[object, tuple[dt.date | None, str]] = {}
+_STATUSES: dict[object, tuple[str, str | None, str, str]] = {}
+
+
+def _day(value: object) -> tuple[dt.date | None, str]:
+    """(date or None, Date cell) of a frontmatter date."""
+    key = value if isinstance(value, str) else repr(value)
+    found = _DAYS.get(key)
+    if found is None:
+        day = as_date(value)
+        found = _DAYS[key] = (day, day.isoformat() if day else cell(value))
+    return found
+
+
+def _status(value: object) -> tuple[str, str | None, str, str]:
+    """(status, the id it names, its group, Status cell) of a frontmatter status."""
+    key = value if isinstance(value, str) else repr(value)
+    found = _STATUSES.get(key)
+    if found is None:
+        name, ref = split_status(value)
+        found = _STATUSES[key] = (name, ref, status_group(name),
+                                  cell(f"{name} by {ref}" if ref else name))
+    return found
+
+
+# what makes a joined list need the careful path: spaces to strip, empty items, or a
+# character that cell() would escape
+_IDS_ODD = re.compile(r"^[\s,]|\s$|\s,|, [\s,]|[|`<>&\\\r\n\t\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
 def _ids(value: object) -> str:
-    """A list field (ids, tags) as one cell: `a, b, c`."""
+    """A list field (ids, tags) as one cell: `a, b, c`, as Atom's list properties read it."""
     if value is None:
         return ""
-    if isinstance(value, list):
-        return cell(", ".join(str(v).strip() for v in value if v is not None and str(v).strip()))
+    if type(value) is list:
+        try:
+            joined = ", ".join(value)
+        except TypeError:  # not all strings
+            pass
+        else:
+            if not _IDS_ODD.search(joined):
+                return joined
     return cell(", ".join(as_list(value)))
 
 

@@ -311,6 +311,10 @@ def frontmatter_text(draw: st.DrawFn) -> str:
 @example("k:\n- a\n- b\nj: 1\n")
 @example("k: [a b, 'c d', \"e\"]\n")
 @example("yes: 1\n")
+@example('k: "\n')
+@example("k: [\n")
+@example("k: []]\n")
+@example("k: [a,,b]\n")
 def test_fast_path_reads_exactly_what_yaml_reads(text: str) -> None:
     fast = fm.fast_mapping(text)
     if fast is not None:

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Index regeneration, timed as whole `cortex` processes.
+
+    python benchmarks/regen.py --build [--sizes 1000,10000] [--out DIR] [--reps 5]
+    python benchmarks/regen.py STORE [STORE ...] [--reps 5]
+
+`--build` generates stores with scripts/gen_corpus.py (10 projects, realistic frontmatter,
+~2 KB bodies, access logs; in a temporary folder unless --out is given); otherwise the
+given stores are used as they are (they are modified: indexes regenerated, one atom edited).
+
+For each store, after one regeneration that folds the access logs into the atoms:
+- cold:     `cortex index regen --all` with $CORTEX_HOME/.cache deleted (logs already folded)
+- no-op:    the same command again (nothing changed)
+- 1 change: after editing one atom's summary (index re-rendered and committed), and the same
+            with --no-commit
+- floor:    reading and YAML-parsing (CSafeLoader) every atom file in one Python process,
+            also timed as a whole process (interpreter start and `import yaml` included)
+- --help:   `cortex --help`
+Each figure is the median of --reps runs (min in brackets); peak RSS is the largest
+`ru_maxrss` of the regeneration processes. The machine's load is printed: figures taken on
+a shared machine are noisy, so run it more than once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "scripts"))
+
+# `cortex index regen` without the store-wide generators of cortexfs.derived (HIPPOCAMPUS.md,
+# OVERVIEW.md …): the same whole process, to tell the indexes' share from theirs
+INDEXES_ONLY = r"""
+import sys
+from cortexfs import derived
+derived.GENERATORS[:] = []
+from cortexfs.cli.main import app
+sys.argv = ["cortex", *sys.argv[1:]]
+app()
+"""
+
+FLOOR = r"""
+import os, sys, time, yaml
+t0 = time.perf_counter()
+root = os.path.join(sys.argv[1], "context", "projects")
+n = 0
+for project in sorted(os.listdir(root)):
+    for folder in ("experiments", "knowledge", "patterns"):
+        d = os.path.join(root, project, folder)
+        if not os.path.isdir(d):
+            continue
+        for name in os.listdir(d):
+            if name.endswith(".md") and name[:2] in ("EX", "K-", "PA"):
+                with open(os.path.join(d, name), encoding="utf-8") as f:
+                    text = f.read()
+                end = text.find("\n---", 3)
+                yaml.load(text[4:end], Loader=yaml.CSafeLoader)
+                n += 1
+print(n, time.perf_counter() - t0)
+"""
+
+
+def cortex_bin() -> list[str]:
+    exe = shutil.which("cortex", path=os.path.dirname(sys.executable)) or shutil.which("cortex")
+    return [exe] if exe else [sys.executable, "-m", "cortexfs"]
+
+
+def run(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
+    """(wall seconds, stdout) of one whole process."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): "
+                         f"{proc.stderr.decode()[-2000:]}")
+    return wall, proc.stdout.decode()
+
+
+def run_rss(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """(wall seconds, peak RSS in KiB) of one whole process, via wait4."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd)} failed with exit code {proc.returncode}")
+    return wall, usage.ru_maxrss
+
+
+def median_min(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} ({min(values):.3f})"
+
+
+def count_atoms(store: Path) -> int:
+    pattern = re.compile(r"^(EXP-\d+[a-z]?|K-\d+|PAT-\d+)\.md$")
+    root = store / "context" / "projects"
+    return sum(1 for p in root.glob("*/*/*.md") if pattern.match(p.name))
+
+
+def edit_one_atom(store: Path, rep: int) -> None:
+    path = next(iter(sorted((store / "context" / "projects").glob("*/experiments/EXP-001.md"))))
+    text = path.read_text(encoding="utf-8")
+    new = re.sub(r"^summary: .*$", f'summary: "benchmark edit number {rep}"', text, count=1,
+                 flags=re.MULTILINE)
+    path.write_text(new, encoding="utf-8")
+
+
+def bench_store(store: Path, reps: int) -> dict[str, str]:
+    env = {**os.environ, "CORTEX_HOME": str(store),
+           "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@cortexfs.invalid",
+           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@cortexfs.invalid"}
+    env.pop("CORTEX_DEBUG", None)
+    cortex = cortex_bin()
+    regen = [*cortex, "index", "regen", "--all"]
+    atoms = count_atoms(store)
+    print(f"\n{store}: {atoms} atoms", file=sys.stderr)
+    first, out = run(regen, env)
+    print(f"  first run (folds the logs into the atoms, commits): {first:.2f}s — "
+          f"{out.strip()}", file=sys.stderr)
+    time.sleep(2.1)  # let the files it wrote age past the racy-mtime window
+    only = [sys.executable, "-c", INDEXES_ONLY, "index", "regen", "--all"]
+    cold, cold_only, rss = [], [], []
+    for _ in range(reps):
+        shutil.rmtree(store / ".cache", ignore_errors=True)
+        wall, peak = run_rss(regen, env)
+        cold.append(wall)
+        rss.append(peak)
+        shutil.rmtree(store / ".cache", ignore_errors=True)
+        cold_only.append(run_rss(only, env)[0])
+    run(regen, env)  # the generators' caches, which the last indexes-only run did not fill
+    noop, noop_only = [], []
+    for _ in range(reps):
+        wall, peak = run_rss(regen, env)
+        noop.append(wall)
+        rss.append(peak)
+        noop_only.append(run_rss(only, env)[0])
+    changed, changed_nc, changed_only = [], [], []
+    for rep in range(reps):
+        edit_one_atom(store, 3 * rep)
+        changed_only.append(run_rss([*only, "--no-commit"], env)[0])
+        edit_one_atom(store, 3 * rep + 1)
+        wall, peak = run_rss([*regen, "--no-commit"], env)
+        changed_nc.append(wall)
+        edit_one_atom(store, 3 * rep + 2)
+        wall, peak = run_rss(regen, env)
+        changed.append(wall)
+        rss.append(peak)
+    floor_wall, floor_inproc = [], []
+    for _ in range(reps):
+        wall, out = run([sys.executable, "-c", FLOOR, str(store)], env)
+        floor_wall.append(wall)
+        floor_inproc.append(float(out.split()[1]))
+    helps = [run([*cortex, "--help"], env)[0] for _ in range(reps)]
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=store, capture_output=True,
+                            text=True).stdout
+    return {
+        "atoms": f"{atoms:,}",
+        "cold": median_min(cold),
+        "cold, indexes only": median_min(cold_only),
+        "no-op": median_min(noop),
+        "no-op, indexes only": median_min(noop_only),
+        "1 changed": median_min(changed),
+        "1 changed, --no-commit": median_min(changed_nc),
+        "1 changed, indexes only, --no-commit": median_min(changed_only),
+        "floor (process)": median_min(floor_wall),
+        "floor (parse only)": median_min(floor_inproc),
+        "cold / floor": f"{statistics.median(cold) / statistics.median(floor_wall):.2f}",
+        "peak RSS MB": f"{max(rss) / 1024:.0f}",
+        "--help": median_min(helps),
+        "git clean after": "yes" if len([ln for ln in status.splitlines()
+                                         if "EXP-001.md" not in ln]) == 0 else "NO",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("stores", nargs="*", type=Path, help="existing stores to time")
+    parser.add_argument("--build", action="store_true", help="generate the stores first")
+    parser.add_argument("--sizes", default="1000,10000", help="atoms per built store")
+    parser.add_argument("--out", type=Path, help="where to build (default: a temp folder)")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    if not args.build and not args.stores:
+        parser.error("pass --build, or the stores to time")
+    stores = list(args.stores)
+    tmp = None
+    if args.build:
+        import gen_corpus
+
+        base = args.out or Path(tempfile.mkdtemp(prefix="cortex-bench-"))
+        tmp = None if args.out else base
+        for size in (int(s) for s in args.sizes.split(",")):
+            target = base / f"store-{size}"
+            if target.exists():
+                shutil.rmtree(target)
+            t0 = time.perf_counter()
+            gen_corpus.build(target, size, 10, args.seed, dt.date(2026, 11, 1))
+            print(f"built {target} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+            stores.append(target)
+    load_before = os.getloadavg()
+    try:
+        results = [bench_store(store, args.reps) for store in stores]
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    load_after = os.getloadavg()
+    keys = list(results[0])
+    width = max(map(len, keys)) + 2
+    print(f"\ncortex index regen --all, whole process, seconds: median (min) of {args.reps}")
+    print(f"cores: {os.cpu_count()}; load average before {load_before[0]:.2f}, "
+          f"after {load_after[0]:.2f} (a shared machine inflates every figure)\n")
+    for key in keys:
+        print(f"{key:<{width}}" + "".join(f"{r[key]:>20}" for r in results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
