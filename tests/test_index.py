@@ -147,6 +147,24 @@ def test_cell_function() -> None:
     assert index.cell("&#x27; &lt; & ;") == "&amp;#x27; &amp;lt; & ;"
 
 
+def test_list_cells_read_lists_as_atoms_do() -> None:
+    """The fast path of list cells gives what Atom's list properties + cell() give."""
+    import random
+
+    from cortexfs.atoms import as_list
+
+    rng = random.Random(7)
+    pieces = ["a", "b", " ", "\xa0", "", "|", ",", "\t", "x y", "<", "1"]
+    for _ in range(3000):
+        value: Any = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 3)))
+                      for _ in range(rng.randint(0, 4))]
+        if rng.random() < 0.1:
+            value = [*value, None, 3, True]
+        assert index._ids(value) == index.cell(", ".join(as_list(value))), value
+    assert index._ids("a, b") == "a, b"
+    assert index._ids(None) == ""
+
+
 def test_groups_and_stats(store: Store, project: Project,
                           write_atom: Callable[..., Path]) -> None:
     realistic(project, write_atom)
@@ -338,12 +356,36 @@ def test_fold_never_lowers_imported_refs(store: Store, project: Project,
     assert "| 9 |" in rows(project)[0]
 
 
+def test_fold_into_many_atoms_at_once(store: Store, project: Project,
+                                     write_atom: Callable[..., Path],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = [write_atom(f"EXP-{i:03d}") for i in range(1, index.BATCH_SYNC_MIN + 3)]
+    paths[0].chmod(0o600)
+    write_log(project, *[log_line(p.name, "2026-04-01T00:00:00.000Z") for p in paths])
+    real_sync = os.sync
+
+    def sync_then_edit() -> None:  # someone saves EXP-002 while cortex syncs
+        real_sync()
+        paths[1].write_text(paths[1].read_text() + "edited\n")
+
+    monkeypatch.setattr(os, "sync", sync_then_edit)
+    result = regenerate(store, ["flywheel"])
+    assert sorted(result.folded) == sorted(p for p in paths if p != paths[1])
+    assert [Path(e.path) for e in result.fold_errors] == [paths[1]]
+    assert paths[1].read_text().endswith("edited\n") and "refs:" not in paths[1].read_text()
+    assert all("refs: 1\n" in p.read_text() for p in paths if p != paths[1])
+    assert paths[0].stat().st_mode & 0o777 == 0o600
+    assert not list(project.root.rglob("*.tmp"))
+    monkeypatch.setattr(os, "sync", real_sync)
+    assert regenerate(store, ["flywheel"]).folded == [paths[1]]
+
+
 def test_fold_leaves_an_atom_edited_meanwhile(tmp_path: Path) -> None:
     atom = tmp_path / "EXP-001.md"
     atom.write_text("---\nid: EXP-001\n---\n")
     stamp = (0, atom.stat().st_size, 0, 12345)  # a CRC that is not the file's
     with pytest.raises(index.AtomParseError, match="changed while cortex"):
-        index._set_keys_if_unchanged(atom, stamp, {"refs": 1})
+        index._with_keys_if_unchanged(atom, stamp, {"refs": 1})
     assert atom.read_text() == "---\nid: EXP-001\n---\n"
 
 
