@@ -1,12 +1,17 @@
 """Whole-process time of the PostToolUse hook, side by side with a bare interpreter.
 
     .venv/bin/python benchmarks/hook.py [--runs 100] [--home STORE] [--no-git]
+    .venv/bin/python benchmarks/hook.py --commit-cycle 1000
 
 Runs the command `cortex hooks install` writes (`<python> -I -S hooks/memory-ref-tracker
 --home STORE`) on a Read payload of an existing atom, and `<python> -c pass` and
 `python3 -c pass` (whatever python3 PATH finds: often a version-manager shim), interleaved,
 and prints p50 / p95 in milliseconds. Without --home it builds a throw-away store with one
 atom in a git repository, so the timed runs include the auto-commit hand-off as installed.
+
+--commit-cycle N instead runs N Read hooks back to back as Claude Code would (each its own
+process, the default debounce), waits for the detached committer to finish, and prints how
+many lines reached git and in how many `chore: update access log` commits.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -56,7 +62,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--home", help="an existing store (default: a throw-away one)")
     parser.add_argument("--no-git", action="store_true", help="throw-away store without git")
+    parser.add_argument("--commit-cycle", type=int, default=0, metavar="N",
+                        help="measure auto-commit batching over N reads instead")
     args = parser.parse_args()
+    if args.commit_cycle:
+        return commit_cycle(args.commit_cycle)
 
     tmp = Path(tempfile.mkdtemp(prefix="cortex-hook-bench-"))
     try:
@@ -72,8 +82,9 @@ def main() -> int:
         }).encode()
         env = dict(os.environ, CORTEX_AUTOCOMMIT_DEBOUNCE="2")
         hook = hook_command(home)  # exactly what settings.json gets (a shell command line)
+        # every command is exec'd directly: Claude Code's shell costs the same for any hook
         commands: dict[str, list[str] | str] = {
-            "hook (as installed)": hook,
+            "hook (as installed)": shlex.split(hook),
             f"{sys.executable} -c pass": [sys.executable, "-c", "pass"],
         }
         python3 = shutil.which("python3")
@@ -100,6 +111,44 @@ def main() -> int:
         if not args.home:
             time.sleep(0.1)
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def commit_cycle(reads: int) -> int:
+    from cortexfs import autocommit
+
+    tmp = Path(tempfile.mkdtemp(prefix="cortex-commit-bench-"))
+    try:
+        home = make_store(tmp, git=True)
+        env = dict(os.environ, GIT_AUTHOR_NAME="bench", GIT_AUTHOR_EMAIL="bench@invalid",
+                   GIT_COMMITTER_NAME="bench", GIT_COMMITTER_EMAIL="bench@invalid")
+        atom = next((home / "context" / "projects").glob("*/experiments/EXP-*.md"))
+        payload = json.dumps({"session_id": "bench", "cwd": str(tmp), "tool_name": "Read",
+                              "tool_input": {"file_path": str(atom)}}).encode()
+        hook = hook_command(home)
+        start = time.perf_counter()
+        for _ in range(reads):
+            subprocess.run(hook, input=payload, shell=True, env=env, check=True)
+        spent = time.perf_counter() - start
+        lock = home / ".locks" / autocommit.LOCK_NAME
+        import fcntl
+
+        fd = os.open(lock, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # blocks until the last committer is done
+        os.close(fd)
+        log = next((home / "context" / "projects").glob("*/_meta/access-log.jsonl"))
+        rel = str(log.relative_to(home))
+        in_git = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=home, capture_output=True,
+                                text=True).stdout.count("\n")
+        subjects = subprocess.run(["git", "log", "--format=%s"], cwd=home, capture_output=True,
+                                  text=True).stdout.splitlines()
+        print(f"{reads} Read hooks in {spent:.1f}s ({spent / reads * 1000:.1f} ms each, "
+              f"debounce {autocommit.debounce_seconds():g}s)")
+        print(f"lines in the log: {sum(1 for _ in log.open())}; lines in git HEAD: {in_git}")
+        print(f"commits: {len(subjects)} ({subjects.count(autocommit.MESSAGE)} × "
+              f"'{autocommit.MESSAGE}')")
+        return 0 if in_git == reads else 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

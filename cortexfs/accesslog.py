@@ -6,10 +6,25 @@ A line is `{"file": "EXP-001.md", "tool": "Read", "ts": "<ISO-8601 UTC>", "sessi
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Iterable
+
+# Only what the hook needs is imported at the top: json (which pulls in re and enum) and
+# collections.abc would double the hook's start-up time on a loaded machine.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+
+def _quote(text: str) -> str:
+    """`text` as a JSON string, exactly as json.dumps(ensure_ascii=False) writes it."""
+    try:  # the C encoder json.dumps uses, without importing json
+        from _json import encode_basestring
+    except ImportError:  # another Python implementation
+        import json
+
+        return json.dumps(text, ensure_ascii=False)
+    return encode_basestring(text)
 
 LOG_NAME = "access-log.jsonl"
 DIRECTORY_SEARCH = "_directory_search"
@@ -25,8 +40,11 @@ def utc_now() -> str:
 
 def format_line(file: str, tool: str, session: str, ts: str | None = None) -> bytes:
     """One log line, newline included, truncating an absurdly long session id."""
-    entry = {"file": file, "tool": tool, "ts": ts or utc_now(), "session": session[:200]}
-    return (json.dumps(entry, ensure_ascii=False, separators=(", ", ": ")) + "\n").encode()
+    # exactly json.dumps(entry, ensure_ascii=False, separators=(", ", ": ")); a lone
+    # surrogate (from a "\ud800" escape in the payload) becomes that escape again
+    line = (f'{{"file": {_quote(file)}, "tool": {_quote(tool)}, '
+            f'"ts": {_quote(ts or utc_now())}, "session": {_quote(session[:200])}}}\n')
+    return line.encode("utf-8", "backslashreplace")
 
 
 def append(log_path: str | os.PathLike[str], lines: Iterable[bytes]) -> int:
@@ -82,6 +100,8 @@ def fold(log_path: str | os.PathLike[str], stats: AccessStats | None = None) -> 
     A partial last line (a writer mid-append) is left for the next fold. Lines that are not
     valid log entries are counted in `bad_lines` and otherwise ignored.
     """
+    import json
+
     stats = stats if stats is not None else AccessStats()
     try:
         with open(log_path, "rb") as f:

@@ -13,7 +13,6 @@ The top of this module is standard library only: the hook imports it.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
@@ -111,9 +110,11 @@ def access_logs(home: str) -> list[str]:
 def _signature(home: str) -> tuple[tuple[str, int, int], ...]:
     sig = []
     for path in access_logs(home):
-        with contextlib.suppress(OSError):
+        try:
             st = os.stat(path)
-            sig.append((path, st.st_size, st.st_mtime_ns))
+        except OSError:
+            continue
+        sig.append((path, st.st_size, st.st_mtime_ns))
     return tuple(sig)
 
 
@@ -129,6 +130,8 @@ def commit_logs(home: str) -> bool:
 
 
 def _log(home: str, message: str) -> None:
+    import contextlib
+
     with contextlib.suppress(OSError):
         logs = os.path.join(home, "logs")
         os.makedirs(logs, exist_ok=True)

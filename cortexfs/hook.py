@@ -1,9 +1,12 @@
 """The PostToolUse hook: a Claude Code tool call's payload → access-log lines.
 
 Runs after every Read, Grep and Bash call of the agent, so its whole-process time is the
-agent's latency: standard library only (json, os, re, shlex — nothing from the rest of
-cortexfs but `accesslog` and, after a write, `autocommit`), no exception ever escapes, and
-nothing is printed. A problem goes to one line of `$CORTEX_HOME/logs/hook.log`.
+agent's latency: standard library only, and for a Read or a Grep not even `json` or `re`
+(their import, with enum and functools, costs as much again as the bare interpreter start on
+a busy machine; the C scanner behind json.loads is used directly); a Bash call adds `shlex`.
+Nothing from the rest of cortexfs but `accesslog` and, after a write, `autocommit`. No
+exception ever escapes, and nothing is printed. A problem goes to one line of
+`$CORTEX_HOME/logs/hook.log`.
 
 What counts as a read (SPEC §4): the atoms a Read names, the atoms a Grep result names
 (once per call), the atoms a shell command reads (`cat`, `head`, `grep`, `sed -n`, …).
@@ -13,19 +16,33 @@ Only real atom files under the knowledge root count, after resolving `..` and sy
 from __future__ import annotations
 
 import os
-import re
 import sys
-from collections.abc import Iterable, Iterator
 
 from cortexfs import accesslog
 
-# Atom file names per kind folder. Mirrors cortexfs.atoms.KINDS (a test holds them equal):
-# importing atoms would pull in dataclasses and inspect, a third of the hook's budget.
-ATOM_FOLDERS: dict[str, re.Pattern[str]] = {
-    "experiments": re.compile(r"EXP-\d+[a-z]?\.md"),
-    "knowledge": re.compile(r"K-\d+\.md"),
-    "patterns": re.compile(r"PAT-\d+\.md"),
-}
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
+    from collections.abc import Iterable, Iterator
+
+# The atom id prefix of each kind folder. Mirrors cortexfs.atoms.KINDS (a test holds
+# atom_folder() equal to atoms.kind_of_filename): importing atoms would pull in re,
+# dataclasses and inspect.
+ATOM_FOLDERS: dict[str, str] = {"experiments": "EXP-", "knowledge": "K-", "patterns": "PAT-"}
+_PREFIX_FOLDER = {prefix: folder for folder, prefix in ATOM_FOLDERS.items()}
+
+
+def atom_folder(name: str) -> str | None:
+    """The folder an atom file name belongs in (`EXP-042b.md` → experiments), else None."""
+    if not name.endswith(".md"):
+        return None
+    prefix, dash, number = name[:-3].partition("-")
+    folder = _PREFIX_FOLDER.get(prefix + dash)
+    if folder is None:
+        return None
+    if folder == "experiments" and number[-1:].isascii() and number[-1:].islower():
+        number = number[:-1]  # EXP-042b: one-letter suffix
+    return folder if number.isdecimal() else None
 MAX_PAYLOAD = 64 * 1024 * 1024  # bytes of stdin we parse; more is logged and ignored
 MAX_GLOB = 1000  # files one shell glob may expand to before we stop looking
 HOOK_LOG = "hook.log"
@@ -81,11 +98,30 @@ _WRAPPERS: dict[str, frozenset[str]] = {  # each with its options that take a va
 }
 _SEPARATORS = frozenset({"|", "||", "&&", ";", "&", "|&", ";;", "(", ")", "{", "}", "!"})
 _REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<>", "<<", "<<<", "<&", "<", "<<-"})
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
-# In grep-like output a line starts with the file name and ':' (match) or '-' (context).
-_PATH_END = re.compile(r"\.md(?=[:\-\0]|$)")
-_ATOM_NAME = re.compile(r"(?:^|/)(?:EXP-\d+[a-z]?|K-\d+|PAT-\d+)\.md$")
+_SHELL_RE: dict[str, re.Pattern[str]] = {}  # compiled on the first Bash call only
+
+
+def _shell_re(name: str) -> re.Pattern[str]:
+    if not _SHELL_RE:
+        import re
+
+        _SHELL_RE["assignment"] = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+        _SHELL_RE["heredoc"] = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+    return _SHELL_RE[name]
+
+
+def _path_ends(line: str) -> Iterator[int]:
+    """Where a file name ending in `.md` may end in a grep-like output line: before the ':'
+    (a match) or '-' (a context line) that follows it, or at the end of the line."""
+    start = 0
+    while True:
+        i = line.find(".md", start)
+        if i < 0:
+            return
+        end = i + 3
+        if end == len(line) or line[end] in ":-\0":
+            yield end
+        start = end
 
 
 class Knowledge:
@@ -115,8 +151,7 @@ class Knowledge:
         parts = self.parts(path)
         if parts is not None and len(parts) == 4 and parts[0] == "projects":
             _, project, folder, name = parts
-            pattern = ATOM_FOLDERS.get(folder)
-            if (pattern is not None and pattern.fullmatch(name) and _is_project(project)
+            if (atom_folder(name) == folder and _is_project(project)
                     and os.path.isfile(os.path.join(self.root, *parts))):
                 found = (project, name)
         self._cache[path] = found
@@ -166,9 +201,9 @@ class Reads:
                 continue
             if ".md" not in line:
                 continue
-            for m in _PATH_END.finditer(line):
-                path = line[:m.end()]
-                if _ATOM_NAME.search(path) and self.add(path, *bases):
+            for end in _path_ends(line):
+                path = line[:end]
+                if atom_folder(path[path.rfind("/") + 1:]) and self.add(path, *bases):
                     named += 1
                     last = path
                     break
@@ -341,7 +376,8 @@ def _preprocess(command: str) -> str:
                     ending.pop(0)
                 continue
             kept.append(line)
-            ending = [m.group(2) for m in _HEREDOC.finditer(line) if "<<<" not in m.group(0)]
+            ending = [m.group(2) for m in _shell_re("heredoc").finditer(line)
+                      if "<<<" not in m.group(0)]
         command = "\n".join(kept)
     out: list[str] = []
     quote = ""
@@ -389,7 +425,8 @@ def _simple_command(words: list[str], cwd: str) -> tuple[str, list[str], str] | 
             continue
         args.append(word)
         i += 1
-    while args and (_ASSIGNMENT.match(args[0]) or os.path.basename(args[0]) in _WRAPPERS):
+    assignment = _shell_re("assignment")
+    while args and (assignment.match(args[0]) or os.path.basename(args[0]) in _WRAPPERS):
         wrapper = os.path.basename(args.pop(0))
         takes_value = _WRAPPERS.get(wrapper, frozenset())
         while args and args[0].startswith("-"):
@@ -461,7 +498,7 @@ def _operands(program: str, args: list[str], value_opts: frozenset[str]) -> list
     if (program in SEARCHERS or program in _SCRIPTED) and not script_given and operands:
         operands.pop(0)  # the pattern or the script
     if program == "awk":
-        operands = [a for a in operands if not _ASSIGNMENT.match(a)]
+        operands = [a for a in operands if not _shell_re("assignment").match(a)]
     if program == "grep" and not operands and not recursive:
         return None  # grep with no file reads its standard input
     return operands
@@ -492,20 +529,51 @@ def _expand(word: str, cwd: str = "") -> list[str]:
 TOOLS = {"Read": read_call, "Grep": grep_call, "Bash": bash_call}
 
 
+class _ScanContext:
+    """The settings json.JSONDecoder hands its C scanner, for plain json.loads."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = float  # NaN, Infinity, -Infinity
+    memo: dict[str, str] = {}
+
+
+def loads(payload: bytes) -> object:
+    """json.loads(payload) without importing json: the C scanner it would use, directly.
+
+    Anything unusual (not UTF-8, no C accelerator, malformed) goes through json.loads itself,
+    for the same result or the same error message.
+    """
+    try:
+        from _json import make_scanner
+
+        text = payload.decode("utf-8").strip(" \t\n\r")
+        scan = make_scanner(_ScanContext())  # type: ignore[arg-type]  # duck-typed context
+        value, end = scan(text, 0)
+        if end == len(text):
+            return value
+    except (ImportError, UnicodeDecodeError, StopIteration, ValueError, TypeError):
+        pass
+    import json
+
+    return json.loads(payload)
+
+
 class PayloadError(Exception):
     """The payload is not a tool call this hook can read; the message says how."""
 
 
 def record(payload: bytes, home: str) -> int:
     """Append the access lines for one hook payload; the number of lines written."""
-    import json
-
     if not payload.strip():
         raise PayloadError("empty payload on stdin")
     if len(payload) > MAX_PAYLOAD:
         raise PayloadError(f"payload of {len(payload)} bytes is over {MAX_PAYLOAD}; ignored")
     try:
-        data = json.loads(payload)
+        data = loads(payload)
     except ValueError as e:
         raise PayloadError(f"payload is not JSON ({e})") from None
     if not isinstance(data, dict):

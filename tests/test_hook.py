@@ -82,15 +82,36 @@ def test_every_fixture_file_has_an_expectation() -> None:
 
 
 def test_atom_table_matches_atoms_module() -> None:
-    assert set(hook.ATOM_FOLDERS) == {k.folder for k in KINDS}
-    samples = ["EXP-001.md", "EXP-042b.md", "K-7.md", "PAT-0100.md", "EXP-1B.md", "K-1a.md",
-               "PAT-.md", "exp-001.md", "EXP-001.md.swp", "index.md"]
     from cortexfs.atoms import kind_of_filename
 
-    for kind in KINDS:
-        for name in samples:
-            found = kind_of_filename(name)
-            assert bool(hook.ATOM_FOLDERS[kind.folder].fullmatch(name)) == (found is kind), name
+    assert set(hook.ATOM_FOLDERS) == {k.folder for k in KINDS}
+    assert {k.folder: f"{k.prefix}-" for k in KINDS} == hook.ATOM_FOLDERS
+    samples = ["EXP-001.md", "EXP-042b.md", "K-7.md", "PAT-0100.md", "EXP-1B.md", "K-1a.md",
+               "PAT-.md", "exp-001.md", "EXP-001.md.swp", "index.md", "EXP-001", "EXP--1.md",
+               "EXP-1bb.md", "EXP-b.md", "K-\u0661\u0662.md", "K-\u00b2.md", "EXP-1\u00e9.md",
+               "K-1 .md", "PAT-1.MD", "EXP-1-2.md", ".md", "K-1.md.md", "EXP-0001a.md"]
+    for name in samples:
+        kind = kind_of_filename(name)
+        assert hook.atom_folder(name) == (kind.folder if kind else None), name
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": [1, -2.5e3, NaN, Infinity, null, true, false, "\\u00e9\\ud800"], "b": {}}',
+    '  {"tool_name": "Read"}\n', '[]', '"x"', '3', '{"a": 1} {"b": 2}', '{"a": ', '',
+    '{"a": "tab\there"}', '{"a": 1,}', "{'a': 1}",
+])
+def test_loads_is_json_loads(text: str) -> None:
+    import json as json_module
+
+    try:
+        expected: object = json_module.loads(text)
+    except ValueError as e:
+        with pytest.raises(ValueError):
+            hook.loads(text.encode())
+        assert type(e) is json_module.JSONDecodeError
+        return
+    assert repr(hook.loads(text.encode())) == repr(expected)
+    assert repr(hook.loads(text.encode("utf-16"))) == repr(expected)  # via json.loads
 
 
 def test_one_line_per_atom_per_call_and_one_write_per_project(
@@ -270,9 +291,10 @@ def test_script_runs_the_real_hook_and_imports_only_stdlib(dev: Path, project: P
     assert proc.returncode == 0 and proc.stdout == b""
     imported = {line.split("|")[-1].strip().split(".")[0]
                 for line in proc.stderr.decode().splitlines() if line.startswith("import time:")}
-    assert "cortexfs" in imported and "json" in imported
+    assert "cortexfs" in imported and "_json" in imported
     heavy = {"yaml", "frontmatter", "git", "jinja2", "watchdog", "typer", "click", "rich",
-             "bm25s", "mcp", "numpy", "dataclasses", "inspect", "subprocess", "pathlib"}
+             "bm25s", "mcp", "numpy", "dataclasses", "inspect", "subprocess", "pathlib",
+             "json", "re", "enum", "shlex", "datetime", "typing"}  # a Read needs none of them
     assert not imported & heavy, imported & heavy
     assert [e["file"] for e in logged(project)] == ["EXP-042.md"]
 
