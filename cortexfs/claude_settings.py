@@ -128,10 +128,10 @@ def hook_command(home: str | os.PathLike[str]) -> str:
                        str(Path(home).absolute())])
 
 
-def brief_command(home: str | os.PathLike[str]) -> str:
+def brief_command(home: str | os.PathLike[str], project: str | None = None) -> str:
     """The SessionStart command: print the session brief for the agent to start from."""
     return shlex.join([interpreter(), "-P", "-m", "cortexfs", "--home",
-                       str(Path(home).absolute()), "brief"])
+                       str(Path(home).absolute()), "brief", *([project] if project else [])])
 
 
 def is_tracker(entry: object) -> bool:
@@ -248,8 +248,8 @@ def _remove(settings: dict[str, Any], ours: Any) -> None:
         del settings["hooks"]
 
 
-def plan_install(path: Path, home: str | os.PathLike[str], session_start: bool = False
-                 ) -> Change:
+def plan_install(path: Path, home: str | os.PathLike[str], session_start: bool = False,
+                 brief_project: str | None = None) -> Change:
     """The change that installs the tracker (and the SessionStart brief) in `path`."""
     before, settings = load(path)
     new = copy.deepcopy(settings)
@@ -258,7 +258,8 @@ def plan_install(path: Path, home: str | os.PathLike[str], session_start: bool =
          is_tracker)
     if session_start:
         _put(new, SESSION_START, None,
-             {"type": "command", "command": brief_command(home), "timeout": BRIEF_TIMEOUT},
+             {"type": "command", "command": brief_command(home, brief_project),
+              "timeout": BRIEF_TIMEOUT},
              is_brief)
     return Change(path, before, None if new == settings else _dump(new, before))
 
@@ -285,11 +286,17 @@ def installed(path: Path, home: str | os.PathLike[str]) -> list[Installed]:
     """cortex's hooks in `path`, each marked current or stale."""
     _, settings = load(path)
     found = []
-    want = {POST_TOOL_USE: hook_command(home), SESSION_START: brief_command(home)}
+    tracker, brief = hook_command(home), brief_command(home)
     for event, groups in (settings.get("hooks") or {}).items():
         for group in groups:
             for h in group.get("hooks", []):
-                if is_tracker(h) or is_brief(h):
-                    command = str(h.get("command", ""))
-                    found.append(Installed(path, event, command, command == want.get(event)))
+                command = str(h.get("command", ""))
+                if is_tracker(h):
+                    current = event == POST_TOOL_USE and command == tracker
+                elif is_brief(h):  # `… brief` or `… brief PROJECT`
+                    current = event == SESSION_START and (command == brief or
+                                                          command.startswith(brief + " "))
+                else:
+                    continue
+                found.append(Installed(path, event, command, current))
     return found

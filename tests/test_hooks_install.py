@@ -232,3 +232,23 @@ def test_paths_with_spaces_are_quoted(tmp_path: Path) -> None:
                           timeout=30)
     assert proc.returncode == 0
     assert "empty payload" in (home / "logs" / "hook.log").read_text()
+
+
+def test_session_start_for_one_project(cli: Any, project: Project, tmp_path: Path) -> None:
+    proj = tmp_path / "work"
+    proj.mkdir()
+    bad = cli("hooks", "install", "--project-dir", str(proj), "--brief-project", "flywheel")
+    assert bad.exit_code == 1 and "goes with --session-start" in bad.stderr
+    missing = cli("hooks", "install", "--project-dir", str(proj), "--session-start",
+                  "--brief-project", "nope")
+    assert missing.exit_code == 1 and "no project named 'nope'" in missing.stderr
+    assert not (proj / ".claude").exists()
+    ok = cli("hooks", "install", "--project-dir", str(proj), "--session-start",
+             "--brief-project", "flywheel")
+    assert ok.exit_code == 0
+    [(matcher, entry)] = ours(settings(proj / ".claude" / "settings.json"), "SessionStart")
+    assert matcher is None and entry["command"].endswith(" brief flywheel")
+    assert "SessionStart: current" in cli("hooks", "status", "--project-dir", str(proj)).stdout
+    proc = subprocess.run(["/bin/sh", "-c", entry["command"]], capture_output=True, text=True,
+                          cwd="/", timeout=60)
+    assert proc.returncode == 0 and "flywheel" in proc.stdout

@@ -52,14 +52,24 @@ def install(
     session_start: Annotated[bool, typer.Option(
         "--session-start", help="Also print `cortex brief` at the start of each session.")
     ] = False,
+    brief_project: Annotated[str | None, typer.Option(
+        "--brief-project", metavar="PROJECT",
+        help="With --session-start: brief this project (default: the only one, else all).")
+    ] = None,
     dry_run: DryRun = False,
 ) -> None:
     """Add the PostToolUse hook (Read|Grep|Bash) to Claude Code's settings, idempotently."""
     from cortexfs.claude_settings import hook_command, plan_install
+    from cortexfs.errors import InvalidInputError
 
     store = common.open_store()
+    if brief_project is not None:
+        if not session_start:
+            raise InvalidInputError("--brief-project goes with --session-start")
+        store.project(brief_project)  # a clear error when there is no such project
     path = _settings(project_dir, user, local)
-    change = plan_install(path, store.home, session_start=session_start)
+    change = plan_install(path, store.home, session_start=session_start,
+                          brief_project=brief_project)
     what = "hooks are" if session_start else "hook is"
     _show(change, dry_run,
           done=f"installed the cortex hook{'s' if session_start else ''} in {path} "
