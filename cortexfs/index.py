@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from cortexfs import cache
 from cortexfs.accesslog import AccessStats, fold
 from cortexfs.atoms import KINDS, Atom, Kind, as_date, as_list, split_status, status_group
-from cortexfs.errors import AtomParseError
+from cortexfs.errors import AtomParseError, CortexError
 from cortexfs.loader import CRC, ERROR, SIZE, LoadedProject, ProjectScan, child_maker, scan_many
 
 if TYPE_CHECKING:
@@ -353,8 +353,12 @@ class _Run:
             return
         from cortexfs.fsutil import write_if_changed
 
-        write_if_changed(path, text.replace(_PLACEHOLDER, self.now.strftime(
-            "%Y-%m-%dT%H:%M:%SZ")))
+        try:
+            write_if_changed(path, text.replace(_PLACEHOLDER, self.now.strftime(
+                "%Y-%m-%dT%H:%M:%SZ")))
+        except OSError as e:
+            raise CortexError(f"cannot write {path}: {e.strerror}; make it a writable file "
+                              "(or remove it) and run the regeneration again") from None
         if settled:
             indexes[kind.folder] = [digest, *_stamp(path)]
             state["dirty"] = True
@@ -514,6 +518,8 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
     """
     from cortexfs.fsutil import atomic_write
 
+    # a symlinked atom: rewrite the file it points to, keeping the link
+    edits = [(Path(os.path.realpath(path)), text, st) for path, text, st in edits]
     if len(edits) < BATCH_SYNC_MIN:
         out: list[AtomParseError | None] = []
         for path, text, st in edits:

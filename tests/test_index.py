@@ -380,6 +380,27 @@ def test_fold_into_many_atoms_at_once(store: Store, project: Project,
     assert regenerate(store, ["flywheel"]).folded == [paths[1]]
 
 
+def test_fold_keeps_a_symlinked_atom_a_link(store: Store, project: Project,
+                                            write_atom: Callable[..., Path],
+                                            tmp_path: Path) -> None:
+    real = write_atom("EXP-001")
+    moved = tmp_path / "elsewhere.md"
+    real.rename(moved)
+    real.symlink_to(moved)
+    write_log(project, log_line("EXP-001.md", "2026-04-01T00:00:00.000Z"))
+    assert regenerate(store, ["flywheel"]).folded == [real]
+    assert real.is_symlink() and "refs: 1\n" in moved.read_text()
+
+
+def test_unwritable_index_is_a_clear_error(store: Store, project: Project,
+                                           write_atom: Callable[..., Path], cli: Any) -> None:
+    write_atom("EXP-001")
+    (project.root / "experiments" / "index.md").mkdir()
+    result = cli("index", "regen", "flywheel")
+    assert result.exit_code == 1
+    assert "cannot write" in result.stderr and "index.md" in result.stderr
+
+
 def test_fold_leaves_an_atom_edited_meanwhile(tmp_path: Path) -> None:
     atom = tmp_path / "EXP-001.md"
     atom.write_text("---\nid: EXP-001\n---\n")
