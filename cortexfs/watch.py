@@ -155,7 +155,7 @@ class Watcher:
     def __init__(self, store: Store, *, debounce: float | None = None,
                  log_debounce: float = LOG_DEBOUNCE, record_reads: bool = True,
                  echo: Callable[[str], None] | None = None,
-                 regenerate: Callable[[Store, list[str]], Any] | None = None) -> None:
+                 regenerate: Callable[[Store, list[str] | None], Any] | None = None) -> None:
         self.store = store
         self.debounce = debounce_seconds() if debounce is None else debounce
         self.log_debounce = log_debounce
@@ -361,10 +361,13 @@ class Watcher:
         written: list[Path] = []
         try:
             existing = [p for p in projects if (self.store.projects_dir / p).is_dir()]
-            if existing:
-                result = self._regenerate(self.store, existing)
-                written = [Path(p) for p in getattr(result, "written", []) or []]
-                self.log(f"regenerated {', '.join(existing)}: {len(written)} file(s) written")
+            # a project that is gone altogether still shows in the store-wide files
+            # (OVERVIEW.md, HIPPOCAMPUS.md): then refresh everything
+            targets = existing if len(existing) == len(projects) else None
+            result = self._regenerate(self.store, targets)
+            written = [Path(p) for p in getattr(result, "written", []) or []]
+            self.log(f"regenerated {', '.join(targets or ['all projects'])}: "
+                     f"{len(written)} file(s) written")
             paths = sorted({*written, *(a for p in projects for a in changed.get(p, ()))})
             if paths:
                 names = ", ".join(projects)
@@ -526,7 +529,7 @@ def _parse_iso(ts: str) -> float:
     return dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
 
 
-def _default_regenerate(store: Store, projects: list[str]) -> Any:
+def _default_regenerate(store: Store, projects: list[str] | None) -> Any:
     from cortexfs import index
 
     return index.regenerate(store, projects)

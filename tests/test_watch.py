@@ -48,7 +48,7 @@ class FakeRegen:
         self.calls: list[list[str]] = []
         self.written: list[Path] = []
 
-    def __call__(self, store: Store, projects: list[str]) -> Any:
+    def __call__(self, store: Store, projects: list[str] | None) -> Any:
         self.calls.append(projects)
         return type("R", (), {"written": list(self.written)})()
 
@@ -114,10 +114,11 @@ def test_atomic_save_and_delete_count(watcher: watch.Watcher, project: Project,
     watcher.on_event(FileMovedEvent(str(tmp), str(exp(project))))
     watcher.tick()
     other = store.projects_dir / "other" / "patterns" / "PAT-002.md"
-    watcher.on_event(FileDeletedEvent(str(other)))
     watcher.on_event(FileDeletedEvent(str(exp(project, "EXP-003.md"))))
     watcher.tick()
-    assert regen.calls == [["flywheel"], ["flywheel"]]  # "other" does not exist: skipped
+    watcher.on_event(FileDeletedEvent(str(other)))  # its project is gone: refresh all
+    watcher.tick()
+    assert regen.calls == [["flywheel"], ["flywheel"], None]
 
 
 def test_debounce_waits_for_quiet(project: Project, regen: FakeRegen) -> None:
@@ -152,7 +153,7 @@ def test_failed_regeneration_is_retried(watcher: watch.Watcher, project: Project
 
     calls: list[list[str]] = []
 
-    def flaky(store: Store, projects: list[str]) -> Any:
+    def flaky(store: Store, projects: list[str] | None) -> Any:
         calls.append(projects)
         if len(calls) == 1:
             raise GitError("git is busy")
