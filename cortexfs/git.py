@@ -367,7 +367,7 @@ def commit_paths(store: Store, paths: Iterable[Path], message: str) -> bool:
 
     Other staged or unstaged changes in the repository stay as they were. Works on a
     branch with no commits yet. Returns False when there was nothing to commit or the
-    store is not a git repository.
+    store is not a git repository (True: the paths' changes are in HEAD now).
     """
     if not is_repo(store.home):
         return False
@@ -406,7 +406,11 @@ def _commit_once(home: Path, rel: Sequence[str], message: str) -> bool:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(leftover)
     if parent and tree == git_run(home, "rev-parse", f"{parent}^{{tree}}").stdout.strip():
-        return True  # the paths already match HEAD (e.g. only their index entries differ)
+        # the files already match HEAD: only their index entries lag (a commit killed
+        # between moving HEAD and updating the index); bring those up to date
+        for chunk in _chunks(rel):
+            git_run(home, "reset", "-q", "HEAD", "--", *chunk)
+        return True
     args = ["commit-tree", tree, "-F", "-"]
     if parent:
         args += ["-p", parent]

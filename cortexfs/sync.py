@@ -221,7 +221,7 @@ class SyncResult:
     remote: str
     upstream: str  # e.g. "origin/main"
     recovered: str | None = None  # what an interrupted earlier sync left, and what was done
-    committed: list[str] = field(default_factory=list)  # messages of cortex's commits
+    committed: list[str] = field(default_factory=list)  # commits of pending changes
     renumbered: list[renumber.Renumbering] = field(default_factory=list)
     received: int = 0  # commits merged in from the remote
     sent: int = 0  # commits pushed
@@ -634,9 +634,8 @@ def _regenerate(store: Store, projects: list[str], result: SyncResult) -> None:
         return
     written = [Path(p) for p in regen.written]
     _checkpoint("regenerated")
-    if git.commit_paths(store, written, f"index: regenerate after sync "
-                                        f"({', '.join(projects) or 'store files'})"):
-        result.committed.append("index: regenerate after sync")
+    git.commit_paths(store, written, f"index: regenerate after sync "
+                                     f"({', '.join(projects) or 'store files'})")
     result.regenerated += [os.path.relpath(p, store.home) for p in written]
     _journal(store.home)
 
@@ -646,6 +645,7 @@ def _regenerate(store: Store, projects: list[str], result: SyncResult) -> None:
 def recover(store: Store) -> str | None:
     """Finish or undo what a killed `cortex sync` left; a sentence saying what, or None."""
     home = store.home
+    _remove_stale_temporaries(home)
     entry = git.read_sync_state(home).get("journal")
     if not isinstance(entry, dict):
         return None
@@ -676,6 +676,18 @@ def recover(store: Store) -> str | None:
         done = "finished the regeneration an interrupted sync had started"
     _journal(home)
     return done
+
+
+def _remove_stale_temporaries(home: Path, age: float = 600.0) -> None:
+    """Private index and merge files that a killed cortex process left in the git dir."""
+    import time
+
+    cutoff = time.time() - age
+    for pattern in ("cortex-index.*", "cortex-merge-*"):
+        for path in git.git_dir_of(home).glob(pattern):
+            with contextlib.suppress(OSError):
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
 
 
 def _abort_merge(store: Store, head: str, upstream: str) -> None:

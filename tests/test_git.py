@@ -246,3 +246,21 @@ def test_adopting_an_existing_repo_keeps_its_history_and_files(tmp_path: Path) -
     assert (home / ".gitattributes").read_text() == "**/_meta/access-log.jsonl merge=union\n"
     assert sorted(p.name for p in written) == [".gitattributes", ".gitignore"]
     assert git.ensure_repo(Store(home)) == []
+
+
+def test_a_commit_killed_before_the_index_update_is_finished_by_the_next(store: Store) -> None:
+    path = store.context / "OVERVIEW.md"
+    path.write_text("new\n")
+    # what a kill between `update-ref` and the index update leaves: HEAD has the change,
+    # the index still the old entry
+    tree = sh(store.home, "write-tree").strip()  # the old tree (index not updated)
+    sh(store.home, "add", "context/OVERVIEW.md")
+    new_tree = sh(store.home, "write-tree").strip()
+    sh(store.home, "read-tree", tree)
+    commit = subprocess.run(["git", "commit-tree", new_tree, "-p", "HEAD", "-m", "x"],
+                            cwd=store.home, capture_output=True, text=True).stdout.strip()
+    sh(store.home, "update-ref", "HEAD", commit)
+    assert porcelain(store.home) != ""
+    assert git.commit_paths(store, [path], "again")
+    assert porcelain(store.home) == ""
+    assert git.head_commit(store.home) == commit
