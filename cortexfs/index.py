@@ -180,6 +180,7 @@ def _regenerate(store: Store, selected: list[Project], dry_run: bool, progress: 
         generator = getattr(importlib.import_module(module), name)
         for path in generator(ctx, dry_run=dry_run):
             result.add(Path(path))
+    run.save()  # what the generators made us scan and fold in other projects
     return result
 
 
@@ -301,6 +302,14 @@ class _Run:
             parts.append((name, tuple(self.folder_digest(project, k) for k in KINDS),
                           stats.offset, stats.bad_lines))
         return cache.digest(marshal.dumps(parts, 2), 8).hex()
+
+    def save(self) -> None:
+        """Write the caches of every project this run looked at, where they changed."""
+        for sc in self.scans.values():
+            sc.save()
+        for name, state in self.states.items():
+            if state.pop("dirty", False):
+                cache.save(_state_path(self.store.project(name)), STATE_KIND, state)
 
     def context(self, selected: list[str]) -> RegenContext:
         names = self.store.project_names()
@@ -474,13 +483,15 @@ def _fold_values(meta: dict[str, Any], count: int, newest: str | None) \
     imported store) are never lowered: refs = max(frontmatter, log); last-ref likewise.
     """
     raw_refs = meta.get("refs")
-    fm_refs = raw_refs if isinstance(raw_refs, int) and not isinstance(raw_refs, bool) \
-        and raw_refs >= 0 else 0
+    valid_refs = type(raw_refs) is int and raw_refs >= 0
+    if not count and newest is None and (valid_refs or raw_refs is None):
+        return None  # never read: nothing to fold (the commonest case, kept cheap)
+    fm_refs = raw_refs if valid_refs and isinstance(raw_refs, int) else 0
     raw_last = meta.get("last-ref")
     fm_last = raw_last if isinstance(raw_last, str) and _ISO.match(raw_last) else None
-    refs = max(fm_refs, count)
-    last = max(filter(None, (fm_last, newest)), default=None)
-    refs_same = (raw_refs == refs and type(raw_refs) is int) or (refs == 0 and raw_refs is None)
+    refs = fm_refs if fm_refs > count else count
+    last = fm_last if newest is None or (fm_last is not None and fm_last > newest) else newest
+    refs_same = (valid_refs and raw_refs == refs) or (refs == 0 and raw_refs is None)
     last_same = last is None or raw_last == last
     if refs_same and last_same:
         return None
