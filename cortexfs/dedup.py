@@ -85,7 +85,7 @@ def find_duplicates(project: Project, kind: Kind, summary: str, tags: list[str],
     index = open_index(project.store, dense=cached)
     index.refresh(dense=False)  # lexical side only: cheap, incremental
     folder = f"{project.name}/{kind.folder}/"
-    docs = [d for d in index.docs if d.key.startswith(folder)]
+    docs = [index.docs[i] for i, key in enumerate(index.docs.keys) if key.startswith(folder)]
     if not docs:
         return []
     new_terms = gate_terms(summary, tags)

@@ -203,6 +203,36 @@ class WordPiece:
             start += step
         return out
 
+    def passages(self, text: str, max_tokens: int, budget: int) -> list[list[int]]:
+        """`text` as passages of whole lines, each at most `max_tokens` ids ([CLS] … [SEP]):
+        consecutive lines are packed together while they fit, a longer line is cut into
+        windows. Stops after `budget` word pieces (the rest of a huge file is not embedded).
+
+        Short passages keep one topic each, so a question about one paragraph of a long
+        atom (one exchange of a long conversation) still finds it.
+        """
+        room = max_tokens - 2
+        out: list[list[int]] = []
+        current: list[int] = []
+        used = 0
+        for line in text.splitlines():
+            ids = self.encode(line)
+            if not ids:
+                continue
+            if current and len(current) + len(ids) > room:
+                out.append([self.cls_id, *current, self.sep_id])
+                current = []
+            if len(ids) > room:
+                out.extend(self.windows(line, max_tokens))
+            else:
+                current.extend(ids)
+            used += len(ids)
+            if used >= budget:
+                break
+        if current:
+            out.append([self.cls_id, *current, self.sep_id])
+        return out
+
 
 # --- model -----------------------------------------------------------------------------------
 
@@ -390,6 +420,9 @@ class Embedder:
 
     def windows(self, text: str, max_windows: int = 0) -> list[list[int]]:
         return self.tokenizer.windows(text, self.max_tokens, max_windows=max_windows)
+
+    def passages(self, text: str, max_tokens: int, budget: int) -> list[list[int]]:
+        return self.tokenizer.passages(text, min(max_tokens, self.max_tokens), budget)
 
 
 def _single_blas_thread() -> contextlib.AbstractContextManager[object]:

@@ -7,8 +7,9 @@ Signals, each ranking the atoms on its own, fused by weighted reciprocal rank fu
 - `lexical`: BM25 (bm25s, Lucene variant) over the summary (counted SUMMARY_REPEAT times),
   the tags (TAGS_REPEAT times) and the body; English stop words out, Snowball stems.
 - `dense`: cosine similarity of all-MiniLM-L6-v2 vectors (`cortexfs.embed`), when the
-  `embed` extra is installed. An atom's vectors are its summary line and up to
-  DENSE_MAX_WINDOWS windows of its text; its similarity is the best of them.
+  `embed` extra is installed. An atom's vectors are its summary line and passages of its
+  text (whole lines packed into PASSAGE_TOKENS word pieces, the first DENSE_BUDGET of them);
+  its similarity is the best of them.
 - `heat`: how hot the atom is from its access log: reads × power-law strength since the
   newest read (`cortexfs.strength`). Atoms never read have no heat rank.
 - `recency`: the atom's date, newest first.
@@ -36,7 +37,7 @@ import re
 import stat
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,8 @@ BM25_K1 = 1.5
 BM25_B = 0.75
 SUMMARY_REPEAT = 2  # the one-line summary says what the atom is about: count it twice
 TAGS_REPEAT = 1
-DENSE_MAX_WINDOWS = 4  # body windows embedded per atom (each ≤ 256 word pieces)
+PASSAGE_TOKENS = 128  # word pieces per embedded passage: one topic each, not a diluted mix
+DENSE_BUDGET = 2048  # word pieces embedded per atom at most (atoms are meant to be short)
 MAX_K = 1000
 
 # English function words (the usual IR stop list): they carry no topic, and questions are
@@ -102,7 +104,7 @@ your yours yourself yourselves also just will shall may might must get got
 STOPWORDS = frozenset(_STOP_TEXT.split())
 
 _WORD = re.compile(r"\w+(?:'\w+)*")
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 NO_EMBED_NOTE = ("recall is using the lexical, heat and recency signals only; install the "
                  "`embed` extra (pip install 'cortexfs[embed]') to add dense vectors")
 
@@ -224,9 +226,12 @@ def lexical_text(summary: str, tags: list[str], body: str) -> str:
 
 
 def dense_texts(summary: str, tags: list[str], body: str) -> tuple[str, str]:
-    """The two texts an atom's vectors come from: its headline, and its whole text."""
-    head = summary if not tags else f"{summary} ({', '.join(tags)})"
-    return head, f"{summary}\n{body.strip()}" if body.strip() else ""
+    """The two texts an atom's vectors come from: its summary, and its body (in passages).
+
+    Tags stay out: a list of keywords is a poor sentence for a sentence encoder (BM25
+    weighs them instead)."""
+    del tags
+    return summary, body.strip()
 
 
 # --- the cached index ------------------------------------------------------------------------
@@ -261,6 +266,82 @@ class Doc:
     @classmethod
     def from_row(cls, row: list[Any]) -> Doc:
         return cls(*row)
+
+
+class DocTable:
+    """The index's docs: the columns every refresh needs (key, project, stamp, vector key)
+    as plain lists, each doc's full row parsed only when asked for — a CLI run that loads a
+    10,000-atom cache reads a few hundred rows, not all of them."""
+
+    def __init__(self, docs: list[Doc] | None = None) -> None:
+        docs = docs or []
+        self._rows: list[Doc | None] = list(docs)
+        self._blob = b""  # the saved rows, JSON, one after another (see from_arrays)
+        self._off: list[int] = []
+        self._saved = 0  # rows below this index, unless modified, are still in _blob
+        self._modified: set[int] = set()
+        self.keys = [d.key for d in docs]
+        self.projects = [d.project for d in docs]
+        self.vshas = [d.vsha for d in docs]
+        self.stamps: list[Any] = [(d.mtime_ns, d.size, d.ino) for d in docs]
+        self.racy = [d.racy for d in docs]
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> DocTable:
+        table = cls()
+        table.keys = arrays["keys"].tolist()
+        table.projects = arrays["projects"].tolist()
+        table.vshas = arrays["vshas"].tolist()
+        table.stamps = arrays["stamps"].tolist()  # [mtime_ns, size, ino] lists
+        table.racy = arrays["racy"].tolist()
+        blob, off = arrays["rows"].tobytes(), arrays["row_off"].tolist()
+        n = len(table.keys)
+        if not (len(table.projects) == len(table.vshas) == len(table.stamps) == len(table.racy)
+                == n and len(off) == n + 1 and off[-1] == len(blob)):
+            raise ValueError("inconsistent doc table")
+        table._blob, table._off, table._saved = blob, off, n
+        table._rows = [None] * n
+        return table
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        raws = [raw if (raw := self._raw_row(i)) is not None
+                else json.dumps(self[i].to_row()).encode("utf-8") for i in range(len(self))]
+        return {
+            "keys": np.array(self.keys, dtype=np.str_),
+            "projects": np.array(self.projects, dtype=np.str_),
+            "vshas": np.array(self.vshas, dtype=np.str_),
+            "stamps": np.array(self.stamps, dtype=np.int64).reshape(len(self), 3),
+            "racy": np.array(self.racy, dtype=bool),
+            "rows": np.frombuffer(b"".join(raws), dtype=np.uint8),
+            "row_off": np.concatenate([[0], np.cumsum([len(r) for r in raws])]).astype(
+                np.int64),
+        }
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, i: int) -> Doc:
+        doc = self._rows[i]
+        if doc is None:
+            raw = self._raw_row(i)
+            assert raw is not None
+            doc = self._rows[i] = Doc.from_row(json.loads(raw))
+        return doc
+
+    def _raw_row(self, i: int) -> bytes | None:
+        """The saved JSON row of doc i, while it is unchanged since loading."""
+        if i >= self._saved or i in self._modified:
+            return None
+        return self._blob[self._off[i]:self._off[i + 1]]
+
+    def __setitem__(self, i: int, doc: Doc) -> None:
+        self._rows[i] = doc
+        self._modified.add(i)
+        self.keys[i], self.projects[i], self.vshas[i] = doc.key, doc.project, doc.vsha
+        self.stamps[i], self.racy[i] = (doc.mtime_ns, doc.size, doc.ino), doc.racy
+
+    def __iter__(self) -> Iterator[Doc]:
+        return (self[i] for i in range(len(self)))
 
 
 @dataclass
@@ -322,17 +403,18 @@ class RecallIndex:
         self.store = store
         self.dir = store.cache_dir / "recall"
         self.analyzer = Analyzer()
-        self.docs: list[Doc] = []
+        self.docs = DocTable()
         self.skipped: dict[str, tuple[int, int, int, str]] = {}  # key → mtime, size, ino, why
         self.terms: np.ndarray = np.zeros(0, dtype=np.int32)  # every doc's term ids, joined
         self.term_off: np.ndarray = np.zeros(1, dtype=np.int64)  # doc i: [off[i], off[i+1])
-        self.vocab: dict[str, int] = {}
+        self.vocab: np.ndarray = np.zeros(0, dtype=np.str_)  # sorted: a term's id is its place
         self.bm25: dict[str, np.ndarray] = _build_bm25(self.terms, self.term_off, 0)
         self.logs: dict[str, _LogState] = {}
         self.by_key: dict[str, int] = {}
         self.vectors: VectorStore | None = None
         self._projects: tuple[dict[str, int], np.ndarray] | None = None
-        self._stamp_cache: dict[str, tuple[int, int, int]] | None = None
+        self._stamp_cache: dict[str, Any] | None = None  # key → (mtime_ns, size, ino)
+        self.generation = 0  # bumped whenever the docs change (the vector store follows it)
         self._checked = -math.inf  # time.monotonic() of the last full check
         self._loaded = False
 
@@ -350,34 +432,39 @@ class RecallIndex:
                 if meta.get("analyzer") != self.analyzer.name or meta.get("params") != \
                         _params():
                     return
-                docs = [Doc.from_row(r) for r in meta["docs"]]
-                vocab_list = [str(t) for t in npz["vocab"]]
+                docs = DocTable.from_arrays({k: npz[k] for k in (
+                    "keys", "projects", "vshas", "stamps", "racy", "rows", "row_off")})
+                vocab = npz["vocab"]
                 terms, term_off = npz["terms"], npz["term_off"]
                 bm25 = {k: npz[k] for k in ("data", "indices", "indptr")}
-            if len(term_off) != len(docs) + 1 or len(bm25["indptr"]) != len(vocab_list) + 1:
+            if len(term_off) != len(docs) + 1 or len(bm25["indptr"]) != len(vocab) + 1:
                 raise ValueError("inconsistent cache")
             self.docs, self.terms, self.term_off, self.bm25 = docs, terms, term_off, bm25
-            self.vocab = {t: i for i, t in enumerate(vocab_list)}
+            self.vocab = vocab
             self.skipped = {k: (int(v[0]), int(v[1]), int(v[2]), str(v[3]))
                             for k, v in meta["skipped"].items()}
             self.logs = {p: _LogState.from_json(s) for p, s in meta["logs"].items()}
-            self._projects = None
         except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError,
                 zipfile.BadZipFile):
-            self.docs, self.skipped, self.logs = [], {}, {}  # missing or corrupt: rebuild
-        self.by_key = {d.key: i for i, d in enumerate(self.docs)}
+            self.docs, self.skipped, self.logs = DocTable(), {}, {}  # missing or corrupt
+        self._changed_docs()
+
+    def _changed_docs(self) -> None:
+        self.by_key = {k: i for i, k in enumerate(self.docs.keys)}
+        self._projects = None
+        self._stamp_cache = None
+        self.generation += 1
 
     def _save(self) -> None:
         meta = {"analyzer": self.analyzer.name, "params": _params(),
-                "docs": [d.to_row() for d in self.docs],
                 "skipped": {k: list(v) for k, v in self.skipped.items()},
                 "logs": {p: s.to_json() for p, s in self.logs.items()}}
-        vocab = sorted(self.vocab, key=self.vocab.__getitem__)
+        arrays: dict[str, Any] = {
+            "meta": np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),
+            "vocab": self.vocab, "terms": self.terms, "term_off": self.term_off,
+            **self.bm25, **self.docs.to_arrays()}
         buf = io.BytesIO()
-        np.savez(buf, meta=np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),
-                 vocab=np.array(vocab, dtype=np.str_), terms=self.terms,
-                 term_off=self.term_off, data=self.bm25["data"],
-                 indices=self.bm25["indices"], indptr=self.bm25["indptr"])
+        np.savez(buf, **arrays)
         with contextlib.suppress(OSError):  # a read-only cache only costs speed
             atomic_write(self.path, buf.getvalue())
 
@@ -426,8 +513,9 @@ class RecallIndex:
                             continue
                         seen.add(key)
                         idx = self.by_key.get(key)
-                        if known == (st.st_mtime_ns, st.st_size, st.st_ino):
-                            if idx is None or not self.docs[idx].racy:
+                        if known is not None and known[0] == st.st_mtime_ns and \
+                                known[1] == st.st_size and known[2] == st.st_ino:
+                            if idx is None or not self.docs.racy[idx]:
                                 continue
                             same = self._still_same(idx, entry.path, now_ns)
                             if same is not None:
@@ -450,7 +538,7 @@ class RecallIndex:
                         else:
                             new_docs.append(doc)
                         new_terms[key] = self.analyzer.terms(text)
-        gone = [i for i, d in enumerate(self.docs) if d.key not in seen]
+        gone = [i for i, k in enumerate(self.docs.keys) if k not in seen]
         for key in [k for k in self.skipped if k not in seen]:
             del self.skipped[key]
             changed = True
@@ -467,7 +555,7 @@ class RecallIndex:
         if changed or not self.path.exists():
             self._save()
         if changed:
-            self._stamp_cache = None
+            self._stamp_cache = None  # (the generation moves only when the doc list does)
         self._checked = now
         if dense and self.vectors is not None:
             self.vectors.sync(self, progress)
@@ -491,10 +579,10 @@ class RecallIndex:
             return True
         return False
 
-    def _stamps(self) -> dict[str, tuple[int, int, int]]:
+    def _stamps(self) -> dict[str, Any]:
         """(mtime_ns, size, inode) of every file the index knows, parsed or skipped."""
         if self._stamp_cache is None:
-            stamps = {d.key: (d.mtime_ns, d.size, d.ino) for d in self.docs}
+            stamps = dict(zip(self.docs.keys, self.docs.stamps, strict=True))
             stamps.update({k: (v[0], v[1], v[2]) for k, v in self.skipped.items()})
             self._stamp_cache = stamps
         return self._stamp_cache
@@ -502,10 +590,9 @@ class RecallIndex:
     def _rebuild(self, replaced: dict[int, Doc], new_docs: list[Doc],
                  new_terms: dict[str, list[str]], gone: set[int]) -> None:
         """Recompute the BM25 matrix from every doc's (cached or fresh) term ids."""
-        inv_vocab = sorted(self.vocab, key=self.vocab.__getitem__)
         docs: list[Doc] = []
-        doc_terms: list[list[str] | np.ndarray] = []
-        for i, doc in enumerate(self.docs):
+        parts: list[np.ndarray] = []  # term strings per doc, old ones straight from the vocab
+        for i in range(len(self.docs)):
             if i in gone:
                 continue
             fresh = replaced.get(i)
@@ -513,32 +600,28 @@ class RecallIndex:
                 if not fresh.sha:  # became unparseable
                     continue
                 docs.append(fresh)
-                doc_terms.append(new_terms[fresh.key])
+                parts.append(np.array(new_terms[fresh.key], dtype=np.str_))
             else:
-                docs.append(doc)
-                doc_terms.append(self.terms[self.term_off[i]:self.term_off[i + 1]])
+                docs.append(self.docs[i])
+                parts.append(self.vocab[self.terms[self.term_off[i]:self.term_off[i + 1]]])
         for doc in new_docs:
             docs.append(doc)
-            doc_terms.append(new_terms[doc.key])
-        # Map every doc's terms to strings, then to a fresh compact vocabulary.
-        all_terms: list[str] = []
-        lengths: list[int] = []
-        for terms in doc_terms:
-            if isinstance(terms, np.ndarray):
-                words = [inv_vocab[t] for t in terms.tolist()]
-            else:
-                words = terms
-            all_terms.extend(words)
-            lengths.append(len(words))
-        vocab_list, ids = np.unique(np.array(all_terms, dtype=np.str_), return_inverse=True) \
-            if all_terms else (np.zeros(0, dtype=np.str_), np.zeros(0, dtype=np.int64))
-        self.docs = docs
-        self.by_key = {d.key: i for i, d in enumerate(docs)}
-        self._projects = None
-        self.vocab = {str(t): i for i, t in enumerate(vocab_list.tolist())}
-        self.terms = ids.astype(np.int32)
-        self.term_off = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
-        self.bm25 = _build_bm25(self.terms, self.term_off, len(self.vocab))
+            parts.append(np.array(new_terms[doc.key], dtype=np.str_))
+        lengths = [len(p) for p in parts]
+        every = np.concatenate(parts) if parts else np.zeros(0, dtype=np.str_)
+        vocab, ids = np.unique(every, return_inverse=True)  # a fresh, compact vocabulary
+        self.docs = DocTable(docs)
+        self.vocab = vocab
+        self.terms = ids.astype(np.int32).reshape(-1)
+        self.term_off = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(
+            np.int64)
+        self.bm25 = _build_bm25(self.terms, self.term_off, len(vocab))
+        self._changed_docs()
+
+    def term_id(self, term: str) -> int | None:
+        """The term's id in the sorted vocabulary; None for a term no atom has."""
+        i = int(np.searchsorted(self.vocab, term))
+        return i if i < len(self.vocab) and self.vocab[i] == term else None
 
     # -- ranking --
 
@@ -554,7 +637,8 @@ class RecallIndex:
         ranked: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # signal → (ranks, scores)
         pool: dict[int, None] = {}
         terms, origin = self.analyzer.query_terms(query)
-        term_ids = [self.vocab[t] for t in terms if t in self.vocab]
+        known = {t: i for t in terms if (i := self.term_id(t)) is not None}
+        term_ids = list(known.values())
         if weights.lexical > 0 and term_ids:
             lexical = _bm25_scores(self.bm25, term_ids, n)
             if allowed is not None:
@@ -586,14 +670,14 @@ class RecallIndex:
             score = sum(getattr(weights, name) / (RRF_K + r[i].rank)
                         for name, r in ranks.items() if i in r)
             fused.append((score, i))
-        fused.sort(key=lambda t: (-t[0], self.docs[t[1]].key))
+        fused.sort(key=lambda t: (-t[0], self.docs.keys[t[1]]))
         hits = []
         for score, i in fused[:k]:
             doc = self.docs[i]
             matched = []
             if i in ranks.get("lexical", {}):
-                matched = [origin[t] for t in terms if t in self.vocab
-                           and _has_term(self.terms, self.term_off, i, self.vocab[t])]
+                matched = [origin[t] for t, tid in known.items()
+                           if _has_term(self.terms, self.term_off, i, tid)]
             hits.append(Hit(
                 id=doc.id, project=doc.project, path=self.store.projects_dir / doc.key,
                 summary=doc.summary, score=score, status=doc.status, date=doc.date,
@@ -604,9 +688,9 @@ class RecallIndex:
 
     def _project_mask(self, project: str) -> np.ndarray:
         if self._projects is None or len(self._projects[1]) != len(self.docs):
-            names = sorted({d.project for d in self.docs})
+            names = sorted(set(self.docs.projects))
             code = {p: j for j, p in enumerate(names)}
-            self._projects = (code, np.fromiter((code[d.project] for d in self.docs),
+            self._projects = (code, np.fromiter((code[p] for p in self.docs.projects),
                                                 np.int32, len(self.docs)))
         code, per_doc = self._projects
         return np.asarray(per_doc == code.get(project, -1))
@@ -663,7 +747,9 @@ def _read_doc(project: Project, key: str, path_str: Path | str,
 
 
 def _vector_key(head: str, full: str) -> str:
-    return hashlib.sha1(f"{head}\0{full}".encode()).hexdigest()
+    """What an atom's vectors depend on: its texts and how they are cut into passages."""
+    return hashlib.sha1(f"{PASSAGE_TOKENS}/{DENSE_BUDGET}\0{head}\0{full}".encode()) \
+        .hexdigest()
 
 
 def _build_bm25(terms: np.ndarray, term_off: np.ndarray, n_vocab: int) -> dict[str, np.ndarray]:
@@ -763,7 +849,7 @@ class VectorStore:
         self.rows: dict[str, np.ndarray] = {}  # doc vsha → (m, dim) float16
         self._matrix: np.ndarray | None = None
         self._starts: np.ndarray | None = None
-        self._shas: list[str] = []
+        self._generation = -1  # the index generation the matrix was assembled for
         self._queries: dict[str, np.ndarray] = {}
         self._loaded = False
 
@@ -797,27 +883,26 @@ class VectorStore:
             atomic_write(self.path, buf.getvalue())
 
     def sync(self, index: RecallIndex, progress: Callable[[int, int], None] | None) -> None:
-        """Embed the docs whose content hash has no vectors yet; forget vanished ones."""
+        """Embed the docs whose texts have no vectors yet; forget vanished ones."""
+        if self._generation == index.generation:
+            return
         if not self._loaded:
             self._load()
-        shas = [d.vsha for d in index.docs]
-        if self._shas == shas and all(s in self.rows for s in shas):
-            return
-        missing = [d for d in index.docs if d.vsha not in self.rows]
-        if missing:
+        shas = list(index.docs.vshas)
+        if any(s not in self.rows for s in shas):
             # One process embeds at a time; a waiting one then finds the work done on disk.
             with file_lock(index.dir / "embed.lock", timeout=3600,
                            what="the recall vector cache"):
                 self._load()
-                missing = list({d.vsha: d for d in index.docs if d.vsha not in self.rows}
-                               .values())
-                if missing:
-                    self._embed(index, missing, progress)
+                todo = {s: i for i, s in enumerate(shas) if s not in self.rows}
+                if todo:
+                    self._embed(index, [index.docs[i] for i in todo.values()], progress)
                 wanted = set(shas)
                 for s in [s for s in self.rows if s not in wanted]:
                     del self.rows[s]
                 self._save()
         self._assemble(shas)
+        self._generation = index.generation
 
     def _embed(self, index: RecallIndex, docs: list[Doc],
                progress: Callable[[int, int], None] | None) -> None:
@@ -827,7 +912,7 @@ class VectorStore:
             head, full = _doc_dense_texts(index, doc)
             windows = [self.embedder.windows(head, max_windows=1)[0]]
             if full:
-                windows += self.embedder.windows(full, max_windows=DENSE_MAX_WINDOWS)
+                windows += self.embedder.passages(full, PASSAGE_TOKENS, DENSE_BUDGET)
             spans.append((_vector_key(head, full), len(seqs), len(seqs) + len(windows)))
             seqs.extend(windows)
         # Short windows batch with short ones: sort once, embed in slices, put back.
@@ -855,10 +940,9 @@ class VectorStore:
         else:
             self._matrix = np.zeros((0, self.embedder.dim), np.float32)
             self._starts = np.zeros(0, np.int64)
-        self._shas = shas
 
     def ready(self, index: RecallIndex) -> bool:
-        return self._matrix is not None and self._shas == [d.vsha for d in index.docs]
+        return self._matrix is not None and self._generation == index.generation
 
     def similarities(self, query: str) -> np.ndarray:
         """Best cosine similarity of the query with each doc's vectors."""
@@ -866,7 +950,7 @@ class VectorStore:
         q = self._queries.get(query)
         if q is None:
             q = self.embedder.embed([query])[0]
-            if len(self._queries) >= 256:  # repeated queries (a server, a benchmark) are free
+            if len(self._queries) >= 4096:  # repeated queries (a server, a benchmark) are free
                 self._queries.clear()
             self._queries[query] = q
         sims = self._matrix @ q

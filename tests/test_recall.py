@@ -324,6 +324,24 @@ def test_wordpiece_matches_bert_rules(tiny_model: Path) -> None:
     assert len(tok.windows("cat " * 70, max_tokens=32, max_windows=1)) == 1
 
 
+def test_passages_pack_whole_lines(tiny_model: Path) -> None:
+    tok = embed.WordPiece.from_file(tiny_model / "vocab.txt")
+    text = "cat dog\nyarn ball tax\n\nreport invoice budget cache latency shard memory"
+    inv = {i: t for t, i in tok.vocab.items()}
+
+    def words(p: list[int]) -> str:
+        assert p[0] == tok.cls_id and p[-1] == tok.sep_id
+        return " ".join(inv[i] for i in p[1:-1])
+
+    # room for 6 pieces: the first two lines share a passage, the long third is windowed
+    out = [words(p) for p in tok.passages(text, max_tokens=8, budget=100)]
+    assert out[0] == "cat dog yarn ball tax"
+    assert out[1] == "report invoice budget cache latency shard"
+    assert out[-1].endswith("memory")
+    assert [words(p) for p in tok.passages(text, max_tokens=8, budget=3)] == [out[0]]
+    assert tok.passages("", max_tokens=8, budget=100) == []
+
+
 def test_encoder_masks_padding_and_normalises(tiny_model: Path) -> None:
     model = embed.Embedder.from_dir(tiny_model)
     alone = model.embed(["cat"])[0]
@@ -388,3 +406,18 @@ def test_real_model_matches_sentence_transformers() -> None:
     assert time.monotonic() - started < 20
     cos = (vectors * np.array(ref["vectors"], dtype=np.float32)).sum(axis=1)
     assert cos.min() > 0.9999
+
+
+def test_touched_files_keep_their_terms_across_processes(store: Store, project: Project,
+                                                         atoms: Callable[..., Path]) -> None:
+    rc.recall(store, "cache")
+    rc._indexes.clear()
+    path = project.root / "experiments" / "EXP-001.md"
+    os.utime(path, ns=(time.time_ns(), time.time_ns() - 10**10))  # new mtime, same bytes
+    assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
+    rc._indexes.clear()
+    index = rc.open_index(store)
+    index.refresh()
+    assert index.docs.stamps[index.by_key["flywheel/experiments/EXP-001.md"]][0] == \
+        path.stat().st_mtime_ns
+    assert [h.summary for h in index.search("stale reads")][0].startswith("Cache invalidation")
