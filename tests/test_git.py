@@ -264,3 +264,24 @@ def test_a_commit_killed_before_the_index_update_is_finished_by_the_next(store: 
     assert git.commit_paths(store, [path], "again")
     assert porcelain(store.home) == ""
     assert git.head_commit(store.home) == commit
+
+
+def test_cortex_init_adopts_a_repository_with_history_and_staged_work(tmp_path: Path,
+                                                                      cli: object) -> None:
+    home = tmp_path / "cortex"  # CORTEX_HOME of the hermetic fixture
+    sh(tmp_path, "init", "-q", str(home))
+    (home / "old.txt").write_text("old\n")
+    sh(home, "add", "old.txt")
+    sh(home, "commit", "-q", "-m", "history")
+    head = git.head_commit(home)
+    (home / "staged.txt").write_text("staged\n")
+    sh(home, "add", "staged.txt")
+    result = cli("init")  # type: ignore[operator]
+    assert result.exit_code == 0, result.stderr
+    assert sh(home, "log", "--format=%s").splitlines() == ["chore: initialise cortex store",
+                                                           "history"]
+    assert sh(home, "rev-parse", "HEAD~1").strip() == head
+    assert porcelain(home) == "A  staged.txt\n"
+    committed = sh(home, "show", "--name-only", "--format=", "HEAD").split()
+    assert ".gitattributes" in committed and ".gitignore" in committed
+    assert "staged.txt" not in committed
