@@ -24,6 +24,7 @@ import marshal
 import os
 import re
 import sys
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping
@@ -168,11 +169,18 @@ def _regenerate(store: Store, selected: list[Project], dry_run: bool, progress: 
     from cortexfs.derived import GENERATORS
 
     run = _Run(store, dry_run)
-    run.prescan(selected)
+    mine, theirs = _share_out(selected)
+    worker = _Worker.start(store, theirs, dry_run, run.now) if theirs else None
+    if worker is None:
+        mine, theirs = selected, []
+    run.prescan(mine)
     bar = _Progress(enabled=progress, total=len(selected))
-    for project in selected:
+    for project in mine:
         run.regenerate_project(project, result)
         bar.advance(project.name)
+    if worker is not None and not worker.join(result):
+        for project in theirs:  # the worker failed: do its share here
+            run.regenerate_project(project, result)
     bar.close()
     ctx = run.context([p.name for p in selected])
     for spec in GENERATORS:
@@ -184,13 +192,126 @@ def _regenerate(store: Store, selected: list[Project], dry_run: bool, progress: 
     return result
 
 
+FORK_MIN_FILES = 2000  # parse work below which a second process costs more than it saves
+
+
+def _share_out(projects: list[Project]) -> tuple[list[Project], list[Project]]:
+    """(this process's projects, a worker's) — the worker gets half of the projects whose
+    atoms are not cached (a cold run), by number of files, when that is worth a process."""
+    from cortexfs.loader import cache_path
+
+    if len(projects) < 2 or not can_fork():
+        return projects, []
+    sizes = {}
+    for project in projects:
+        if cache_path(project).exists():
+            continue  # warm: cheap wherever it runs
+        n = 0
+        for kind in KINDS:
+            with contextlib.suppress(OSError):
+                n += len(os.listdir(project.folder(kind)))
+        sizes[project.name] = n
+    if sum(sizes.values()) < FORK_MIN_FILES:
+        return projects, []
+    theirs: list[Project] = []
+    load = [0, 0]  # warm projects count as nothing; cold ones are dealt largest first
+    for project in sorted(projects, key=lambda p: -sizes.get(p.name, 0)):
+        side = 0 if load[0] <= load[1] else 1
+        load[side] += sizes.get(project.name, 0)
+        if side == 1:
+            theirs.append(project)
+    return [p for p in projects if p not in theirs], [p for p in projects if p in theirs]
+
+
+def can_fork() -> bool:
+    """Whether forking a worker process is possible and safe here."""
+    # forking a process that runs other threads can deadlock the child on a lock one of them
+    # held; cortex's commands are single-threaded, the MCP server and the watcher may not be
+    return (hasattr(os, "fork") and (os.cpu_count() or 1) > 1
+            and threading.active_count() == 1)
+
+
+class _Worker:
+    """A forked process that regenerates some projects' indexes and reports back."""
+
+    def __init__(self, pid: int, fd: int) -> None:
+        self.pid = pid
+        self.fd = fd
+
+    @classmethod
+    def start(cls, store: Store, projects: list[Project], dry_run: bool,
+              now: dt.datetime) -> _Worker | None:
+        try:
+            read_fd, write_fd = os.pipe()
+        except OSError:
+            return None
+        gc.freeze()  # the child's pages stay shared with ours as long as nothing writes them
+        try:
+            pid = os.fork()
+        except OSError:
+            gc.unfreeze()
+            os.close(read_fd)
+            os.close(write_fd)
+            return None
+        if pid == 0:  # the worker: do the projects, report, leave without any cleanup
+            status = 1
+            try:
+                os.close(read_fd)
+                run = _Run(store, dry_run, now)
+                part = RegenResult()
+                for project in projects:
+                    run.regenerate_project(project, part)
+                view = memoryview(marshal.dumps(_to_wire(part)))
+                while view:
+                    view = view[os.write(write_fd, view):]
+                status = 0
+            finally:
+                os._exit(status)
+        gc.unfreeze()
+        os.close(write_fd)
+        return cls(pid, read_fd)
+
+    def join(self, result: RegenResult) -> bool:
+        """Merge the worker's result into `result`; False if it failed (nothing merged)."""
+        chunks = []
+        with contextlib.suppress(OSError):
+            while chunk := os.read(self.fd, 1 << 20):
+                chunks.append(chunk)
+        os.close(self.fd)
+        _, status = os.waitpid(self.pid, 0)
+        if status != 0:
+            return False
+        try:
+            _from_wire(marshal.loads(b"".join(chunks)), result)
+        except (ValueError, EOFError, TypeError):
+            return False
+        return True
+
+
+def _to_wire(part: RegenResult) -> tuple[Any, ...]:
+    def errors(items: list[AtomParseError]) -> list[tuple[str, str, int | None]]:
+        return [(e.path, e.reason, e.line) for e in items]
+
+    return ([str(p) for p in part.written], errors(part.skipped),
+            [str(p) for p in part.folded], errors(part.fold_errors))
+
+
+def _from_wire(data: Any, result: RegenResult) -> None:
+    written, skipped, folded, fold_errors = data
+    for path in written:
+        result.add(Path(path))
+    result.skipped.extend(AtomParseError(*e) for e in skipped)
+    result.folded.extend(Path(p) for p in folded)
+    result.fold_errors.extend(AtomParseError(*e) for e in fold_errors)
+
+
 class _Run:
     """The state of one regeneration: scans, folded stats and cached state per project."""
 
-    def __init__(self, store: Store, dry_run: bool) -> None:
+    def __init__(self, store: Store, dry_run: bool, now: dt.datetime | None = None) -> None:
         self.store = store
         self.dry_run = dry_run
-        self.now = utc_now()
+        self.now = now or utc_now()
         self.today = self.now.date()
         self.scans: dict[str, ProjectScan] = {}
         self.stats: dict[str, AccessStats] = {}

@@ -12,8 +12,6 @@ speed-ups live here once:
   unmarshalled when someone asks for atoms: a regeneration that finds nothing changed
   never touches it.
 - Frontmatter goes through the fast path of `cortexfs.frontmatter` (falling back to YAML).
-- When many files need parsing (a cold cache) on a machine with several cores, the work is
-  split with a forked worker process.
 """
 
 from __future__ import annotations
@@ -23,8 +21,6 @@ import gc
 import marshal
 import os
 import re
-import sys
-import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -40,7 +36,6 @@ from cortexfs.store import Project
 
 CACHE_KIND = "atoms-2"
 RACY_NS = 2_000_000_000  # mtime granularity we do not trust (FAT: 2 s; ext4/tmpfs: a tick)
-PARALLEL_MIN = 1000  # below this many files to parse, a worker process costs more than it saves
 
 # A file's stamp: (mtime_ns, size, ino, crc32, racy, error | None, error line | None).
 # Its info, kept apart and loaded lazily: (meta, body_start, body_line) — None for errors.
@@ -330,65 +325,14 @@ def _parse_file(path: str, st: os.stat_result | None) -> tuple[Stamp, Info | Non
 
 
 def _parse_many(items: list[tuple[str, os.stat_result]]) -> list[tuple[Stamp, Info | None]]:
-    """Parse files, splitting the work with a forked worker when it is worth it."""
+    """Parse files. (A cold regeneration splits its projects across two processes, see
+    cortexfs.index; splitting here, after the heap has grown, costs more than it saves.)"""
     # Parsing allocates a dict per file and nothing cyclic: the collector would only walk
-    # the heap again and again (and, after a fork, copy every page it touches).
+    # the growing heap again and again.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _parse_batch(items)
+        return [_parse_file(path, st) for path, st in items]
     finally:
         if enabled:
             gc.enable()
-
-
-def _parse_batch(items: list[tuple[str, os.stat_result]]) -> list[tuple[Stamp, Info | None]]:
-    if len(items) < PARALLEL_MIN or not _can_fork():
-        return [_parse_file(path, st) for path, st in items]
-    half = len(items) // 2
-    mine, theirs = items[:half], items[half:]
-    try:
-        read_fd, write_fd = os.pipe()
-    except OSError:
-        return [_parse_file(path, st) for path, st in items]
-    gc.freeze()  # keep the child's collector (if any) off the pages it shares with us
-    try:
-        pid = os.fork()
-    except OSError:
-        gc.unfreeze()
-        os.close(read_fd)
-        os.close(write_fd)
-        return [_parse_file(path, st) for path, st in items]
-    if pid == 0:  # the worker: parse, send the results back, and leave without any cleanup
-        status = 1
-        try:
-            os.close(read_fd)
-            view = memoryview(marshal.dumps([_parse_file(path, st) for path, st in theirs]))
-            while view:
-                view = view[os.write(write_fd, view):]
-            status = 0
-        finally:
-            os._exit(status)
-    gc.unfreeze()
-    os.close(write_fd)
-    results = [_parse_file(path, st) for path, st in mine]
-    chunks = []
-    with contextlib.suppress(OSError):
-        while chunk := os.read(read_fd, 1 << 20):
-            chunks.append(chunk)
-    os.close(read_fd)
-    _, status = os.waitpid(pid, 0)
-    worker: Any = None
-    if status == 0:
-        with contextlib.suppress(ValueError, EOFError, TypeError):
-            worker = marshal.loads(b"".join(chunks))
-    if not isinstance(worker, list) or len(worker) != len(theirs):
-        worker = [_parse_file(path, st) for path, st in theirs]  # the worker failed: redo
-    return results + worker
-
-
-def _can_fork() -> bool:
-    # forking a process that runs other threads can deadlock the child on a lock one of them
-    # held; cortex's commands are single-threaded, the MCP server and the watcher may not be
-    return (hasattr(os, "fork") and (os.cpu_count() or 1) > 1
-            and threading.active_count() == 1 and sys.platform != "win32")

@@ -173,39 +173,3 @@ def test_meta_of_loaded_atoms_is_a_copy(project: Project,
     write_atom("EXP-001")
     load_project(project).atoms[0].meta["summary"] = "changed in memory"
     assert load_project(project).atoms[0].summary == "A summary"
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_forked_parse_gives_the_same_atoms(project: Project, write_atom: Callable[..., Path],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    for i in range(1, 41):
-        write_atom(f"EXP-{i:03d}", summary=f"atom {i}",
-                   **({"frontmatter": "bad: [\n"} if i % 13 == 0 else {}))
-    serial = summary(project)
-    loader.cache_path(project).unlink()
-    monkeypatch.setattr(loader, "PARALLEL_MIN", 2)
-    monkeypatch.setattr(loader, "_can_fork", lambda: True)
-    assert summary(project) == serial
-    assert len(serial[1]) == 3
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_a_failing_worker_is_redone_in_process(project: Project,
-                                               write_atom: Callable[..., Path],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    for i in range(1, 11):
-        write_atom(f"EXP-{i:03d}")
-    serial = summary(project)
-    loader.cache_path(project).unlink()
-    real_parse = loader._parse_file
-    parent = os.getpid()
-
-    def parse_or_die(path: str, st: os.stat_result | None) -> object:
-        if os.getpid() != parent:
-            raise RuntimeError("the worker dies")
-        return real_parse(path, st)
-
-    monkeypatch.setattr(loader, "PARALLEL_MIN", 2)
-    monkeypatch.setattr(loader, "_can_fork", lambda: True)
-    monkeypatch.setattr(loader, "_parse_file", parse_or_die)
-    assert summary(project) == serial
