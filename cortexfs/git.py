@@ -112,9 +112,10 @@ def git_error(args: Sequence[str], output: str) -> GitError:
     return GitError(f"git {args[0]} failed: {first}")
 
 
-def git_blob(home: Path, rev: str, rel: str) -> bytes | None:
-    """The bytes of `rel` at commit `rev`; None when it has no such file."""
-    proc = subprocess.run(["git", "cat-file", "blob", f"{rev}:{rel}"], cwd=home,
+def git_blob(home: Path, rev: str, rel: str | None = None) -> bytes | None:
+    """The bytes of `rel` at commit `rev` (or of the blob `rev`); None when there is none."""
+    spec = rev if rel is None else f"{rev}:{rel}"
+    proc = subprocess.run(["git", "cat-file", "blob", spec], cwd=home,
                           capture_output=True, env=git_env())
     return proc.stdout if proc.returncode == 0 else None
 

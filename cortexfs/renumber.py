@@ -230,14 +230,14 @@ def replace_log(path: Path, whole: Callable[[bytes], bytes],
     except FileNotFoundError:
         return False
     try:
-        data = _read_from(fd, 0)
+        data = read_from(fd, 0)
         end = data.rfind(b"\n") + 1
         new = whole(data[:end])
         if new == data[:end]:
             return False
         atomic_write(path, new + data[end:])
         time.sleep(0.005)  # let an append that opened the old file finish writing to it
-        late = _read_from(fd, len(data))
+        late = read_from(fd, len(data))
         if late:
             accesslog.append(path, [tail(late)])
         return True
@@ -245,7 +245,8 @@ def replace_log(path: Path, whole: Callable[[bytes], bytes],
         os.close(fd)
 
 
-def _read_from(fd: int, offset: int) -> bytes:
+def read_from(fd: int, offset: int) -> bytes:
+    """Everything in the open file `fd` from `offset` to its end."""
     chunks: list[bytes] = []
     while True:
         chunk = os.pread(fd, 1 << 20, offset)

@@ -486,10 +486,7 @@ def _stages(home: Path) -> dict[str, dict[int, str]]:
 
 
 def _blob(home: Path, sha: str | None) -> bytes | None:
-    if sha is None:
-        return None
-    return subprocess.run(["git", "cat-file", "blob", sha], cwd=home, capture_output=True,
-                          check=True, env=git.git_env()).stdout
+    return None if sha is None else git.git_blob(home, sha)
 
 
 def _resolve(store: Store) -> list[str]:
@@ -603,7 +600,7 @@ def keep_log_appends(store: Store) -> Iterator[None]:
             try:
                 with contextlib.suppress(FileNotFoundError):
                     if os.stat(path).st_ino != ino:
-                        late = renumber._read_from(fd, size)
+                        late = renumber.read_from(fd, size)
                         current = path.read_bytes() if path.exists() else b""
                         extra = renumber.missing_lines(current, late)
                         if extra:
