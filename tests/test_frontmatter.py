@@ -304,7 +304,7 @@ def frontmatter_text(draw: st.DrawFn) -> str:
     return text
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(frontmatter_text())
 @example("id: EXP-001\ndate: 2026-03-09\ntags: [a, b]\nsummary: \"s\"\n")
 @example("k: 2026-02-30\n")
