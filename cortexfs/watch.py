@@ -77,9 +77,9 @@ class _State:
     changed: dict[str, set[Path]] = field(default_factory=dict)  # project → atom paths touched
     reads: list[_PendingRead] = field(default_factory=list)
     own_active: bool = False  # the watcher is regenerating / committing
-    # After that, events keep arriving for a moment: everything up to the read of this
-    # sentinel file (inotify delivers events in order) is still cortex's own doing; if the
-    # sentinel's event never comes, `own_deadline` (monotonic) ends the window.
+    # After that, events keep arriving for a moment: everything up to the creation of this
+    # uniquely named sentinel file (inotify delivers events in order) is still cortex's own
+    # doing; if the sentinel's event never comes, `own_deadline` (monotonic) ends the window.
     own_sentinel: str | None = None
     own_deadline: float = 0.0
     own_writes: set[Path] = field(default_factory=set)  # files regeneration just wrote
@@ -170,6 +170,7 @@ class Watcher:
         self._log_offsets: dict[str, int] = {}
         self._retry: dict[str, set[Path]] = {}  # commits that failed, to try again
         self._retry_at = 0.0
+        self._sentinels = 0
         self._busy_until = 0.0  # another cortex process was regenerating or committing
         self._busy_locks = [store.locks_dir / "regen.lock", store.locks_dir / "git.lock"]
 
@@ -207,6 +208,11 @@ class Watcher:
         now = time.monotonic()
         paths = [p for p in (event.src_path, getattr(event, "dest_path", "")) if p]
         paths = [os.fsdecode(p) for p in paths]
+        with self.state.lock:
+            if paths and paths[0] == self.state.own_sentinel:
+                self.state.own_sentinel = None  # every event before this one was ours
+                self.state.own_writes.clear()
+                return
         if isinstance(event, FileClosedNoWriteEvent):
             if self.record_reads:
                 self._on_read(paths[0], now)
@@ -238,11 +244,6 @@ class Watcher:
                 touched.add(atom)
 
     def _on_read(self, path: str, now: float) -> None:
-        with self.state.lock:
-            if path == self.state.own_sentinel:
-                self.state.own_sentinel = None  # everything before this was ours
-                self.state.own_writes.clear()
-                return
         where = self._classify(path)
         if where is None:
             return
@@ -383,26 +384,20 @@ class Watcher:
                      f"{traceback.format_exc()}")
             self._schedule_retry(projects, changed)
         finally:
-            sentinel = self._sentinel()
+            self._sentinels += 1
+            # as the observer reports paths (not resolved); *.tmp is git-ignored
+            sentinel = self.store.context / f".cortex-watch.{os.getpid()}.{self._sentinels}.tmp"
             with self.state.lock:
                 self.state.own_active = False
                 self.state.own_writes.update(written)
-                self.state.own_sentinel = sentinel
-                self.state.own_deadline = time.monotonic() + (
-                    SENTINEL_WAIT if sentinel and self.record_reads else OWN_GRACE)
-            if sentinel:
-                with contextlib.suppress(OSError), open(sentinel, "rb") as f:
-                    f.read(1)
-
-    def _sentinel(self) -> str | None:
-        """A file in context/ that is not an atom, to read once our own work is done."""
-        context = self.store.context  # as the observer reports paths: not resolved
-        candidates = [context / "CORTEX.md", context / "OVERVIEW.md"]
-        candidates += sorted(context.glob("projects/*/experiments/index.md"))[:1]
-        for path in candidates:
-            if path.is_file():
-                return str(path)
-        return None
+                self.state.own_sentinel = str(sentinel)
+                self.state.own_deadline = time.monotonic() + SENTINEL_WAIT
+            try:
+                os.close(os.open(sentinel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                os.unlink(sentinel)
+            except OSError:  # a read-only context/: fall back to a grace period
+                with self.state.lock:
+                    self.state.own_deadline = time.monotonic() + OWN_GRACE
 
     def _schedule_retry(self, projects: list[str], changed: dict[str, set[Path]]) -> None:
         for p in projects:
