@@ -134,6 +134,7 @@ def test_held_index_lock_means_retry_not_loss(store: Store, project: Project, at
     # the line is in HEAD once the lock is gone (the lines never left the work tree)
     committed = git_out(store, "show", f"HEAD:{project.access_log.relative_to(store.home)}")
     assert committed == project.access_log.read_text() and log_commits(store) >= 1
+    assert log_clean(store, project)  # and the index caught up with HEAD
 
 
 def test_a_second_committer_leaves_at_once(store: Store, project: Project) -> None:
