@@ -62,6 +62,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--home", help="an existing store (default: a throw-away one)")
     parser.add_argument("--no-git", action="store_true", help="throw-away store without git")
+    parser.add_argument("--tool", choices=("Read", "Bash"), default="Read",
+                        help="the payload: a Read of the atom, or `cat ATOM | head` (shlex)")
     parser.add_argument("--commit-cycle", type=int, default=0, metavar="N",
                         help="measure auto-commit batching over N reads instead")
     args = parser.parse_args()
@@ -75,16 +77,20 @@ def main() -> int:
         if not atoms:
             print(f"no experiment atom under {home}/context/projects", file=sys.stderr)
             return 1
-        payload = json.dumps({
-            "session_id": "bench", "cwd": str(tmp), "hook_event_name": "PostToolUse",
+        call: dict[str, object] = {
             "tool_name": "Read", "tool_input": {"file_path": str(atoms[0])},
             "tool_response": {"type": "text", "file": {"filePath": str(atoms[0])}},
-        }).encode()
+        } if args.tool == "Read" else {
+            "tool_name": "Bash", "tool_input": {"command": f"cat {atoms[0]} | head -20"},
+            "tool_response": {"stdout": "---\nid: EXP-001\n", "stderr": ""},
+        }
+        payload = json.dumps({"session_id": "bench", "cwd": str(tmp),
+                              "hook_event_name": "PostToolUse", **call}).encode()
         env = dict(os.environ, CORTEX_AUTOCOMMIT_DEBOUNCE="2")
         hook = hook_command(home)  # exactly what settings.json gets (a shell command line)
         # every command is exec'd directly: Claude Code's shell costs the same for any hook
         commands: dict[str, list[str] | str] = {
-            "hook (as installed)": shlex.split(hook),
+            f"hook (as installed), {args.tool}": shlex.split(hook),
             f"{sys.executable} -c pass": [sys.executable, "-c", "pass"],
         }
         python3 = shutil.which("python3")
@@ -100,7 +106,7 @@ def main() -> int:
         for name, xs in times.items():
             print(summary(name, xs))
         bare = statistics.median(times[f"{sys.executable} -c pass"])
-        hook_p50 = statistics.median(times["hook (as installed)"])
+        hook_p50 = statistics.median(times[f"hook (as installed), {args.tool}"])
         print(f"hook p50 / bare interpreter p50 = {hook_p50 / bare:.2f}x")
         log = next((home / "context" / "projects").glob("*/_meta/access-log.jsonl"), None)
         if log is not None and not args.home:
