@@ -333,6 +333,7 @@ VARIANTS: list[tuple[str, rc.Weights]] = [
     ("  without dense", rc.Weights(dense=0)),
     ("  without heat", rc.Weights(heat=0)),
     ("  without recency", rc.Weights(recency=0)),
+    ("  dense at weight 1 (as lexical)", rc.Weights(dense=1.0)),
 ]
 
 

@@ -125,7 +125,7 @@ def test_recency_breaks_ties(store: Store, write_atom: Callable[..., Path]) -> N
 
 def test_weights_live_in_one_place() -> None:
     w = rc.DEFAULT_WEIGHTS
-    assert (w.lexical, w.dense, w.heat, w.recency) == (1.0, 1.0, 0.3, 0.1)
+    assert (w.lexical, w.dense, w.heat, w.recency) == (1.0, 0.25, 0.3, 0.05)
     assert rc.RRF_K == 60
     assert rc.Weights(dense=0, recency=0).active() == ["lexical", "heat"]
 
@@ -133,7 +133,7 @@ def test_weights_live_in_one_place() -> None:
 def test_rrf_arithmetic(store: Store, write_atom: Callable[..., Path]) -> None:
     write_atom("EXP-001", summary="Cache tuning notes", date="2026-01-01")
     hit = rc.recall(store, "cache").hits[0]
-    assert hit.score == pytest.approx(1.0 / (60 + 1) + 0.1 / (60 + 1))
+    assert hit.score == pytest.approx(1.0 / (60 + 1) + 0.05 / (60 + 1))
 
 
 # --- the cache -----------------------------------------------------------------------------------
