@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -47,6 +48,13 @@ def _tool_errors(fn: F) -> F:
             raise ToolError(str(e)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _progress(done: int, total: int) -> None:
+    """The first recall after installing the embed extra embeds every atom: say so on
+    stderr (the client's server log), never stdout (the protocol)."""
+    print(f"cortex: embedding atoms for recall: {done}/{total} passages", file=sys.stderr,
+          flush=True)
 
 
 def _rel(store: Store, path: Path | str) -> str:
@@ -114,7 +122,8 @@ def build_server(store: Store) -> Any:
         read_atom."""
         from cortexfs import recall as rc
 
-        result = rc.recall(store, query, project=project, k=k, max_age=REFRESH_INTERVAL)
+        result = rc.recall(store, query, project=project, k=k, max_age=REFRESH_INTERVAL,
+                           progress=_progress)
         out = result.to_json()
         for hit in out["hits"]:
             hit["path"] = _rel(store, hit["path"])

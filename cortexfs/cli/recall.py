@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def _progress(done: int, total: int) -> None:
     end = "\n" if done >= total else "\r"
-    sys.stderr.write(f"embedding atoms for recall: {done}/{total} windows{end}")
+    sys.stderr.write(f"embedding atoms for recall: {done}/{total} passages{end}")
     sys.stderr.flush()
 
 
