@@ -47,7 +47,7 @@ import numpy as np
 from cortexfs import accesslog
 from cortexfs.atoms import ATOM_ID, KIND_BY_PREFIX, Atom, as_date, kind_of_filename, kind_of_id
 from cortexfs.errors import AtomParseError, CortexError, InvalidInputError
-from cortexfs.frontmatter import decode, parse
+from cortexfs.frontmatter import check_size, decode, parse
 from cortexfs.fsutil import atomic_write, file_lock
 from cortexfs.loader import RACY_NS
 from cortexfs.store import Project, Store
@@ -740,6 +740,7 @@ def _read_doc(project: Project, key: str, path_str: Path | str,
     """
     path = Path(path_str)
     try:
+        check_size(st.st_size, str(path))  # before reading a huge file into memory
         raw = path.read_bytes()
         doc = parse(decode(raw, str(path)), str(path))
     except AtomParseError as e:
@@ -1087,6 +1088,7 @@ def read_atom(store: Store, atom_id: str, project: str | None = None,
     """Read an atom's full text and record the read in its project's access log."""
     proj, path = find_atom(store, atom_id, project)
     try:
+        check_size(path.stat().st_size, str(path))
         text = decode(path.read_bytes(), str(path))
     except OSError as e:
         raise InvalidInputError(f"cannot read {path}: {e.strerror}") from None

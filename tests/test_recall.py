@@ -201,6 +201,21 @@ def test_unparseable_atoms_are_skipped_then_indexed(store: Store, project: Proje
     assert ids(result) == ["EXP-009"] and result.skipped == []
 
 
+def test_oversized_and_binary_files_are_skipped(store: Store, project: Project,
+                                                atoms: Callable[..., Path]) -> None:
+    from cortexfs.frontmatter import MAX_ATOM_BYTES
+
+    big = project.root / "experiments" / "EXP-010.md"
+    big.write_bytes(b"---\nid: EXP-010\n---\n" + b"quokka " * (MAX_ATOM_BYTES // 7 + 1))
+    (project.root / "experiments" / "EXP-011.md").write_bytes(b"---\nid: EXP-011\n---\n\x00q")
+    result = rc.recall(store, "quokka")
+    assert result.hits == []
+    assert result.skipped == ["flywheel/experiments/EXP-010.md",
+                              "flywheel/experiments/EXP-011.md"]
+    reasons = [v[3] for v in rc.open_index(store).skipped.values()]
+    assert any("byte limit" in r for r in reasons) and any("binary" in r for r in reasons)
+
+
 def test_read_only_cache_dir_still_recalls(store: Store, atoms: Callable[..., Path]) -> None:
     if os.geteuid() == 0:
         pytest.skip("root ignores directory permissions")
