@@ -457,7 +457,7 @@ def run(convs: list[Conversation], root: Path, variants: list[tuple[str, rc.Weig
 
 
 def _progress(done: int, total: int) -> None:
-    print(f"  embedding {done}/{total} windows", file=sys.stderr)
+    print(f"  embedding {done}/{total} passages", file=sys.stderr)
 
 
 if __name__ == "__main__":
