@@ -17,11 +17,13 @@ Signals, each ranking the atoms on its own, fused by weighted reciprocal rank fu
 Heat and recency say nothing about the query, so they only reorder the candidate pool —
 the POOL best atoms of each query signal — and never pull in an atom that did not match.
 
-The indexes are caches under `$CORTEX_HOME/.cache/recall/`: atoms are re-read only when
-their size or mtime changed and re-tokenized / re-embedded only when their content hash
-changed; a missing or corrupt cache is rebuilt. Listing hits is not a read: opening one
-(`read_atom`, `cortex recall --open N`, the MCP `read_atom` tool) appends a
-`"tool": "recall"` line to the project's access log.
+The indexes are caches under `$CORTEX_HOME/.cache/recall/`: an atom is re-read only when
+its size, mtime or inode changed (or, written within RACY_NS of being indexed, when its
+bytes changed), re-tokenized only when its content hash changed and re-embedded only when
+the texts its vectors come from changed; a missing or corrupt cache is rebuilt.
+
+Listing hits is not a read: opening one (`read_atom`, `cortex recall --open N`, the MCP
+`read_atom` tool) appends a `"tool": "recall"` line to the project's access log.
 """
 
 from __future__ import annotations
