@@ -56,6 +56,7 @@ app = typer.Typer(
     help="File-based long-term memory for AI agents: atoms, indexes, access tracking, git.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode="markdown",  # reflows docstring paragraphs in --help
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
