@@ -268,11 +268,11 @@ def _rank(loaded: Sequence[LoadedProject], stats: dict[str, AccessStats]) \
     from cortexfs.hippocampus import build as build_index
 
     entries = build_index(loaded, stats).entries
-    minds = [e for e in entries if e.atom.kind.name != "experiment"]
-    minds.sort(key=lambda e: (-e.strength, -e.hits, e.project, _id_order(e.atom.id)))
-    experiments = [e for e in entries if e.atom.kind.name == "experiment"]
+    minds = [e for e in entries if e.kind != "experiments"]
+    minds.sort(key=lambda e: (-e.strength, -e.hits, e.project, _id_order(e.id)))
+    experiments = [e for e in entries if e.kind == "experiments"]
     experiments.sort(key=lambda e: (-(e.created or dt.date.min).toordinal(), e.project,
-                                    _id_order(e.atom.id)))
+                                    _id_order(e.id)))
     return minds, experiments
 
 
@@ -282,19 +282,18 @@ def _id_order(atom_id: str) -> tuple[int, str]:
 
 
 def _atom_line(r: IndexEntry, qualified: bool, with_strength: bool) -> str:
-    atom = r.atom
-    label = r.key if qualified else atom.id
+    label = r.key if qualified else r.id
     notes = []
     if with_strength:
         notes.append(f"str {r.strength:.2f}")
         if r.hits:
             notes.append(f"{r.hits} read{'s' if r.hits != 1 else ''}")
     else:
-        notes.append(atom.date.isoformat() if atom.date else "undated")
-    if atom.status not in ("active", "valid"):
-        notes.append(atom.status)
-    kind = "pattern " if atom.kind.name == "pattern" else ""
-    summary = " ".join(atom.summary.split()) or "(no summary)"
+        notes.append(r.created.isoformat() if r.created else "undated")
+    if r.status not in ("active", "valid"):
+        notes.append(r.status)
+    kind = "pattern " if r.kind == "patterns" else ""
+    summary = r.summary or "(no summary)"
     return f"- {kind}{label} ({', '.join(notes)}): {summary}"
 
 

@@ -1,5 +1,9 @@
 """Cache files under $CORTEX_HOME/.cache/: versioned, checksummed, disposable.
 
+Also here: the stat-data check by which a cached result stays valid only while the files it
+was derived from are unchanged (`file_state` / `still`), with git's caution about "racily
+clean" files.
+
 A cache file is `MAGIC`, a 16-byte BLAKE2b digest of the payload, then the payload in
 `marshal` format (fast, and unable to run code when loaded, unlike pickle). The payload
 names its format version, its kind and the Python that wrote it. Anything unexpected — a
@@ -79,3 +83,59 @@ def save(path: Path, kind: str, data: Any) -> bool:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         return False
+
+
+RACY_NS = 2_000_000_000  # mtime granularity we do not trust (FAT: 2 s; ext4/tmpfs: a tick)
+# what is remembered of a file: [digest of its content, mtime_ns, size, inode, racy]
+FileState = list[Any]
+
+
+def file_state(path: str | os.PathLike[str], content_digest: str,
+               now_ns: int | None = None) -> FileState | None:
+    """What `still` needs to tell later that `path` is unchanged, given the digest of the
+    content the caller just read or wrote there; None when it cannot be stat-ed.
+
+    A file modified within RACY_NS of now is "racy": a later write could keep the same
+    mtime and size, so `still` compares its content instead of trusting its stat data.
+    """
+    import time
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    now = time.time_ns() if now_ns is None else now_ns
+    return [content_digest, st.st_mtime_ns, st.st_size, st.st_ino,
+            now - st.st_mtime_ns < RACY_NS]
+
+
+def still(path: str | os.PathLike[str], state: Any) -> bool:
+    """Whether `path` still holds what `state` (from `file_state`) describes."""
+    if not (isinstance(state, list) and len(state) == 5):
+        return False
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    if [st.st_mtime_ns, st.st_size, st.st_ino] != state[1:4]:
+        return False
+    if not state[4]:
+        return True
+    try:
+        with open(path, "rb") as f:
+            return bool(digest(f.read()).hex() == state[0])
+    except OSError:
+        return False
+
+
+def stamp(path: str | os.PathLike[str], now_ns: int) -> tuple[int, int, int] | None:
+    """(mtime_ns, size, inode) of `path` — (0, -1, 0) when it does not exist — or None when
+    it changed within RACY_NS of `now_ns`, so that its stat data cannot vouch for its
+    content yet (nothing derived from it should be remembered)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (0, -1, 0)
+    if now_ns - st.st_mtime_ns < RACY_NS:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)

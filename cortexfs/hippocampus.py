@@ -28,6 +28,13 @@ HIPPOCAMPUS.md is a master of at most 10,000 tokens (Quick Access in full, per-p
 topic lines, the newest, most connected and weakest entries as one-liners), and
 `.hippocampus/` holds `topics/<project>.md` (every entry in full), `temporal/YYYY-MM.md`
 (one-liners by month of last access), `decay-queue.md` and `meta.json`.
+
+Regeneration is incremental (`regen`): each project's entries — everything but their
+strength, which depends on the store clock — are cached with their rendered pieces under
+`.cache/hippocampus/<project>.bin`, keyed by that project's input fingerprint, so a change
+in one project rebuilds that project's entries only; the files are then assembled from
+the pieces (strengths recomputed for all). The result is byte for byte what a build from
+the atoms gives; a missing, stale or corrupt cache only costs a rebuild.
 """
 
 from __future__ import annotations
@@ -43,8 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cortexfs.accesslog import AccessStats
-from cortexfs.atoms import Atom
-from cortexfs.fsutil import write_if_changed
+from cortexfs.atoms import Atom, status_group
 from cortexfs.strength import strength
 from cortexfs.tokens import chars_for, estimate
 
@@ -63,39 +69,112 @@ WEEK_DAYS = 7
 MONTH_DAYS = 30
 MAX_REL_SHOWN = 8
 MAX_SUMMARY = 300
+MAX_LINE_SUMMARY = 120
 BANDS = (("strong", 0.8), ("moderate", 0.5), ("weak", 0.3), ("decaying", 0.1), ("silent", 0.0))
 
 _UNSAFE_TAG = re.compile(r"[^\w.+#/-]+")
 _TOPIC_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.md$")
 _TEMPORAL_FILE = re.compile(r"^\d{4}-\d{2}\.md$")
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_US = dt.timedelta(microseconds=1)
+_US_PER_DAY = 86_400_000_000
 
 
-@dataclass
 class IndexEntry:
-    """One atom as the index shows it."""
+    """One atom as the index shows it.
 
-    key: str  # project/ID
-    project: str
-    atom: Atom
-    pointer: str  # path relative to the knowledge root
-    created: dt.date | None
-    accessed: dt.datetime | None  # last read, None when never read
-    hits: int
-    strength: float = 1.0
-    rel: list[str] = field(default_factory=list)
-    tags: list[str] = field(default_factory=list)  # made safe for the hx comment
-    priority: str | None = None
-    src: str = "auto"
+    `event_us` is the time of the last read, or of the atom's date when it was never read,
+    in microseconds since the epoch (None when neither is known); `strength` is filled in
+    once the store clock is known. `atom` is the Atom when the entry was built from one
+    (None when it came from the cache). The rendered pieces (`pieces()`) depend on nothing
+    but the entry itself, so they are cached with it.
+    """
 
-    @property
-    def last_event(self) -> dt.datetime | None:
-        if self.accessed is not None:
-            return self.accessed
-        return _midnight(self.created) if self.created else None
+    __slots__ = ("key", "project", "kind", "pointer", "summary", "status", "created",
+                 "accessed_day", "event_us", "event_day", "event_month", "hits", "rel", "tags",
+                 "priority", "src", "strength", "atom", "_pieces")
+
+    def __init__(self, key: str, project: str, kind: str, pointer: str, summary: str,
+                 status: str, created: dt.date | None, accessed: dt.datetime | None, hits: int,
+                 rel: list[str], tags: list[str], priority: str | None, src: str,
+                 atom: Atom | None = None) -> None:
+        self.key = key
+        self.project = project
+        self.kind = kind  # the atom folder: experiments, knowledge or patterns
+        self.pointer = pointer  # path relative to the knowledge root
+        self.summary = " ".join(summary.split())  # on one line
+        self.status = status
+        self.created = created
+        self.accessed_day = _day(accessed)
+        event = accessed if accessed is not None else _midnight(created) if created else None
+        self.event_us: int | None = (event - _EPOCH) // _US if event is not None else None
+        self.event_day = _day(event)
+        self.event_month = event.strftime("%Y-%m") if event is not None else "undated"
+        self.hits = hits
+        self.rel = rel
+        self.tags = tags  # made safe for the hx comment
+        self.priority = priority
+        self.src = src
+        self.strength = 1.0
+        self.atom = atom
+        self._pieces: tuple[str, str, str] | None = None
 
     @property
     def topic(self) -> str:
         return self.tags[0] if self.tags else "untagged"
+
+    @property
+    def id(self) -> str:
+        return self.key[len(self.project) + 1:]
+
+    def pieces(self) -> tuple[str, str, str]:
+        """(entry text up to its strength, the rest of it, its one-liner up to the detail):
+        see `render_entry` and `one_liner`."""
+        if self._pieces is None:
+            hx = [f"id={self.key}", f"created={_day(self.created)}",
+                  f"accessed={self.accessed_day}", f"hits={self.hits}"]
+            rest = []
+            if self.tags:
+                rest.append("tags=" + ",".join(self.tags))
+            if self.rel:
+                shown = self.rel[:MAX_REL_SHOWN]
+                more = len(self.rel) - len(shown)
+                rest.append("rel=" + ",".join(shown) + (f",+{more}" if more else ""))
+            if self.priority:
+                rest.append(f"pri={_UNSAFE_TAG.sub('_', self.priority)}")
+            rest.append(f"src={_UNSAFE_TAG.sub('_', self.src)}")
+            self._pieces = (
+                f"{self.key}\n{clean_text(self.summary)}\n→ {self.pointer}\n"
+                f"<!-- hx: {' | '.join(hx)} | str=",
+                "".join(f" | {part}" for part in rest) + " -->\n",
+                f"- {self.key} — {clean_text(self.summary, MAX_LINE_SUMMARY)}")
+        return self._pieces
+
+    # the cache form: a tuple of plain values (marshal writes nothing else)
+
+    def to_row(self) -> tuple[Any, ...]:
+        return (self.key, self.kind, self.pointer, self.summary, self.status,
+                self.created.toordinal() if self.created else 0, self.accessed_day,
+                self.event_us, self.event_day, self.event_month, self.hits, self.rel,
+                self.tags, self.priority, self.src, self.pieces())
+
+    @classmethod
+    def from_row(cls, project: str, row: tuple[Any, ...]) -> IndexEntry:
+        self = cls.__new__(cls)
+        (self.key, self.kind, self.pointer, self.summary, self.status, created,
+         self.accessed_day, self.event_us, self.event_day, self.event_month, self.hits,
+         self.rel, self.tags, self.priority, self.src, pieces) = row
+        if not (isinstance(self.key, str) and isinstance(pieces, tuple) and len(pieces) == 3
+                and isinstance(self.rel, list) and isinstance(self.tags, list)
+                and isinstance(self.hits, int) and isinstance(created, int)
+                and self.key.startswith(project + "/")):
+            raise ValueError("not an entry")
+        self.project = project
+        self.created = dt.date.fromordinal(created) if created else None
+        self.strength = 1.0
+        self.atom = None
+        self._pieces = pieces
+        return self
 
 
 _SAFE_TAGS: dict[str, str] = {}  # tag → its hx-safe form (a store has few distinct tags)
@@ -104,21 +183,37 @@ _SAFE_TAGS: dict[str, str] = {}  # tag → its hx-safe form (a store has few dis
 def _safe_tag(tag: str) -> str:
     safe = _SAFE_TAGS.get(tag)
     if safe is None:
+        if len(_SAFE_TAGS) > 50_000:  # a long-running watcher: keep memory bounded
+            _SAFE_TAGS.clear()
         safe = _SAFE_TAGS[tag] = _UNSAFE_TAG.sub("_", tag).strip("_")
     return safe
 
 
-def _entry(project: str, atom: Atom, created: dt.date | None, accessed: dt.datetime | None,
-           hits: int) -> IndexEntry:
-    tags = [t for t in map(_safe_tag, atom.tags) if t]
-    priority = atom.meta.get("priority")
-    src = atom.meta.get("src")
-    return IndexEntry(
-        f"{project}/{atom.id}", project, atom,
-        f"projects/{project}/{atom.kind.folder}/{atom.path.name}", created, accessed, hits,
-        tags=tags,
-        priority=str(priority).strip().lower() if priority not in (None, "") else None,
-        src=str(src).strip().lower() if src not in (None, "") else "auto")
+@dataclass
+class Part:
+    """One project's share of the index: its entries (strengths not yet set), what it left
+    out and why, the reads in its log, its newest event (µs since the epoch), and how many
+    atoms of each kind (atom folder) parsed."""
+
+    project: str
+    entries: list[IndexEntry]
+    skipped: dict[str, int]
+    reads: int
+    newest_us: int | None
+    kinds: dict[str, int]
+
+    def to_cache(self) -> tuple[Any, ...]:
+        return ([e.to_row() for e in self.entries], self.skipped, self.reads, self.newest_us,
+                self.kinds)
+
+    @classmethod
+    def from_cache(cls, project: str, data: Any) -> Part:
+        rows, skipped, reads, newest_us, kinds = data
+        if not (isinstance(skipped, dict) and isinstance(reads, int) and isinstance(kinds, dict)
+                and (newest_us is None or isinstance(newest_us, int))):
+            raise ValueError("not a part")
+        return cls(project, [IndexEntry.from_row(project, row) for row in rows], skipped,
+                   reads, newest_us, kinds)
 
 
 @dataclass
@@ -158,55 +253,89 @@ def parse_time(value: object) -> dt.datetime | None:
     return when.astimezone(dt.UTC) if when.tzinfo else when.replace(tzinfo=dt.UTC)
 
 
-def build(loaded: Iterable[LoadedProject], stats: Mapping[str, AccessStats]) -> Index:
-    """The index of the active atoms of `loaded` projects, with `stats` (project name →
-    folded access log) giving hits and last access."""
-    entries: list[IndexEntry] = []
+def project_part(name: str, atoms: Iterable[Atom], stats: AccessStats | None) -> Part:
+    """The entries of one project's active atoms, with `stats` (its folded access log)
+    giving hits and last access."""
+    st = stats or AccessStats()
     skipped: Counter[str] = Counter()
     newest: dt.datetime | None = None
     reads = 0
-    for lp in loaded:
-        name = lp.project.name
-        st = stats.get(name) or AccessStats()
-        project_entries: dict[str, IndexEntry] = {}
-        cites: list[tuple[str, list[str]]] = []
-        for atom in lp.atoms:
-            file = atom.path.name
-            count = st.counts.get(file, 0)
-            reads += count
-            hits = max(count, atom.refs)
-            logged, noted = parse_time(st.newest.get(file)), parse_time(atom.last_ref)
-            accessed = max(logged, noted) if logged and noted else logged or noted
-            created = atom.date
-            for t in (accessed, _midnight(created) if created else None):
-                if t is not None and (newest is None or t > newest):
-                    newest = t
-            group = atom.group
-            if group != "active":
-                skipped[group] += 1
-                continue
-            if created is None and accessed is None:
-                skipped["undated"] += 1
-                continue
-            entry = _entry(name, atom, created, accessed, hits)
-            project_entries[atom.id] = entry
-            cites.append((atom.id, [*atom.links, *atom.cited_experiments()]))
-        related: dict[str, set[str]] = {aid: set() for aid in project_entries}
-        for aid, targets in cites:
-            for target in targets:
-                if target in project_entries and target != aid:
-                    related[aid].add(target)
-                    related[target].add(aid)
-        for aid, entry in project_entries.items():
-            entry.rel = sorted(f"{name}/{r}" for r in related[aid])
-            entries.append(entry)
+    entries: dict[str, IndexEntry] = {}
+    cites: list[tuple[str, list[str]]] = []
+    counts, logged_newest = st.counts, st.newest
+    kinds: Counter[str] = Counter()
+    for atom in atoms:
+        file = atom.path.name
+        folder = atom.kind.folder
+        kinds[folder] += 1
+        count = counts.get(file, 0)
+        reads += count
+        hits = max(count, atom.refs)
+        logged, noted = parse_time(logged_newest.get(file)), parse_time(atom.last_ref)
+        accessed = max(logged, noted) if logged and noted else logged or noted
+        created = atom.date
+        for t in (accessed, _midnight(created) if created else None):
+            if t is not None and (newest is None or t > newest):
+                newest = t
+        status = atom.status
+        group = status_group(status)
+        if group != "active":
+            skipped[group] += 1
+            continue
+        if created is None and accessed is None:
+            skipped["undated"] += 1
+            continue
+        meta = atom.meta
+        priority, src = meta.get("priority"), meta.get("src")
+        entries[atom.id] = IndexEntry(
+            f"{name}/{atom.id}", name, folder, f"projects/{name}/{folder}/{file}",
+            atom.summary, status, created, accessed, hits, [],
+            [t for t in map(_safe_tag, atom.tags) if t],
+            str(priority).strip().lower() if priority not in (None, "") else None,
+            str(src).strip().lower() if src not in (None, "") else "auto", atom)
+        cites.append((atom.id, [*atom.links, *atom.cited_experiments()]))
+    related: dict[str, set[str]] = {aid: set() for aid in entries}
+    for aid, targets in cites:
+        for target in targets:
+            if target in entries and target != aid:
+                related[aid].add(target)
+                related[target].add(aid)
+    for aid, entry in entries.items():
+        entry.rel = sorted(f"{name}/{r}" for r in related[aid])
+    return Part(name, list(entries.values()), dict(skipped), reads,
+                (newest - _EPOCH) // _US if newest is not None else None, dict(kinds))
+
+
+def assemble(parts: Iterable[Part]) -> Index:
+    """The index of several projects' parts: the store clock is the newest event of any,
+    and every entry's strength is counted up to it."""
+    entries: list[IndexEntry] = []
+    skipped: Counter[str] = Counter()
+    reads = 0
+    ref_us: int | None = None
+    for part in parts:
+        entries += part.entries
+        skipped.update(part.skipped)
+        reads += part.reads
+        if part.newest_us is not None and (ref_us is None or part.newest_us > ref_us):
+            ref_us = part.newest_us
     for entry in entries:
-        event = entry.last_event
-        hours = (newest - event).total_seconds() / 3600 if newest and event else 0.0
+        event = entry.event_us
+        # exactly timedelta.total_seconds() / 3600 of the two instants
+        hours = (ref_us - event) / 10**6 / 3600 if ref_us is not None and event is not None \
+            else 0.0
         entry.strength = strength(hours, priority=entry.priority, src=entry.src,
                                   related=len(entry.rel))
     entries.sort(key=lambda e: e.key)
-    return Index(entries, newest, skipped, reads)
+    reference = _EPOCH + ref_us * _US if ref_us is not None else None
+    return Index(entries, reference, +skipped, reads)
+
+
+def build(loaded: Iterable[LoadedProject], stats: Mapping[str, AccessStats]) -> Index:
+    """The index of the active atoms of `loaded` projects, with `stats` (project name →
+    folded access log) giving hits and last access."""
+    return assemble(project_part(lp.project.name, lp.atoms, stats.get(lp.project.name))
+                    for lp in loaded)
 
 
 def collect(store: Store) -> Index:
@@ -246,31 +375,19 @@ def clean_text(text: str, limit: int = MAX_SUMMARY) -> str:
 
 def hx_comment(entry: IndexEntry) -> str:
     """The entry's `<!-- hx: … -->` metadata line."""
-    parts = [f"id={entry.key}", f"created={_day(entry.created)}",
-             f"accessed={_day(entry.accessed)}", f"hits={entry.hits}",
-             f"str={entry.strength:.2f}"]
-    if entry.tags:
-        parts.append("tags=" + ",".join(entry.tags))
-    if entry.rel:
-        shown = entry.rel[:MAX_REL_SHOWN]
-        more = len(entry.rel) - len(shown)
-        parts.append("rel=" + ",".join(shown) + (f",+{more}" if more else ""))
-    if entry.priority:
-        parts.append(f"pri={_UNSAFE_TAG.sub('_', entry.priority)}")
-    parts.append(f"src={_UNSAFE_TAG.sub('_', entry.src)}")
-    return "<!-- hx: " + " | ".join(parts) + " -->"
+    head, tail, _ = entry.pieces()
+    return head[head.index("<!-- hx: "):] + f"{entry.strength:.2f}" + tail.rstrip("\n")
 
 
 def render_entry(entry: IndexEntry, level: int = 3) -> str:
     """Heading, summary, pointer and hx metadata (hippocampus.md §5.1)."""
-    return (f"{'#' * level} {entry.key}\n{clean_text(entry.atom.summary)}\n"
-            f"→ {entry.pointer}\n{hx_comment(entry)}\n")
+    head, tail, _ = entry.pieces()
+    return f"{'#' * level} {head}{entry.strength:.2f}{tail}"
 
 
 def one_liner(entry: IndexEntry, detail: str = "") -> str:
-    summary = clean_text(entry.atom.summary, 120)
     extra = f" ({detail})" if detail else ""
-    return f"- {entry.key} — {summary}{extra} → {entry.pointer}\n"
+    return f"{entry.pieces()[2]}{extra} → {entry.pointer}\n"
 
 
 def quick_access(index: Index) -> list[IndexEntry]:
@@ -283,18 +400,21 @@ def _by_strength(entries: Iterable[IndexEntry]) -> list[IndexEntry]:
     return sorted(entries, key=lambda e: (-e.strength, -e.hits, e.key))
 
 
+_NEVER_US = (dt.datetime.min.replace(tzinfo=dt.UTC) - _EPOCH) // _US
+
+
 def _recent_first(entries: Iterable[IndexEntry]) -> list[IndexEntry]:
-    epoch = dt.datetime.min.replace(tzinfo=dt.UTC)
-    return sorted(entries, key=lambda e: (-(e.last_event or epoch).timestamp(), e.key))
+    return sorted(entries, key=lambda e: (-(e.event_us if e.event_us is not None
+                                            else _NEVER_US), e.key))
 
 
 def time_buckets(index: Index) -> dict[str, list[IndexEntry]]:
     """This Week / This Month / Older by last access (or date), relative to `reference`."""
     out: dict[str, list[IndexEntry]] = {"This Week": [], "This Month": [], "Older": []}
-    ref = index.reference
+    ref = (index.reference - _EPOCH) // _US if index.reference is not None else None
     for entry in _recent_first(index.entries):
-        event = entry.last_event
-        age = (ref - event).days if ref and event else 0
+        event = entry.event_us
+        age = (ref - event) // _US_PER_DAY if ref is not None and event is not None else 0
         bucket = "This Week" if age < WEEK_DAYS else "This Month" if age < MONTH_DAYS \
             else "Older"
         out[bucket].append(entry)
@@ -318,7 +438,7 @@ _INTRO = ("> Auto-generated by `cortex index regen` from atoms and access logs. 
 
 def _meta_lines(index: Index, layout: str) -> list[str]:
     entries = index.entries
-    kinds = Counter(e.atom.kind.folder for e in entries)
+    kinds = Counter(e.kind for e in entries)
     bands = band_counts(entries)
     avg = sum(e.strength for e in entries) / len(entries) if entries else 0.0
     projects = len({e.project for e in entries})
@@ -372,7 +492,7 @@ def render_single(index: Index) -> str:
                                "reindexed.")
     for bucket, members in time_buckets(index).items():
         out.append(f"\n### {bucket}\n\n")
-        out += [one_liner(e, _day(e.last_event)) for e in members] or ["_None._\n"]
+        out += [one_liner(e, e.event_day) for e in members] or ["_None._\n"]
     out += _section("Associations", "Cross-reference map: which entries relate to which.")
     linked = [e for e in index.entries if e.rel]
     out.append("\n")
@@ -405,7 +525,7 @@ def _temporal_file(index: Index, month: str, members: list[IndexEntry]) -> str:
            f"reindexed: {_iso(index.reference)} -->\n",
            f"# HIPPOCAMPUS — {month}\n\n", _INTRO,
            "\nEntries whose last access (or date, when never read) falls in this month.\n\n"]
-    out += [one_liner(e, _day(e.last_event)) for e in members]
+    out += [one_liner(e, e.event_day) for e in members]
     return "".join(out)
 
 
@@ -418,11 +538,6 @@ def _decay_file(index: Index, queue: list[IndexEntry]) -> str:
     return "".join(out)
 
 
-def _month(entry: IndexEntry) -> str:
-    event = entry.last_event
-    return event.strftime("%Y-%m") if event else "undated"
-
-
 def render_hierarchical(index: Index) -> dict[str, str]:
     """Master HIPPOCAMPUS.md plus the `.hippocampus/` files, keyed by path relative to the
     knowledge root."""
@@ -432,20 +547,22 @@ def render_hierarchical(index: Index) -> dict[str, str]:
         by_project.setdefault(e.project, []).append(e)
     for project, members in by_project.items():
         files[f"{HIER_DIR}/topics/{project}.md"] = _topic_file(index, project, members)
+    recent = _recent_first(index.entries)
     by_month: dict[str, list[IndexEntry]] = {}
-    for e in _recent_first(index.entries):
-        by_month.setdefault(_month(e), []).append(e)
+    for e in recent:
+        by_month.setdefault(e.event_month, []).append(e)
     for month, members in by_month.items():
         files[f"{HIER_DIR}/temporal/{month}.md"] = _temporal_file(index, month, members)
     queue = decay_queue(index)
     files[f"{HIER_DIR}/decay-queue.md"] = _decay_file(index, queue)
     files[f"{HIER_DIR}/meta.json"] = json.dumps(_meta_json(index, by_project, by_month, queue),
                                                 indent=1, sort_keys=True) + "\n"
+    master = _Master(index, by_project, queue)
     for cap in (40, 25, 15, 10, 6, 3, 1, 0):
-        master = _master(index, by_project, by_month, queue, cap)
-        if estimate(master) <= MASTER_MAX_TOKENS:
+        text = master.render(cap)
+        if estimate(text) <= MASTER_MAX_TOKENS:
             break
-    files[FILE_NAME] = master
+    files[FILE_NAME] = text
     return files
 
 
@@ -474,62 +591,78 @@ def _more(shown: int, total: int, where: str) -> list[str]:
     return [f"- … {total - shown:,} more → {where}\n"] if total > shown else []
 
 
-def _master(index: Index, by_project: dict[str, list[IndexEntry]],
-            by_month: dict[str, list[IndexEntry]], queue: list[IndexEntry], cap: int) -> str:
-    out = [_header(index, " | layout: hierarchical"), "# HIPPOCAMPUS.md — Memory Index\n\n",
-           _INTRO,
-           f"> Past ~{MAX_TOKENS:,} tokens this is the master index: every entry is in "
-           f"`{HIER_DIR}/`.\n"]
-    out += _section("Quick Access",
-                    "Most-accessed entries, sorted by hits. Pattern completion starts here.")
-    qa = quick_access(index)[: max(cap // 2, 3) if cap < 40 else QUICK_ACCESS]
-    out += ["\n" + render_entry(e) for e in qa] or ["\n_No reads recorded yet._\n"]
-    out += _section("By Topic", "One topic file per project, every entry in full; its "
-                                "strongest entries here.")
-    projects = sorted(by_project.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    per_project = max(cap // 8, 1) if cap else 0
-    for n, (project, members) in enumerate(projects):
-        if n >= max(cap, 5):
-            out.append(f"\n- … {len(projects) - n:,} more projects → {HIER_DIR}/meta.json\n")
-            break
-        tags = Counter(e.topic for e in members).most_common(6)
-        out.append(f"\n### {project}\n{_entries(len(members))} → {HIER_DIR}/topics/{project}.md"
-                   f"\nTop tags: {', '.join(f'{t} ({c})' for t, c in tags)}\n")
-        if per_project:
-            out.append("\n")
-            out += [one_liner(e, f"str {e.strength:.2f}")
-                    for e in _by_strength(members)[:per_project]]
-    out += _section("By Time", "By last access (or date when never read), relative to "
-                               "reindexed; each month in full in its temporal file.")
-    buckets = time_buckets(index)
-    for bucket in ("This Week", "This Month"):
-        members = buckets[bucket]
-        out.append(f"\n### {bucket}\n\n")
-        out += [one_liner(e, _day(e.last_event)) for e in members[:cap]] or ["_None._\n"]
-        out += _more(min(cap, len(members)), len(members), f"{HIER_DIR}/temporal/")
-    out.append("\n### Older\n\n")
-    older_months = Counter(_month(e) for e in buckets["Older"])
-    months = sorted(older_months, reverse=True)
-    limit = max(cap, 12)
-    out += [f"- {m}: {_entries(older_months[m])} → {HIER_DIR}/temporal/{m}.md\n"
-            for m in months[:limit]] or ["_None._\n"]
-    out += _more(min(limit, len(months)), len(months), f"{HIER_DIR}/meta.json")
-    out += _section("Associations", "The most connected entries; every entry's rel is in its "
-                                    "topic file.")
-    linked = sorted((e for e in index.entries if e.rel), key=lambda e: (-len(e.rel), e.key))
-    out.append("\n")
-    out += [f"- {e.key} ↔ {', '.join(e.rel[:MAX_REL_SHOWN])}"
-            f"{f' (+{len(e.rel) - MAX_REL_SHOWN})' if len(e.rel) > MAX_REL_SHOWN else ''}\n"
-            for e in linked[:cap]] or ["_None._\n"]
-    out += _more(min(cap, len(linked)), len(linked), f"{HIER_DIR}/topics/")
-    out += _section("Decay Queue", f"Entries below strength {DECAY_THRESHOLD}, weakest first.")
-    out.append("\n")
-    out += [one_liner(e, f"str {e.strength:.2f}") for e in queue[:cap]] or ["_Empty._\n"]
-    out += _more(min(cap, len(queue)), len(queue), f"{HIER_DIR}/decay-queue.md")
-    out += _section("Meta", "Index statistics and health.")
-    out.append("\n")
-    out += _meta_lines(index, f"hierarchical, statistics → {HIER_DIR}/meta.json")
-    return "".join(out)
+class _Master:
+    """The master HIPPOCAMPUS.md of the hierarchical layout at a given size (`cap`): the
+    orderings it picks from are computed once, whatever the number of sizes tried."""
+
+    def __init__(self, index: Index, by_project: dict[str, list[IndexEntry]],
+                 queue: list[IndexEntry]) -> None:
+        self.index = index
+        self.queue = queue
+        self.quick = quick_access(index)
+        self.projects = [
+            (project, len(members), Counter(e.topic for e in members).most_common(6),
+             _by_strength(members))
+            for project, members in sorted(by_project.items(),
+                                           key=lambda kv: (-len(kv[1]), kv[0]))]
+        self.buckets = time_buckets(index)
+        older = Counter(e.event_month for e in self.buckets["Older"])
+        self.older = [(m, older[m]) for m in sorted(older, reverse=True)]
+        self.linked = sorted((e for e in index.entries if e.rel),
+                             key=lambda e: (-len(e.rel), e.key))
+
+    def render(self, cap: int) -> str:
+        index, queue = self.index, self.queue
+        out = [_header(index, " | layout: hierarchical"),
+               "# HIPPOCAMPUS.md — Memory Index\n\n", _INTRO,
+               f"> Past ~{MAX_TOKENS:,} tokens this is the master index: every entry is in "
+               f"`{HIER_DIR}/`.\n"]
+        out += _section("Quick Access",
+                        "Most-accessed entries, sorted by hits. Pattern completion starts here.")
+        qa = self.quick[: max(cap // 2, 3) if cap < 40 else QUICK_ACCESS]
+        out += ["\n" + render_entry(e) for e in qa] or ["\n_No reads recorded yet._\n"]
+        out += _section("By Topic", "One topic file per project, every entry in full; its "
+                                    "strongest entries here.")
+        per_project = max(cap // 8, 1) if cap else 0
+        for n, (project, size, tags, strongest) in enumerate(self.projects):
+            if n >= max(cap, 5):
+                out.append(f"\n- … {len(self.projects) - n:,} more projects → "
+                           f"{HIER_DIR}/meta.json\n")
+                break
+            out.append(f"\n### {project}\n{_entries(size)} → {HIER_DIR}/topics/{project}.md"
+                       f"\nTop tags: {', '.join(f'{t} ({c})' for t, c in tags)}\n")
+            if per_project:
+                out.append("\n")
+                out += [one_liner(e, f"str {e.strength:.2f}")
+                        for e in strongest[:per_project]]
+        out += _section("By Time", "By last access (or date when never read), relative to "
+                                   "reindexed; each month in full in its temporal file.")
+        for bucket in ("This Week", "This Month"):
+            members = self.buckets[bucket]
+            out.append(f"\n### {bucket}\n\n")
+            out += [one_liner(e, e.event_day) for e in members[:cap]] or ["_None._\n"]
+            out += _more(min(cap, len(members)), len(members), f"{HIER_DIR}/temporal/")
+        out.append("\n### Older\n\n")
+        limit = max(cap, 12)
+        out += [f"- {m}: {_entries(n)} → {HIER_DIR}/temporal/{m}.md\n"
+                for m, n in self.older[:limit]] or ["_None._\n"]
+        out += _more(min(limit, len(self.older)), len(self.older), f"{HIER_DIR}/meta.json")
+        out += _section("Associations", "The most connected entries; every entry's rel is in "
+                                        "its topic file.")
+        out.append("\n")
+        out += [f"- {e.key} ↔ {', '.join(e.rel[:MAX_REL_SHOWN])}"
+                f"{f' (+{len(e.rel) - MAX_REL_SHOWN})' if len(e.rel) > MAX_REL_SHOWN else ''}\n"
+                for e in self.linked[:cap]] or ["_None._\n"]
+        out += _more(min(cap, len(self.linked)), len(self.linked), f"{HIER_DIR}/topics/")
+        out += _section("Decay Queue", f"Entries below strength {DECAY_THRESHOLD}, weakest "
+                                       "first.")
+        out.append("\n")
+        out += [one_liner(e, f"str {e.strength:.2f}") for e in queue[:cap]] or ["_Empty._\n"]
+        out += _more(min(cap, len(queue)), len(queue), f"{HIER_DIR}/decay-queue.md")
+        out += _section("Meta", "Index statistics and health.")
+        out.append("\n")
+        out += _meta_lines(index, f"hierarchical, statistics → {HIER_DIR}/meta.json")
+        return "".join(out)
 
 
 def render(index: Index) -> dict[str, str]:
@@ -553,30 +686,50 @@ def _existing_generated(context: Path) -> list[Path]:
     found: list[Path] = []
     for sub, pattern in (("topics", _TOPIC_FILE), ("temporal", _TEMPORAL_FILE)):
         folder = root / sub
-        if folder.is_dir():
-            found += [folder / n for n in os.listdir(folder)
-                      if pattern.match(n) or n == "undated.md"]
+        try:
+            names = os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        found += [folder / n for n in names if pattern.match(n) or n == "undated.md"]
     found += [p for p in (root / "decay-queue.md", root / "meta.json") if p.is_file()]
     return found
 
 
-def write(store: Store, index: Index, dry_run: bool = False) -> list[Path]:
-    """Write the generated files that differ and delete stale `.hippocampus/` ones; the paths
-    written or deleted (in a dry run, that would be)."""
-    context = store.context
-    files = {context / rel: text for rel, text in render(index).items()}
+def _write_files(context: Path, files: dict[str, str], dry_run: bool,
+                 known: Mapping[str, Any]) -> tuple[list[Path], dict[str, list[Any]]]:
+    """Write the files that differ from what is on disk and delete stale `.hippocampus/`
+    ones: (paths written or deleted — in a dry run, that would be —, the state of every
+    generated file as left on disk). `known` is that state from the last run: a file whose
+    text and stat data both match it is not even read."""
+    import time
+
+    from cortexfs.cache import FileState, digest, file_state, still
+    from cortexfs.fsutil import write_if_changed
+
     changed: list[Path] = []
-    for path, text in sorted(files.items()):
-        try:
-            same = path.read_bytes() == text.encode("utf-8")
-        except OSError:
-            same = False
-        if same:
-            continue
-        changed.append(path)
-        if not dry_run:
+    states: dict[str, FileState] = {}
+    now_ns = time.time_ns()
+    for rel, text in sorted(files.items()):
+        path = context / rel
+        data = text.encode("utf-8")
+        hexdigest = digest(data).hex()
+        saved = known.get(rel)
+        same = isinstance(saved, list) and saved[:1] == [hexdigest] and still(path, saved)
+        if not same:
+            try:
+                same = path.read_bytes() == data
+            except OSError:
+                same = False
+        if not same:
+            changed.append(path)
+            if dry_run:
+                continue
             write_if_changed(path, text)
-    for stale in sorted(set(_existing_generated(context)) - set(files)):
+        state = file_state(path, hexdigest, now_ns)
+        if state is not None:
+            states[rel] = state
+    wanted = {context / rel for rel in files}
+    for stale in sorted(set(_existing_generated(context)) - wanted):
         changed.append(stale)
         if not dry_run:
             stale.unlink(missing_ok=True)
@@ -585,7 +738,13 @@ def write(store: Store, index: Index, dry_run: bool = False) -> list[Path]:
             folder = context / HIER_DIR / sub
             if folder.is_dir() and not os.listdir(folder):
                 folder.rmdir()
-    return changed
+    return changed, states
+
+
+def write(store: Store, index: Index, dry_run: bool = False) -> list[Path]:
+    """Write the generated files that differ and delete stale `.hippocampus/` ones; the paths
+    written or deleted (in a dry run, that would be)."""
+    return _write_files(store.context, render(index), dry_run, {})[0]
 
 
 def refresh(store: Store, loaded: Sequence[LoadedProject], stats: Mapping[str, AccessStats],
@@ -594,55 +753,87 @@ def refresh(store: Store, loaded: Sequence[LoadedProject], stats: Mapping[str, A
     return write(store, build(loaded, stats), dry_run)
 
 
-CACHE_KIND = "hippocampus-1"
+# --- the generator -----------------------------------------------------------------------------
+
+CACHE_KIND = "hippocampus-2"
+PART_KIND = "hippocampus-part-2"
 
 
-def _cache_key(ctx: Any) -> str:
-    # the inputs (atoms, logs) and this module itself: a new cortex may render differently
-    here = os.stat(__file__)
-    return f"{ctx.fingerprint()}:{here.st_mtime_ns}:{here.st_size}"
+def _code_key() -> str:
+    """This code and what it renders with: a new cortex may render differently."""
+    from cortexfs import strength as strength_module
+    from cortexfs import tokens
+
+    stamps = []
+    for module_file in (__file__, strength_module.__file__, tokens.__file__):
+        st = os.stat(str(module_file))
+        stamps.append(f"{st.st_mtime_ns}.{st.st_size}")
+    return "-".join(stamps)
 
 
-def _on_disk(context: Path, names: Iterable[str]) -> dict[str, str]:
-    from cortexfs.cache import digest
+def _part_path(store: Store, name: str) -> Path:
+    return store.cache_dir / "hippocampus" / f"{name}.bin"
 
-    out = {}
-    for rel in names:
-        try:
-            out[rel] = digest((context / rel).read_bytes()).hex()
-        except OSError:
-            out[rel] = ""
-    return out
+
+def _part(ctx: Any, name: str, code: str) -> Part:
+    """A project's part from the cache when its inputs have not changed, else built (and
+    cached)."""
+    from cortexfs import cache
+
+    fingerprint = ctx.fingerprint([name])
+    key = f"{fingerprint}:{code}"
+    path = _part_path(ctx.store, name)
+    if fingerprint:
+        saved = cache.load(path, PART_KIND)
+        if isinstance(saved, tuple) and len(saved) == 2 and saved[0] == key:
+            try:
+                return Part.from_cache(name, saved[1])
+            except (ValueError, TypeError):
+                pass  # not what this code writes: build it again
+    part = project_part(name, ctx.projects[name].atoms, ctx.access[name])
+    if fingerprint:
+        cache.save(path, PART_KIND, (key, part.to_cache()))
+    return part
+
+
+def prepare(ctx: Any, names: list[str]) -> None:
+    """Build and cache the parts of `names` (a regeneration calls this in the process that
+    regenerated their indexes, so that a cold run builds them on both cores)."""
+    code = _code_key()
+    for name in names:
+        _part(ctx, name, code)
 
 
 def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
     """The derived-generator entry point (listed in cortexfs.derived.GENERATORS).
 
     Remembers (in `.cache/hippocampus.bin`) the input fingerprint it last rendered from and
-    the digests of the files that rendering left on disk: when both still hold, nothing is
-    loaded or rendered — `cortex ready` asks this at every session start.
+    the state of the files that rendering left on disk: when both still hold, nothing is
+    loaded or rendered — `cortex ready` asks this at every session start. Otherwise the
+    projects whose inputs are unchanged come from their cached parts.
     """
     from cortexfs import cache
 
     store = ctx.store
     context = store.context
-    cache_path = store.cache_dir / "hippocampus.bin"
-    key = _cache_key(ctx)
-    saved = cache.load(cache_path, CACHE_KIND)
-    generated = {p.relative_to(context).as_posix() for p in _existing_generated(context)}
-    if (isinstance(saved, dict) and saved.get("key") == key
-            and isinstance(saved.get("files"), dict)
-            and set(saved["files"]) >= generated
-            and _on_disk(context, saved["files"]) == saved["files"]):
-        return []
-    loaded = [ctx.projects[name] for name in ctx.projects]
-    index = build(loaded, ctx.access)
-    changed = write(store, index, dry_run)
+    state_path = store.cache_dir / "hippocampus.bin"
+    code = _code_key()
+    key = f"{ctx.fingerprint()}:{code}"
+    saved = cache.load(state_path, CACHE_KIND)
+    known: dict[str, Any] = {}
+    if isinstance(saved, dict) and isinstance(saved.get("files"), dict):
+        known = saved["files"]
+        if saved.get("key") == key and known:
+            generated = {p.relative_to(context).as_posix() for p in _existing_generated(context)}
+            if set(known) >= generated and FILE_NAME in known \
+                    and all(cache.still(context / rel, st) for rel, st in known.items()):
+                return []
+    index = assemble(_part(ctx, name, code) for name in ctx.projects)
+    changed, states = _write_files(context, render(index), dry_run, known)
     if not dry_run or not changed:
-        names = [FILE_NAME, *(p.relative_to(context).as_posix()
-                              for p in _existing_generated(context))]
-        cache.save(cache_path, CACHE_KIND, {"key": key, "files": _on_disk(context, names)})
+        cache.save(state_path, CACHE_KIND, {"key": key, "files": states})
     return changed
+
 
 
 _HX = re.compile(r"<!--\s*hx:(.*?)-->", re.DOTALL)

@@ -271,6 +271,7 @@ class _Worker:
                 part = RegenResult()
                 for project in projects:
                     run.regenerate_project(project, part)
+                run.prepare([p.name for p in projects])
                 view = memoryview(marshal.dumps(_to_wire(part)))
                 while view:
                     view = view[os.write(write_fd, view):]
@@ -327,6 +328,7 @@ class _Run:
         self.stats: dict[str, AccessStats] = {}
         self.states: dict[str, dict[str, Any]] = {}
         self.folded: dict[str, dict[str, tuple[int, str | None]]] = {}
+        self.digests: dict[tuple[str, str], str] = {}  # (project, kind prefix) → digest
         self._identity: tuple[Any, ...] | None = None
 
     # --- inputs ----------------------------------------------------------------------------
@@ -418,12 +420,15 @@ class _Run:
 
     def folder_digest(self, project: Project, kind: Kind) -> str:
         """A digest of everything one folder's index.md is rendered from."""
-        sc, stats = self.scan(project), self.access(project)
-        files = sc.digest_input(kind)
-        counts = [(n, stats.counts.get(n), stats.newest.get(n)) for n, *_ in files]
-        # marshal format 2 has no back-references: equal values always give equal bytes
-        data = marshal.dumps((self.identity(), project.name, kind.prefix, files, counts), 2)
-        return cache.digest(data).hex()
+        found = self.digests.get((project.name, kind.prefix))
+        if found is None:
+            sc, stats = self.scan(project), self.access(project)
+            files = sc.digest_input(kind)
+            counts = [(n, stats.counts.get(n), stats.newest.get(n)) for n, *_ in files]
+            # marshal format 2 has no back-references: equal values always give equal bytes
+            data = marshal.dumps((self.identity(), project.name, kind.prefix, files, counts), 2)
+            found = self.digests[(project.name, kind.prefix)] = cache.digest(data).hex()
+        return found
 
     def fingerprint(self, names: list[str]) -> str:
         parts = []
@@ -441,6 +446,24 @@ class _Run:
         for name, state in self.states.items():
             if state.pop("dirty", False):
                 cache.save(_state_path(self.store.project(name)), STATE_KIND, state)
+
+    def prepare(self, names: list[str]) -> None:
+        """Let the generators that can build per-project data ahead of time (a module-level
+        `prepare(ctx, names)`) do it for `names`, in this process: a forked worker does it
+        for its projects, so that both cores share that work on a cold run."""
+        from cortexfs.derived import GENERATORS
+
+        ctx = self.context(names)
+        for spec in GENERATORS:
+            module, _, _ = spec.partition(":")
+            prepare = getattr(importlib.import_module(module), "prepare", None)
+            if prepare is None:
+                continue
+            # only a head start: the parent builds whatever is missing, and reports any
+            # error, when its generators run
+            with contextlib.suppress(Exception):
+                prepare(ctx, names)
+        self.save()
 
     def context(self, selected: list[str]) -> RegenContext:
         names = self.store.project_names()
@@ -538,6 +561,8 @@ class _Run:
             sc.refresh(kind, name)
         # the rewritten atoms now say what the log says: fold again from their new stamps
         del self.folded[project.name]
+        for kind in KINDS:
+            self.digests.pop((project.name, kind.prefix), None)
 
     def render(self, project: Project, kind: Kind) -> str:
         """The index text of one folder, with _PLACEHOLDER for the "Last updated" time."""

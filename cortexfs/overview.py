@@ -21,16 +21,18 @@ a second run writes nothing.
 
 from __future__ import annotations
 
+import marshal
 import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from cortexfs import templates
-from cortexfs.atoms import KINDS, Atom, kind_of_filename
+from cortexfs import cache, templates
+from cortexfs.atoms import KINDS, Atom
 from cortexfs.fsutil import write_if_changed
 from cortexfs.scaffold import GENERATED_END, GENERATED_START, PROJECT_FOLDERS, STORE_FOLDERS
 from cortexfs.store import Store
@@ -47,6 +49,8 @@ SKIP_DIRS = frozenset({"node_modules", "__pycache__"})
 _SCAN_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})")
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _ATOM_FOLDERS = {k.folder: k for k in KINDS}
+# exactly the names atoms.kind_of_filename gives that kind (`EXP-042b.md`, `K-7.md` …)
+_ATOM_FILE = {k.prefix: re.compile(k.id_re.pattern.rstrip("$") + r"\.md$") for k in KINDS}
 # Files other generators write, described without reading them (they may not exist yet in
 # this run, and a description must not depend on the order generators run in).
 _GENERATED = {
@@ -75,33 +79,69 @@ class Listing:
     dirs: list[str]
 
 
-def walk(store: Store, skip: Path | None = None) -> dict[Path, Listing]:
+def walk(store: Store, skip: Path | None = None,
+         listings: dict[str, Any] | None = None) -> dict[Path, Listing]:
     """Every folder of the knowledge root that should have a CORTEX.md (parents first), with
     what it holds; `skip` (and what is under it) is left out.
 
     Hidden folders, folders starting with `_` (such as `_meta`), and folders holding no
     visible file at any depth (git cannot hold them, so a fresh clone would not have them)
-    are left out. One scandir per folder.
+    are left out. One scandir per folder — or none with `listings`, a cache (path → the
+    folder's mtime, inode and entries) that this updates: a folder whose mtime and inode
+    are as cached has the same entries (any entry created, removed or renamed in a folder
+    moves its mtime), unless it changed within cache.RACY_NS of being listed or holds
+    symbolic links, which are never cached.
     """
     found: dict[Path, Listing] = {}
+    now = time.time_ns()
+    known = dict(listings) if listings is not None else {}
+    if listings is not None:
+        listings.clear()  # what is left of it: the folders visited this time
+
+    def entries_of(folder: Path) -> tuple[list[str], list[str]] | None:
+        key = str(folder)
+        st = None
+        if listings is not None:
+            try:
+                st = os.stat(folder)
+            except OSError:
+                return None
+            saved = known.get(key)
+            if (isinstance(saved, list) and len(saved) == 4
+                    and saved[:2] == [st.st_mtime_ns, st.st_ino]):
+                listings[key] = saved
+                return saved[2], saved[3]
+        files: list[str] = []
+        dirs: list[str] = []
+        links = False
+        try:
+            with os.scandir(folder) as it:
+                for entry in it:
+                    name = entry.name
+                    if name.startswith("."):
+                        continue
+                    links = links or entry.is_symlink()
+                    if entry.is_dir(follow_symlinks=False):
+                        dirs.append(name)
+                    elif entry.is_file():
+                        files.append(name)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            return None
+        if listings is not None and st is not None and not links \
+                and now - st.st_mtime_ns >= cache.RACY_NS:
+            listings[key] = [st.st_mtime_ns, st.st_ino, files, dirs]
+        return files, dirs
 
     def visit(folder: Path) -> bool:
-        try:
-            entries = list(os.scandir(folder))
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
+        raw = entries_of(folder)
+        if raw is None:
             return False
-        listing = Listing([], [])
+        listing = Listing(list(raw[0]), [])
         found[folder] = listing
-        for entry in entries:
-            name = entry.name
-            if name.startswith("."):
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                path = Path(entry.path)
-                if _visible(name) and path != skip and visit(path):
-                    listing.dirs.append(name)
-            elif entry.is_file():
-                listing.files.append(name)
+        for name in raw[1]:
+            path = folder / name
+            if _visible(name) and path != skip and visit(path):
+                listing.dirs.append(name)
         if not listing.files and not listing.dirs:
             del found[folder]  # its sub-folders, empty too, removed themselves
             return False
@@ -173,6 +213,16 @@ def describe_markdown(text: str) -> str:
     return _clip(first_text)
 
 
+_MARKDOWN = (".md", ".markdown")
+_COMMENTED = (".yaml", ".yml", ".toml", ".sh", ".py")
+
+
+def _reads_content(name: str) -> bool:
+    """Whether a file's description comes from its content (else from its name alone)."""
+    return name not in _GENERATED and name not in _KNOWN_FILES \
+        and os.path.splitext(name)[1].lower() in _MARKDOWN + _COMMENTED
+
+
 def _describe_file(path: Path) -> str:
     name = path.name
     if name in _GENERATED:
@@ -180,9 +230,9 @@ def _describe_file(path: Path) -> str:
     if name in _KNOWN_FILES:
         return _KNOWN_FILES[name]
     suffix = path.suffix.lower()
-    if suffix in (".md", ".markdown"):
+    if suffix in _MARKDOWN:
         return describe_markdown(_head(path))
-    if suffix in (".yaml", ".yml", ".toml", ".sh", ".py"):
+    if suffix in _COMMENTED:
         for line in _head(path).splitlines():
             if line.startswith("#") and not line.startswith("#!"):
                 return _clip(line.lstrip("#").strip())
@@ -241,12 +291,13 @@ def _new_cortex_md(store: Store, folder: Path) -> str:
 def _folder_entries(folder: Path, listing: Listing) -> tuple[list[str], list[str], list[str]]:
     """(files, sub-folders, atom ids) of a folder; atoms are left out of the files."""
     atom_kind = _ATOM_FOLDERS.get(folder.name)
+    is_atom = _ATOM_FILE[atom_kind.prefix].match if atom_kind is not None else None
     files: list[str] = []
     atoms: list[str] = []
     for name in listing.files:
         if name == CORTEX:
             continue
-        if atom_kind is not None and kind_of_filename(name) is atom_kind:
+        if is_atom is not None and is_atom(name):
             atoms.append(name[:-3])
         else:
             files.append(name)
@@ -326,9 +377,12 @@ def has_broken_markers(text: str) -> bool:
     return splice_block(text, "") is None
 
 
-def cortex_md_updates(store: Store) -> dict[Path, str]:
-    """Every CORTEX.md whose text would change, with its new text."""
-    folders = walk(store)
+def cortex_md_updates(store: Store, folders: Mapping[Path, Listing] | None = None) \
+        -> dict[Path, str]:
+    """Every CORTEX.md whose text would change, with its new text (`folders`: what `walk`
+    returns, when the caller has it)."""
+    if folders is None:
+        folders = walk(store)
     texts: dict[Path, str] = {}
     new: set[Path] = set()
     for folder in folders:
@@ -387,16 +441,20 @@ def summarize(atoms: Sequence[Atom]) -> AtomSummary:
 
 
 def project_line(store: Store, name: str, summary: AtomSummary) -> ProjectLine:
+    counts, newest = summary
+    return ProjectLine(name, _phase(store, name), counts, newest)
+
+
+def _phase(store: Store, name: str) -> str:
+    """The phase a project's STATUS.md states ("" when none)."""
     from cortexfs.governance import STATUS_FILE, read_status
 
-    root = store.projects_dir / name
     try:
-        phase = read_status((root / STATUS_FILE).read_text(encoding="utf-8",
-                                                            errors="replace")).phase
-    except (FileNotFoundError, IsADirectoryError):
+        phase = read_status((store.projects_dir / name / STATUS_FILE).read_text(
+            encoding="utf-8", errors="replace")).phase
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         phase = None
-    counts, newest = summary
-    return ProjectLine(name, _clip(phase) if phase else "", counts, newest)
+    return _clip(phase) if phase else ""
 
 
 def last_scan(store: Store) -> str | None:
@@ -454,30 +512,165 @@ def _refresh(store: Store, summaries: Mapping[str, AtomSummary], dry_run: bool) 
     return sorted(p for p, t in changes.items() if write_if_changed(p, t))
 
 
-CACHE_KIND = "overview-1"
+CACHE_KIND = "overview-2"
 
 
 def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
     """The derived-generator entry point (listed in cortexfs.derived.GENERATORS).
 
-    A project's row needs its atoms only when its inputs changed: the summary is cached
-    under `.cache/` with the regeneration fingerprint it was computed from.
+    Incremental, with its state in `.cache/overview.bin`: a project's atom summary is kept
+    with the regeneration fingerprint it was computed from and its phase with the stat data
+    of its STATUS.md; OVERVIEW.md is rendered only when those rows, the scans or the
+    template moved (or the file itself changed); and the CORTEX.md blocks are recomputed
+    only when the signature of everything they are made from — every folder's entries, the
+    stat data of each file a description is read from and of each CORTEX.md — moved. Stat
+    data younger than cache.RACY_NS vouches for nothing: what rests on it is recomputed
+    next time. Nothing is ever remembered from a dry run that would change something.
     """
-    from cortexfs import cache
-
-    path = ctx.store.cache_dir / "overview.bin"
+    store = ctx.store
+    now = time.time_ns()
+    path = store.cache_dir / "overview.bin"
     saved = cache.load(path, CACHE_KIND)
     state: dict[str, Any] = saved if isinstance(saved, dict) else {}
-    summaries: dict[str, AtomSummary] = {}
-    fresh: dict[str, Any] = {}
-    for name in ctx.projects:
-        fingerprint = ctx.fingerprint([name])
-        hit = state.get(name)
-        if fingerprint and isinstance(hit, tuple) and len(hit) == 3 and hit[0] == fingerprint:
-            summaries[name] = (hit[1], hit[2])
-        else:
-            summaries[name] = summarize(ctx.projects[name].atoms)
-        fresh[name] = (fingerprint, *summaries[name])
-    if fresh != state:
-        cache.save(path, CACHE_KIND, fresh)
-    return _refresh(ctx.store, summaries, dry_run)
+    new: dict[str, Any] = {"summaries": {}, "phases": {}, "listings": {}}
+    changes: dict[Path, str] = {}
+    remember = True
+
+    # OVERVIEW.md
+    lines = []
+    old_summaries = state.get("summaries")
+    old_phases = state.get("phases")
+    for name in store.project_names():
+        summary = _summary(ctx, name, old_summaries, new["summaries"])
+        lines.append(ProjectLine(name, _cached_phase(store, name, now, old_phases,
+                                                     new["phases"]), *summary))
+    overview = store.context / OVERVIEW
+    key = _overview_key(store, lines, now)
+    old = state.get("overview")
+    if key is not None and isinstance(old, list) and len(old) == 2 and old[0] == key \
+            and cache.still(overview, old[1]):
+        new["overview"] = old
+    else:
+        text = render_overview(store, lines)
+        try:
+            current = overview.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            current = None
+        if current != text:
+            changes[overview] = text
+        elif key is not None:
+            state_now = cache.file_state(overview, cache.digest(text.encode()).hex(), now)
+            if state_now is not None:
+                new["overview"] = [key, state_now]
+
+    # the CORTEX.md blocks
+    listings = state.get("listings")
+    new["listings"] = dict(listings) if isinstance(listings, dict) else {}
+    folders = walk(store, listings=new["listings"])
+    signature = _blocks_signature(store, folders, now)
+    if signature is None or signature != state.get("blocks"):
+        blocks = cortex_md_updates(store, folders)
+        changes.update(blocks)
+        if blocks:
+            signature = None  # the files it writes are new: vouch for them next time
+    if signature is not None:
+        new["blocks"] = signature
+
+    if dry_run:
+        remember = not changes
+        written = sorted(changes)
+    else:
+        written = sorted(p for p, t in changes.items() if write_if_changed(p, t))
+        if overview in changes and key is not None:
+            state_now = cache.file_state(overview, cache.digest(
+                changes[overview].encode()).hex(), now)
+            if state_now is not None:
+                new["overview"] = [key, state_now]
+    if remember and new != state:
+        cache.save(path, CACHE_KIND, new)
+    return written
+
+
+def _summary(ctx: RegenContext, name: str, old: Any, new: dict[str, Any]) -> AtomSummary:
+    """A project's atom summary: from the cache when its regeneration fingerprint is the
+    same, else from its atoms."""
+    fingerprint = ctx.fingerprint([name])
+    hit = old.get(name) if isinstance(old, dict) else None
+    if fingerprint and isinstance(hit, list) and len(hit) == 3 and hit[0] == fingerprint \
+            and isinstance(hit[1], dict):
+        summary: AtomSummary = (hit[1], hit[2])
+    else:
+        summary = summarize(ctx.projects[name].atoms) if name in ctx.projects \
+            else ({k.folder: 0 for k in KINDS}, None)
+    if fingerprint:
+        new[name] = [fingerprint, *summary]
+    return summary
+
+
+def _cached_phase(store: Store, name: str, now: int, old: Any, new: dict[str, Any]) -> str:
+    """A project's phase: from the cache while its STATUS.md keeps its stat data."""
+    stamp = cache.stamp(store.projects_dir / name / "STATUS.md", now)
+    hit = old.get(name) if isinstance(old, dict) else None
+    if stamp is not None and isinstance(hit, list) and len(hit) == 2 \
+            and hit[0] == list(stamp) and isinstance(hit[1], str):
+        phase: str = hit[1]
+    else:
+        phase = _phase(store, name)
+    if stamp is not None:
+        new[name] = [list(stamp), phase]
+    return phase
+
+
+def _code_stamp() -> list[Any]:
+    """This module and the scaffold markers it writes: a new cortex may render differently."""
+    from cortexfs import scaffold
+
+    return [os.stat(f).st_mtime_ns for f in (__file__, str(scaffold.__file__))]
+
+
+def _template_stamps(store: Store, now: int) -> list[Any] | None:
+    """Stat data of every template that could render OVERVIEW.md or a new CORTEX.md (the
+    store's overrides, any of which a template may include, and the packaged ones); None
+    when one changed too recently to vouch for its content."""
+    out: list[Any] = []
+    for root in (store.templates_dir, templates.package_dir("templates")):
+        for folder, _, names in sorted(os.walk(root)):
+            for name in sorted(names):
+                stamp = cache.stamp(os.path.join(folder, name), now)
+                if stamp is None:
+                    return None
+                out.append((folder, name, stamp))
+    return out
+
+
+def _overview_key(store: Store, lines: list[ProjectLine], now: int) -> str | None:
+    stamps = _template_stamps(store, now)
+    if stamps is None:
+        return None
+    data = (_code_stamp(), stamps, last_scan(store),
+            [(p.name, p.phase, sorted(p.counts.items()), p.newest) for p in lines])
+    return cache.digest(marshal.dumps(data, 2)).hex()
+
+
+def _blocks_signature(store: Store, folders: Mapping[Path, Listing], now: int) -> str | None:
+    """A digest of everything the CORTEX.md blocks are made from; None when some file
+    changed too recently for its stat data to vouch for its content."""
+    from cortexfs import derived
+
+    stamps = _template_stamps(store, now)
+    if stamps is None:
+        return None
+    parts: list[Any] = [_code_stamp(), stamps, list(derived.GENERATORS)]
+    for folder, listing in folders.items():
+        own = cache.stamp(folder / CORTEX, now)
+        if own is None:
+            return None
+        described = []
+        for name in _folder_entries(folder, listing)[0]:  # atoms are counted, not read
+            if _reads_content(name):
+                stamp = cache.stamp(folder / name, now)
+                if stamp is None:
+                    return None
+                described.append((name, stamp))
+        parts.append((str(folder), listing.files, listing.dirs, own, described))
+    return cache.digest(marshal.dumps(parts, 2)).hex()

@@ -121,12 +121,17 @@ def test_generator_entry_point_and_its_skip_cache(
     from cortexfs.loader import load_project
 
     write_atom("EXP-001")
+    builds: list[str] = []
     renders: list[int] = []
-    real_build = hippocampus.build
+    real_part, real_render = hippocampus.project_part, hippocampus.render
 
-    def counting_build(*args: object, **kwargs: object) -> hippocampus.Index:
+    def counting_part(name: str, *args: object) -> hippocampus.Part:
+        builds.append(name)
+        return real_part(name, *args)  # type: ignore[arg-type]
+
+    def counting_render(index: hippocampus.Index) -> dict[str, str]:
         renders.append(1)
-        return real_build(*args, **kwargs)  # type: ignore[arg-type]
+        return real_render(index)
 
     def ctx(fp: str) -> types.SimpleNamespace:
         return types.SimpleNamespace(
@@ -134,17 +139,23 @@ def test_generator_entry_point_and_its_skip_cache(
             access={"flywheel": accesslog.fold(project.access_log)},
             fingerprint=lambda names=None: fp)
 
-    monkeypatch.setattr(hippocampus, "build", counting_build)
+    monkeypatch.setattr(hippocampus, "project_part", counting_part)
+    monkeypatch.setattr(hippocampus, "render", counting_render)
     path = store.context / "HIPPOCAMPUS.md"
     assert hippocampus.regen(ctx("a"), dry_run=True) == [path]
     assert not path.exists()
     assert hippocampus.regen(ctx("a")) == [path]
-    assert len(renders) == 2
+    assert len(renders) == 2 and builds == ["flywheel"]  # the project's part: from the cache
     assert hippocampus.regen(ctx("a")) == [] and len(renders) == 2  # inputs unchanged
     path.write_text("edited by hand\n")
     assert hippocampus.regen(ctx("a"), dry_run=True) == [path]  # the file no longer matches
     assert hippocampus.regen(ctx("a")) == [path]
     assert hippocampus.regen(ctx("b")) == [] and len(renders) == 5  # new inputs: rendered
+    assert builds == ["flywheel", "flywheel"]
+    # a damaged part cache is rebuilt, never trusted
+    part_file = store.cache_dir / "hippocampus" / "flywheel.bin"
+    part_file.write_bytes(part_file.read_bytes()[:-3] + b"xyz")
+    assert hippocampus.regen(ctx("c")) == [] and builds == ["flywheel"] * 3
 
 
 def test_cortex_index_regen_writes_it_and_a_second_run_changes_nothing(
@@ -280,3 +291,136 @@ def test_check_pointers_finds_dangling_and_escaping_pointers(
     path.write_text(path.read_text() + "→ ../../etc/passwd | projects §x\n")
     pointers = {p.pointer for p in hippocampus.check_pointers(store)}
     assert "../../etc/passwd" in pointers and "projects" not in pointers
+
+
+# --- incremental regeneration == a rebuild from nothing -------------------------------------
+
+
+def _generated(store: Store) -> dict[str, bytes]:
+    """Every generated file of the store (indexes, overviews, CORTEX.md, hippocampus)."""
+    out = {}
+    for path in sorted(store.context.rglob("*")):
+        rel = path.relative_to(store.context).as_posix()
+        if path.is_file() and (path.name in ("index.md", "CORTEX.md", "OVERVIEW.md",
+                                             "HIPPOCAMPUS.md") or rel.startswith(".hippocampus")):
+            out[rel] = path.read_bytes()
+    return out
+
+
+@pytest.mark.parametrize("trust_stat", [False, True], ids=["racy", "settled"])
+def test_incremental_regeneration_equals_a_rebuild_from_nothing(
+        store: Store, project: Project, write_atom: Callable[..., Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, trust_stat: bool) -> None:
+    """After each of a sequence of edits, reads and deletions, what the incremental run
+    (every cache warm) leaves on disk is byte for byte what a run with no cache writes —
+    with every file racily fresh (content compared), and with settled stat data (trusted:
+    each change then gets an mtime of its own, as time passing gives it)."""
+    import os
+    import shutil
+    import time
+
+    from cortexfs import scaffold
+    from cortexfs.index import regenerate
+
+    monkeypatch.setattr(hippocampus, "MAX_TOKENS", 1_500)  # exercise the hierarchical layout
+    monkeypatch.setattr(hippocampus, "MASTER_MAX_TOKENS", 1_000)
+    clock = [1_700_000_000]
+    if trust_stat:  # what regeneration writes is seconds old by the next step
+        real = time.time_ns
+        monkeypatch.setattr(time, "time_ns", lambda: real() + 10_000_000_000)
+
+    def settle(*paths: Path) -> None:
+        if not trust_stat:
+            return
+        for path in paths:
+            for p in (path, path.parent):
+                if p.exists():
+                    clock[0] += 1
+                    os.utime(p, (clock[0], clock[0]))
+
+    other, _ = scaffold.new_project(store, "other")
+    a = [write_atom(f"EXP-{n:03d}", summary=f"Run {n} of the registry", date=f"2026-03-0{n}",
+                    tags=f"[t{n % 3}, registry]", extra="links: [EXP-002]\n" if n > 2 else "")
+         for n in range(1, 8)]
+    write_atom("K-001", summary="Retries need jitter", extra="evidence: [EXP-001, EXP-003]\n")
+    write_atom("PAT-001", summary="Registry drift", extra="source-experiments: [EXP-002]\n")
+    b = [write_atom(f"EXP-{n:03d}", summary=f"Other {n}", date="2026-02-01", target=other)
+         for n in range(1, 4)]
+    settle(*a, *b)
+
+    def edit_summary() -> None:
+        text = a[0].read_text().replace("Run 1 of", "Run 9 of")  # the same size
+        a[0].write_text(text)
+        settle(a[0])
+
+    def reads() -> None:
+        read(project, "EXP-002.md", "2026-03-20T10:00:00.000Z", times=3)
+        read(other, "EXP-001.md", "2026-03-21T10:00:00.000Z")
+        settle(project.access_log, other.access_log)
+
+    def delete_and_invalidate() -> None:
+        (project.root / "knowledge" / "K-001.md").unlink()
+        path = a[3]
+        path.write_text(path.read_text().replace("tags:", "status: invalidated:EXP-005\ntags:"))
+        settle(path, project.root / "knowledge")
+
+    def new_things() -> None:
+        third, _ = scaffold.new_project(store, "third")
+        p = write_atom("EXP-001", summary="Third", date="2026-04-01", target=third)
+        status = project.root / "STATUS.md"
+        status.write_text(status.read_text().replace("Phase 1", "Phase 2"))
+        notes = project.root / "experiments" / "notes.md"
+        notes.write_text("# Notes on runs\n")
+        (store.context / "ideas" / "graph").mkdir()
+        (store.context / "ideas" / "graph" / "sketch.md").write_text("# Sketch\n")
+        settle(p, status, notes, store.context / "ideas" / "graph" / "sketch.md")
+
+    def hand_edits() -> None:
+        cortex = project.root / "CORTEX.md"
+        cortex.write_text("Hand-written note.\n" + cortex.read_text())
+        notes = project.root / "experiments" / "notes.md"
+        notes.write_text("# Notes on reruns\n")  # a description changes, not the listing
+        settle(cortex, notes)
+
+    def remove_project() -> None:
+        shutil.rmtree(other.root)
+        settle(store.projects_dir)
+
+    def replace_log() -> None:
+        project.access_log.write_text(
+            accesslog.format_line("EXP-005.md", "Read", "s2", "2026-03-02T00:00:00.000Z")
+            .decode())
+        settle(project.access_log)
+
+    def damage_caches() -> None:
+        for path in store.cache_dir.rglob("*.bin"):
+            raw = bytearray(path.read_bytes())
+            raw[-1] ^= 0xFF
+            path.write_bytes(bytes(raw))
+        text = a[1].read_text().replace("Run 2", "Run 8")
+        a[1].write_text(text)
+        settle(a[1])
+
+    steps = [lambda: None, edit_summary, reads, delete_and_invalidate, new_things, hand_edits,
+             remove_project, replace_log, damage_caches]
+    for n, step in enumerate(steps):
+        step()
+        regenerate(store)
+        assert regenerate(store).written == [], f"step {n}: a second run still writes"
+        incremental = _generated(store)
+        # the generators' cache-free paths agree too
+        assert hippocampus.write(store, hippocampus.collect(store), dry_run=True) == []
+        from cortexfs import overview
+        from cortexfs.loader import load_project
+
+        assert overview.refresh(store, {p.name: load_project(p).atoms
+                                        for p in store.projects()}, dry_run=True) == []
+        copy = tmp_path / f"rebuilt-{n}"
+        shutil.copytree(store.home, copy, ignore=shutil.ignore_patterns(".cache"))
+        rebuilt = Store(copy)
+        assert regenerate(rebuilt, dry_run=True).written == [], f"step {n}"
+        regenerate(rebuilt)
+        assert _generated(rebuilt) == incremental, f"step {n}: {step.__name__}"
+        shutil.rmtree(copy)
+        if n == 2:
+            assert (store.context / ".hippocampus" / "topics" / "flywheel.md").is_file()
