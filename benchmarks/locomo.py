@@ -327,12 +327,13 @@ def plain_bm25(convs: list[Conversation], level: str) -> Ranker:
 
 VARIANTS: list[tuple[str, rc.Weights]] = [
     ("cortex recall (all signals)", rc.DEFAULT_WEIGHTS),
-    ("  lexical only", rc.Weights(dense=0, heat=0, recency=0)),
-    ("  dense only", rc.Weights(lexical=0, heat=0, recency=0)),
+    ("  lexical only", rc.Weights(dense=0, heat=0, recency=0, when=0)),
+    ("  dense only", rc.Weights(lexical=0, heat=0, recency=0, when=0)),
     ("  without lexical", rc.Weights(lexical=0)),
     ("  without dense", rc.Weights(dense=0)),
     ("  without heat", rc.Weights(heat=0)),
     ("  without recency", rc.Weights(recency=0)),
+    ("  without when (query dates)", rc.Weights(when=0)),
     ("  dense at weight 1 (as lexical)", rc.Weights(dense=1.0)),
 ]
 
@@ -370,8 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-dense", action="store_true", help="skip the dense-vector signal")
     ap.add_argument("--no-ablation", action="store_true", help="only the full-signal row")
     ap.add_argument("--conversations", type=int, help="use the first N conversations only")
-    ap.add_argument("--weights", metavar="L,D,H,R", help="also run these signal weights "
-                    "(lexical, dense, heat, recency), e.g. 1,0.25,0.3,0.1")
+    ap.add_argument("--weights", metavar="L,D,H,R,W", help="also run these signal weights "
+                    "(lexical, dense, heat, recency, when), e.g. 1,0.25,0.3,0.1,0.5")
     args = ap.parse_args(argv)
     if not args.data.is_file():
         print(f"error: no data file {args.data}", file=sys.stderr)
@@ -389,12 +390,13 @@ def main(argv: list[str] | None = None) -> int:
     variants = VARIANTS if not args.no_ablation else VARIANTS[:1]
     if args.weights:
         try:
-            lex, den, heat, rec = (float(x) for x in args.weights.split(","))
+            lex, den, heat, rec, when = (float(x) for x in args.weights.split(","))
         except ValueError:
-            print("error: --weights takes four numbers: lexical,dense,heat,recency",
+            print("error: --weights takes five numbers: lexical,dense,heat,recency,when",
                   file=sys.stderr)
             return 1
-        variants = [*variants, (f"  weights {args.weights}", rc.Weights(lex, den, heat, rec))]
+        variants = [*variants, (f"  weights {args.weights}",
+                                rc.Weights(lex, den, heat, rec, when))]
     if not dense:  # the rows that differ only by the dense signal collapse
         variants = [(n + (" — no dense" if i == 0 else ""), replace(w, dense=0.0))
                     for i, (n, w) in enumerate(variants)

@@ -5,7 +5,15 @@ Signals, each ranking the atoms on its own, fused by weighted reciprocal rank fu
     score(atom) = Σ_signal  weight[signal] / (RRF_K + rank_signal(atom))
 
 - `lexical`: BM25 (bm25s, Lucene variant) over the summary (counted SUMMARY_REPEAT times),
-  the tags (TAGS_REPEAT times) and the body; English stop words out, Snowball stems.
+  the tags (TAGS_REPEAT times) and the body; English stop words out, Snowball stems. A long
+  atom (a session of a chat, a meeting's notes) is also scored by its best passage — every
+  window of PASSAGE_LINES consecutive body lines, a second BM25 index over the passages —
+  and the signal is the sum of the two scores, each divided by its best over the atoms
+  searched (document plus best-passage evidence, Callan 1994): the question is usually about
+  one exchange of a long atom, and the passage score rewards the query words found together.
+- `when`: a query that names a date (`on 9 November, 2022`, `in March 2024`, `2023-06-01`)
+  ranks the candidates by how far their date is from it (inside the named day, month or
+  year: distance 0).
 - `dense`: cosine similarity of all-MiniLM-L6-v2 vectors (`cortexfs.embed`), when the
   `embed` extra is installed. An atom's vectors are its summary line and passages of its
   text (whole lines packed into PASSAGE_TOKENS word pieces, the first DENSE_BUDGET of them);
@@ -14,7 +22,7 @@ Signals, each ranking the atoms on its own, fused by weighted reciprocal rank fu
   newest read (`cortexfs.strength`). Atoms never read have no heat rank.
 - `recency`: the atom's date, newest first.
 
-Heat and recency say nothing about the query, so they only reorder the candidate pool —
+Heat, recency and when only reorder the candidate pool —
 the POOL best atoms of each query signal — and never pull in an atom that did not match.
 
 The indexes are caches under `$CORTEX_HOME/.cache/recall/`: an atom is re-read only when
@@ -67,25 +75,29 @@ class Weights:
     0.65 vs 0.80), and at weight 1 the fusion lost to BM25 alone; at 0.25 it adds the
     paraphrases BM25 misses (turn any@10 0.80 → 0.82) and breaks near-ties. Heat (0.3) is
     the Cortex paper's balanced default (§6.4.3, §9). Recency is a tie-breaker: an
-    atom's date says nothing about the query, and more weight cost LoCoMo MRR.
+    atom's date says nothing about the query, and more weight cost LoCoMo MRR. When (a date
+    the query names) counts half as much as the words: the date named may be the event's
+    rather than the atom's (LoCoMo dev session MRR was flat for weights 0.1 to 1).
     """
 
     lexical: float = 1.0
     dense: float = 0.25
     heat: float = 0.3
     recency: float = 0.05
+    when: float = 0.5
 
     def active(self) -> list[str]:
         return [name for name in SIGNALS if getattr(self, name) > 0]
 
 
-SIGNALS = ("lexical", "dense", "heat", "recency")
+SIGNALS = ("lexical", "dense", "heat", "recency", "when")
 DEFAULT_WEIGHTS = Weights()
 RRF_K = 60  # the standard RRF smoothing constant (Cormack et al. 2009; paper §9)
 POOL = 100  # candidates each query signal contributes before fusion
 BM25_K1 = 1.5
 BM25_B = 0.75
 SUMMARY_REPEAT = 2  # the one-line summary says what the atom is about: count it twice
+PASSAGE_LINES = 3  # body lines per lexical passage (a question and its answer, and one more)
 TAGS_REPEAT = 1
 PASSAGE_TOKENS = 128  # word pieces per embedded passage: one topic each, not a diluted mix
 DENSE_BUDGET = 2048  # word pieces embedded per atom at most (atoms are meant to be short)
@@ -109,7 +121,7 @@ your yours yourself yourselves also just will shall may might must get got
 STOPWORDS = frozenset(_STOP_TEXT.split())
 
 _WORD = re.compile(r"\w+(?:'\w+)*")
-CACHE_VERSION = 4
+CACHE_VERSION = 5
 NO_EMBED_NOTE = ("recall is using the lexical, heat and recency signals only; install the "
                  "`embed` extra (pip install 'cortexfs[embed]') to add dense vectors")
 
@@ -228,6 +240,17 @@ def lexical_text(summary: str, tags: list[str], body: str) -> str:
     """The text BM25 indexes: summary and tags repeated for weight, then the body."""
     tag_text = " ".join(t.replace("-", " ").replace("_", " ") for t in tags)
     return "\n".join([summary] * SUMMARY_REPEAT + [tag_text] * TAGS_REPEAT + [body])
+
+
+def passage_terms(analyzer: Analyzer, body: str) -> list[list[str]]:
+    """The terms of each lexical passage of a body: every window of PASSAGE_LINES
+    consecutive lines that have terms (the whole body when it is that short; none when it
+    has no terms)."""
+    lines = [terms for line in body.splitlines() if (terms := analyzer.terms(line))]
+    if len(lines) <= PASSAGE_LINES:
+        return [[t for terms in lines for t in terms]] if lines else []
+    return [[t for terms in lines[j:j + PASSAGE_LINES] for t in terms]
+            for j in range(len(lines) - PASSAGE_LINES + 1)]
 
 
 def dense_texts(summary: str, tags: list[str], body: str) -> tuple[str, str]:
@@ -414,6 +437,13 @@ class RecallIndex:
         self.term_off: np.ndarray = np.zeros(1, dtype=np.int64)  # doc i: [off[i], off[i+1])
         self.vocab: np.ndarray = np.zeros(0, dtype=np.str_)  # sorted: a term's id is its place
         self.bm25: dict[str, np.ndarray] = _build_bm25(self.terms, self.term_off, 0)
+        # Passages (see PASSAGE_LINES): their term ids joined, passage j is
+        # [pterm_off[j], pterm_off[j+1]); doc i owns passages [doc_poff[i], doc_poff[i+1]).
+        self.pterms: np.ndarray = np.zeros(0, dtype=np.int32)
+        self.pterm_off: np.ndarray = np.zeros(1, dtype=np.int64)
+        self.doc_poff: np.ndarray = np.zeros(1, dtype=np.int64)
+        self.powner: np.ndarray = np.zeros(0, dtype=np.int64)  # passage → doc
+        self.pbm25: dict[str, np.ndarray] = _build_bm25(self.pterms, self.pterm_off, 0)
         self.logs: dict[str, _LogState] = {}
         self.by_key: dict[str, int] = {}
         self.vectors: VectorStore | None = None
@@ -442,9 +472,14 @@ class RecallIndex:
                 vocab = npz["vocab"]
                 terms, term_off = npz["terms"], npz["term_off"]
                 bm25 = {k: npz[k] for k in ("data", "indices", "indptr")}
-            if len(term_off) != len(docs) + 1 or len(bm25["indptr"]) != len(vocab) + 1:
+                pterms, pterm_off, doc_poff = npz["pterms"], npz["pterm_off"], npz["doc_poff"]
+                pbm25 = {k: npz["p_" + k] for k in ("data", "indices", "indptr")}
+            if len(term_off) != len(docs) + 1 or len(bm25["indptr"]) != len(vocab) + 1 \
+                    or len(doc_poff) != len(docs) + 1 or int(doc_poff[-1]) + 1 != \
+                    len(pterm_off) or len(pbm25["indptr"]) != len(vocab) + 1:
                 raise ValueError("inconsistent cache")
             self.docs, self.terms, self.term_off, self.bm25 = docs, terms, term_off, bm25
+            self._set_passages(pterms, pterm_off, doc_poff, pbm25)
             self.vocab = vocab
             self.skipped = {k: (int(v[0]), int(v[1]), int(v[2]), str(v[3]))
                             for k, v in meta["skipped"].items()}
@@ -467,6 +502,8 @@ class RecallIndex:
         arrays: dict[str, Any] = {
             "meta": np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),
             "vocab": self.vocab, "terms": self.terms, "term_off": self.term_off,
+            "pterms": self.pterms, "pterm_off": self.pterm_off, "doc_poff": self.doc_poff,
+            **{"p_" + k: v for k, v in self.pbm25.items()},
             **self.bm25, **self.docs.to_arrays()}
         buf = io.BytesIO()
         np.savez(buf, **arrays)
@@ -493,7 +530,7 @@ class RecallIndex:
         changed = False
         seen: set[str] = set()
         new_docs: list[Doc] = []
-        new_terms: dict[str, list[str]] = {}
+        new_terms: dict[str, tuple[list[str], list[list[str]]]] = {}
         replaced: dict[int, Doc] = {}
         stamps = self._stamps()
         projects = self.store.projects()
@@ -534,7 +571,7 @@ class RecallIndex:
                                 replaced[idx] = replace(self.docs[idx], sha="")  # drop it
                             continue
                         self.skipped.pop(key, None)
-                        doc, text = parsed
+                        doc, text, body = parsed
                         if idx is not None and self.docs[idx].sha == doc.sha:
                             self.docs[idx] = doc  # touched, not changed: keep its terms
                             continue
@@ -542,7 +579,8 @@ class RecallIndex:
                             replaced[idx] = doc
                         else:
                             new_docs.append(doc)
-                        new_terms[key] = self.analyzer.terms(text)
+                        new_terms[key] = (self.analyzer.terms(text),
+                                          passage_terms(self.analyzer, body))
         gone = [i for i, k in enumerate(self.docs.keys) if k not in seen]
         for key in [k for k in self.skipped if k not in seen]:
             del self.skipped[key]
@@ -593,50 +631,76 @@ class RecallIndex:
         return self._stamp_cache
 
     def _rebuild(self, replaced: dict[int, Doc], new_docs: list[Doc],
-                 new_terms: dict[str, list[str]], gone: set[int]) -> None:
+                 new_terms: dict[str, tuple[list[str], list[list[str]]]],
+                 gone: set[int]) -> None:
         """Recompute the BM25 matrix from every doc's (cached or fresh) term ids.
 
         Only the fresh docs' terms are strings; the others stay ids, remapped with integer
         arrays into the merged vocabulary (a 10,000-atom store rebuilds in well under a
         second after one edit).
         """
-        fresh_words = sorted({t for terms in new_terms.values() for t in terms})
+        fresh_words = sorted({t for terms, _ in new_terms.values() for t in terms})
         vocab = np.union1d(self.vocab, np.array(fresh_words, dtype=np.str_))
         old_to_new = np.searchsorted(vocab, self.vocab)
         lookup = {t: int(i) for t, i in zip(fresh_words, np.searchsorted(vocab, fresh_words),
                                               strict=True)}
         docs: list[Doc] = []
         parts: list[np.ndarray] = []
+        pparts: list[np.ndarray] = []  # each doc's passages' term ids, joined
+        plengths: list[np.ndarray] = []  # each doc's passage lengths
+
+        def add_fresh(doc: Doc) -> None:
+            terms, passages = new_terms[doc.key]
+            docs.append(doc)
+            parts.append(np.array([lookup[t] for t in terms], np.int64))
+            pparts.append(np.array([lookup[t] for p in passages for t in p], np.int64))
+            plengths.append(np.array([len(p) for p in passages], np.int64))
+
         for i in range(len(self.docs)):
             if i in gone:
                 continue
             fresh = replaced.get(i)
             if fresh is not None:
-                if not fresh.sha:  # became unparseable
-                    continue
-                docs.append(fresh)
-                parts.append(np.array([lookup[t] for t in new_terms[fresh.key]], np.int64))
-            else:
-                docs.append(self.docs[i])
-                parts.append(old_to_new[self.terms[self.term_off[i]:self.term_off[i + 1]]])
+                if fresh.sha:  # (else it became unparseable)
+                    add_fresh(fresh)
+                continue
+            docs.append(self.docs[i])
+            parts.append(old_to_new[self.terms[self.term_off[i]:self.term_off[i + 1]]])
+            a, b = int(self.doc_poff[i]), int(self.doc_poff[i + 1])
+            pparts.append(old_to_new[self.pterms[self.pterm_off[a]:self.pterm_off[b]]])
+            plengths.append(np.diff(self.pterm_off[a:b + 1]))
         for doc in new_docs:
-            docs.append(doc)
-            parts.append(np.array([lookup[t] for t in new_terms[doc.key]], np.int64))
+            add_fresh(doc)
         lengths = [len(p) for p in parts]
         ids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        pids = np.concatenate(pparts) if pparts else np.zeros(0, np.int64)
         # Drop the terms only deleted or rewritten atoms had: keep the vocabulary compact.
         used = np.bincount(ids, minlength=len(vocab)) > 0 if len(vocab) else \
             np.zeros(0, bool)
-        if not used.all():
+        if not used.all():  # (a passage's terms are some of its doc's)
             remap = np.cumsum(used) - 1
-            ids, vocab = remap[ids], vocab[used]
+            ids, pids, vocab = remap[ids], remap[pids], vocab[used]
         self.docs = DocTable(docs)
         self.vocab = vocab
         self.terms = ids.astype(np.int32)
         self.term_off = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(
             np.int64)
         self.bm25 = _build_bm25(self.terms, self.term_off, len(vocab))
+        plen = np.concatenate(plengths) if plengths else np.zeros(0, np.int64)
+        pterm_off = np.concatenate([[0], np.cumsum(plen, dtype=np.int64)]).astype(np.int64)
+        doc_poff = np.concatenate([[0], np.cumsum([len(x) for x in plengths],
+                                                  dtype=np.int64)]).astype(np.int64)
+        pterms = pids.astype(np.int32)
+        self._set_passages(pterms, pterm_off, doc_poff,
+                           _build_bm25(pterms, pterm_off, len(vocab)))
         self._changed_docs()
+
+    def _set_passages(self, pterms: np.ndarray, pterm_off: np.ndarray, doc_poff: np.ndarray,
+                      pbm25: dict[str, np.ndarray]) -> None:
+        self.pterms, self.pterm_off, self.doc_poff, self.pbm25 = \
+            pterms, pterm_off, doc_poff, pbm25
+        self.powner = np.repeat(np.arange(len(doc_poff) - 1, dtype=np.int64),
+                                np.diff(doc_poff))
 
     def term_id(self, term: str) -> int | None:
         """The term's id in the sorted vocabulary; None for a term no atom has."""
@@ -660,9 +724,7 @@ class RecallIndex:
         known = {t: i for t in terms if (i := self.term_id(t)) is not None}
         term_ids = list(known.values())
         if weights.lexical > 0 and term_ids:
-            lexical = _bm25_scores(self.bm25, term_ids, n)
-            if allowed is not None:
-                lexical[~allowed] = 0.0
+            lexical = self._lexical_scores(term_ids, allowed)
             ranked["lexical"] = (_ranks(lexical, lexical > 0), lexical)
             _add_pool(pool, lexical, lexical > 0)
         if weights.dense > 0 and self.vectors is not None and self.vectors.ready(self):
@@ -685,6 +747,11 @@ class RecallIndex:
             dated = {i: float(d) for i in cands
                      if (d := _ordinal(self.docs[i].date)) is not None}
             ranks["recency"] = _rank_values(dated)
+        period = query_period(query) if weights.when > 0 else None
+        if period is not None:
+            near = {i: -float(period.distance(d)) for i in cands
+                    if (d := _ordinal(self.docs[i].date)) is not None}
+            ranks["when"] = _rank_values(near)
         fused: list[tuple[float, int]] = []
         for i in cands:
             score = sum(getattr(weights, name) / (RRF_K + r[i].rank)
@@ -705,6 +772,24 @@ class RecallIndex:
                 matched=matched,
             ))
         return hits
+
+    def _lexical_scores(self, term_ids: list[int], allowed: np.ndarray | None) -> np.ndarray:
+        """BM25 of each doc plus BM25 of its best passage, each over its best (module doc)."""
+        n = len(self.docs)
+        whole = _bm25_scores(self.bm25, term_ids, n)
+        passages = _bm25_scores(self.pbm25, term_ids, len(self.powner))
+        hit = np.flatnonzero(passages)
+        best = np.zeros(n, dtype=np.float32)
+        np.maximum.at(best, self.powner[hit], passages[hit])
+        if allowed is not None:
+            whole[~allowed] = 0.0
+            best[~allowed] = 0.0
+        out = np.zeros(n, dtype=np.float32)
+        for scores in (whole, best):
+            top = float(scores.max()) if n else 0.0
+            if top > 0:
+                out += scores / np.float32(top)
+        return out
 
     def _project_mask(self, project: str) -> np.ndarray:
         if self._projects is None or len(self._projects[1]) != len(self.docs):
@@ -730,12 +815,12 @@ class RecallIndex:
 
 def _params() -> dict[str, Any]:
     return {"k1": BM25_K1, "b": BM25_B, "summary": SUMMARY_REPEAT, "tags": TAGS_REPEAT,
-            "stop": len(STOPWORDS)}
+            "stop": len(STOPWORDS), "passage": PASSAGE_LINES}
 
 
 def _read_doc(project: Project, key: str, path_str: Path | str,
-              st: os.stat_result, now_ns: int) -> tuple[Doc, str] | str:
-    """The doc and its lexical text; or the reason the file is skipped.
+              st: os.stat_result, now_ns: int) -> tuple[Doc, str, str] | str:
+    """The doc, its lexical text and its body; or the reason the file is skipped.
 
     `st` is the stat taken before reading: if the file changes meanwhile, its newer mtime
     makes the next refresh read it again.
@@ -764,7 +849,7 @@ def _read_doc(project: Project, key: str, path_str: Path | str,
     text = lexical_text(atom.summary, atom.tags, atom.body)
     d.vsha = _vector_key(*dense_texts(atom.summary, atom.tags, atom.body))
     cited = " ".join([atom.id, *atom.cited_experiments(), *atom.links])
-    return d, f"{text}\n{cited}"
+    return d, f"{text}\n{cited}", atom.body
 
 
 def _vector_key(head: str, full: str) -> str:
@@ -842,6 +927,58 @@ def _add_pool(pool: dict[int, None], scores: np.ndarray, valid: np.ndarray) -> N
     for i in top.tolist():
         if valid[i]:
             pool[i] = None
+
+
+_MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august",
+                "september", "october", "november", "december")
+_MONTH = {m: i for i, m in enumerate(_MONTH_NAMES, start=1)} | \
+    {m[:3]: i for i, m in enumerate(_MONTH_NAMES, start=1) if m != "may"} | {"sept": 9}
+_M = r"(" + "|".join(sorted(_MONTH, key=len, reverse=True)) + r")\.?"
+# The forms a date takes in a query, most precise first: (pattern, fields in group order).
+_DATE_FORMS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), "ymd"),
+    (re.compile(r"\b(\d{1,2}) " + _M + r",? (\d{4})\b"), "dmy"),
+    (re.compile(r"\b" + _M + r" (\d{1,2}),? ?(\d{4})\b"), "mdy"),
+    (re.compile(r"\b(\d{4})-(\d{1,2})\b"), "ym"),
+    (re.compile(r"\b" + _M + r",? (\d{4})\b"), "my"),
+    (re.compile(r"\b(?:in|during|since|by|before|after|of) (19\d\d|20\d\d)\b"), "y"),
+]
+
+
+@dataclass(frozen=True)
+class Period:
+    """The days a query's date names: first..last, both included."""
+
+    first: int  # date.toordinal()
+    last: int
+
+    def distance(self, day: int) -> int:
+        return max(self.first - day, day - self.last, 0)
+
+
+def query_period(query: str) -> Period | None:
+    """The day, month or year a query names (`on 9 November, 2022`, `November 9th 2022`,
+    `in March 2024`, `2024-03`, `in 2023`), or None. A month without a year, or a bare
+    number, names nothing: too ambiguous to rank by."""
+    text = re.sub(r"\b(\d{1,2})(?:st|nd|rd|th)\b", r"\1", query.lower())
+    for pattern, fields in _DATE_FORMS:
+        for m in pattern.finditer(text):
+            parts = dict(zip(fields, m.groups(), strict=True))
+            month = parts.get("m")
+            try:
+                year = int(parts["y"])
+                mon = (int(month) if month.isdigit() else _MONTH[month]) if month else None
+                if mon is None:
+                    first, last = dt.date(year, 1, 1), dt.date(year, 12, 31)
+                elif "d" in parts:
+                    first = last = dt.date(year, mon, int(parts["d"]))
+                else:
+                    first = dt.date(year, mon, 1)
+                    last = (dt.date(year + mon // 12, mon % 12 + 1, 1) - dt.timedelta(days=1))
+            except (ValueError, KeyError):
+                continue  # 31 February, month 13: not a date
+            return Period(first.toordinal(), last.toordinal())
+    return None
 
 
 def _ordinal(date: str | None) -> int | None:
@@ -1035,7 +1172,8 @@ def recall(store: Store, query: str, project: str | None = None, k: int = 10,
     index = open_index(store, dense=weights.dense > 0)
     index.refresh(progress=progress, dense=weights.dense > 0, max_age=max_age)
     use_dense = index.vectors is not None and weights.dense > 0
-    used = [s for s in weights.active() if s != "dense" or use_dense]
+    used = [s for s in weights.active() if (s != "dense" or use_dense)
+            and (s != "when" or query_period(query) is not None)]
     hits = index.search(query, project, k, weights)
     return RecallResult(query, hits, used, index.vectors is not None,
                         sorted(index.skipped))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import time
@@ -125,9 +126,75 @@ def test_recency_breaks_ties(store: Store, write_atom: Callable[..., Path]) -> N
 
 def test_weights_live_in_one_place() -> None:
     w = rc.DEFAULT_WEIGHTS
-    assert (w.lexical, w.dense, w.heat, w.recency) == (1.0, 0.25, 0.3, 0.05)
+    assert (w.lexical, w.dense, w.heat, w.recency, w.when) == (1.0, 0.25, 0.3, 0.05, 0.5)
     assert rc.RRF_K == 60
-    assert rc.Weights(dense=0, recency=0).active() == ["lexical", "heat"]
+    assert rc.Weights(dense=0, recency=0, when=0).active() == ["lexical", "heat"]
+
+
+def test_best_passage_outranks_scattered_words(store: Store,
+                                               write_atom: Callable[..., Path]) -> None:
+    # Same words, same length: the atom that has them in one exchange wins.
+    filler = [f"Line {n} talks about weather number{n} today." for n in range(12)]
+    together = filler[:6] + ["Ana: the pottery class made a blue plate."] + filler[6:] + \
+        ["Ana: nothing else.", "Ben: fine."]
+    apart = ["Ana: the pottery was fun."] + filler[:6] + ["Ben: a class ran late."] + \
+        filler[6:] + ["Ana: a blue plate broke.", "Ben: made it."]
+    write_atom("EXP-001", summary="Session one", body="\n" + "\n".join(apart) + "\n")
+    write_atom("EXP-002", summary="Session two", body="\n" + "\n".join(together) + "\n")
+    result = rc.recall(store, "pottery class blue plate made", weights=rc.Weights(
+        heat=0, recency=0, when=0))
+    assert ids(result) == ["EXP-002", "EXP-001"]
+    index = rc.open_index(store)
+    assert len(index.powner) == int(index.doc_poff[-1]) > 2 * len(index.docs)
+
+
+def test_passage_terms_windows() -> None:
+    an = rc.Analyzer()
+    assert rc.passage_terms(an, "") == []
+    assert rc.passage_terms(an, "alpha\n\nbeta") == [["alpha", "beta"]]
+    lines = "\n".join(["alpha", "beta", "the", "gamma", "delta"])  # "the" has no term
+    assert rc.passage_terms(an, lines) == [["alpha", "beta", "gamma"],
+                                           ["beta", "gamma", "delta"]]
+
+
+@pytest.mark.parametrize(("query", "first", "last"), [
+    ("what did we cook on 9 November, 2022?", "2022-11-09", "2022-11-09"),
+    ("as said on November 6th, 2023", "2023-11-06", "2023-11-06"),
+    ("on December 1,2023", "2023-12-01", "2023-12-01"),
+    ("shard moves in March 2024", "2024-03-01", "2024-03-31"),
+    ("the sept. 2022 outage", "2022-09-01", "2022-09-30"),
+    ("what changed 2024-02", "2024-02-01", "2024-02-29"),
+    ("runs from 2024-02-03", "2024-02-03", "2024-02-03"),
+    ("decisions made in 2023", "2023-01-01", "2023-12-31"),
+    ("on 31 February, 2022", "2022-02-01", "2022-02-28"),  # no such day: the month
+])
+def test_query_period(query: str, first: str, last: str) -> None:
+    period = rc.query_period(query)
+    assert period is not None
+    assert (period.first, period.last) == (dt.date.fromisoformat(first).toordinal(),
+                                           dt.date.fromisoformat(last).toordinal())
+
+
+@pytest.mark.parametrize("query", ["cache in December", "we may 2x the cache",
+                                   "port 2023 open", "5k run with 2000 people", "2024-13"])
+def test_query_period_none(query: str) -> None:
+    assert rc.query_period(query) is None
+
+
+def test_when_signal_reorders_matches_but_adds_none(store: Store,
+                                                    write_atom: Callable[..., Path]) -> None:
+    write_atom("EXP-001", summary="Cache tuning notes", date="2024-03-02")
+    write_atom("EXP-002", summary="Cache tuning notes", date="2024-05-20")
+    write_atom("EXP-003", summary="Shard notes", date="2024-03-05")
+    plain = rc.recall(store, "cache tuning")
+    assert ids(plain) == ["EXP-002", "EXP-001"] and "when" not in plain.signals
+    dated = rc.recall(store, "cache tuning in March 2024")
+    assert ids(dated) == ["EXP-001", "EXP-002"]  # EXP-003 did not match: not pulled in
+    assert "when" in dated.signals and dated.hits[0].signals["when"].rank == 1
+    assert dated.hits[1].signals["when"].score == -(dt.date(2024, 5, 20)
+                                                    - dt.date(2024, 3, 31)).days
+    off = rc.recall(store, "cache tuning in March 2024", weights=rc.Weights(when=0))
+    assert ids(off) == ["EXP-002", "EXP-001"]
 
 
 def test_rrf_arithmetic(store: Store, write_atom: Callable[..., Path]) -> None:
