@@ -205,6 +205,32 @@ class Analyzer:
         out.extend(m.lower() for m in ATOM_ID.findall(text))
         return out
 
+    def line_terms(self, text: str) -> list[list[str]]:
+        """The terms of each line of `text` (what `terms` gives line by line, in one pass)."""
+        ids: dict[int, list[str]] = {}
+        if "-" in text:
+            for m in ATOM_ID.finditer(text):
+                ids.setdefault(text.count("\n", 0, m.start()), []).append(m.group().lower())
+            text = ATOM_ID.sub(lambda m: " " * len(m.group()), text)
+        lowered = text.lower().replace("\u2019", "'")
+        newlines = [i for i, ch in enumerate(lowered) if ch == "\n"] if "\n" in lowered \
+            else []
+        words: list[str] = []
+        starts: list[int] = []
+        for m in _WORD.finditer(lowered):
+            w = m.group()
+            if len(w) > 1 and w not in STOPWORDS:
+                words.append(w)
+                starts.append(m.start())
+        out: list[list[str]] = [[] for _ in range(len(newlines) + 1)]
+        line_of = np.searchsorted(np.array(newlines, dtype=np.int64), starts).tolist() \
+            if newlines else [0] * len(words)
+        for line, term in zip(line_of, self._stemmed(words), strict=True):
+            out[line].append(term)
+        for line, found in ids.items():
+            out[line].extend(found)
+        return out
+
     def _stemmed(self, words: list[str]) -> list[str]:
         if self._stem is None:
             return words
@@ -236,17 +262,22 @@ def _words(text: str) -> list[str]:
     return [w for w in words if len(w) > 1 and w not in STOPWORDS]
 
 
-def lexical_text(summary: str, tags: list[str], body: str) -> str:
-    """The text BM25 indexes: summary and tags repeated for weight, then the body."""
+def lexical_head(summary: str, tags: list[str]) -> str:
+    """What BM25 indexes besides the body: the summary and tags, repeated for weight."""
     tag_text = " ".join(t.replace("-", " ").replace("_", " ") for t in tags)
-    return "\n".join([summary] * SUMMARY_REPEAT + [tag_text] * TAGS_REPEAT + [body])
+    return "\n".join([summary] * SUMMARY_REPEAT + [tag_text] * TAGS_REPEAT)
 
 
 def passage_terms(analyzer: Analyzer, body: str) -> list[list[str]]:
     """The terms of each lexical passage of a body: every window of PASSAGE_LINES
     consecutive lines that have terms (the whole body when it is that short; none when it
     has no terms)."""
-    lines = [terms for line in body.splitlines() if (terms := analyzer.terms(line))]
+    return passages_of(analyzer.line_terms(body))
+
+
+def passages_of(line_terms: list[list[str]]) -> list[list[str]]:
+    """`passage_terms` from the terms of each line."""
+    lines = [terms for terms in line_terms if terms]
     if len(lines) <= PASSAGE_LINES:
         return [[t for terms in lines for t in terms]] if lines else []
     return [[t for terms in lines[j:j + PASSAGE_LINES] for t in terms]
@@ -579,8 +610,10 @@ class RecallIndex:
                             replaced[idx] = doc
                         else:
                             new_docs.append(doc)
-                        new_terms[key] = (self.analyzer.terms(text),
-                                          passage_terms(self.analyzer, body))
+                        lines = self.analyzer.line_terms(body)
+                        head = self.analyzer.terms(text)
+                        new_terms[key] = (head + [t for terms in lines for t in terms],
+                                          passages_of(lines))
         gone = [i for i, k in enumerate(self.docs.keys) if k not in seen]
         for key in [k for k in self.skipped if k not in seen]:
             del self.skipped[key]
@@ -820,7 +853,8 @@ def _params() -> dict[str, Any]:
 
 def _read_doc(project: Project, key: str, path_str: Path | str,
               st: os.stat_result, now_ns: int) -> tuple[Doc, str, str] | str:
-    """The doc, its lexical text and its body; or the reason the file is skipped.
+    """The doc, its lexical text but the body (`lexical_head` and the ids it cites), and
+    its body; or the reason the file is skipped.
 
     `st` is the stat taken before reading: if the file changes meanwhile, its newer mtime
     makes the next refresh read it again.
@@ -846,10 +880,9 @@ def _read_doc(project: Project, key: str, path_str: Path | str,
             src=str(src) if src is not None else None, links=len(atom.links),
             mtime_ns=st.st_mtime_ns, size=st.st_size, ino=st.st_ino,
             racy=now_ns - st.st_mtime_ns < RACY_NS, sha=hashlib.sha1(raw).hexdigest(), vsha="")
-    text = lexical_text(atom.summary, atom.tags, atom.body)
     d.vsha = _vector_key(*dense_texts(atom.summary, atom.tags, atom.body))
     cited = " ".join([atom.id, *atom.cited_experiments(), *atom.links])
-    return d, f"{text}\n{cited}", atom.body
+    return d, f"{lexical_head(atom.summary, atom.tags)}\n{cited}", atom.body
 
 
 def _vector_key(head: str, full: str) -> str:

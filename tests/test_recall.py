@@ -155,6 +155,8 @@ def test_passage_terms_windows() -> None:
     lines = "\n".join(["alpha", "beta", "the", "gamma", "delta"])  # "the" has no term
     assert rc.passage_terms(an, lines) == [["alpha", "beta", "gamma"],
                                            ["beta", "gamma", "delta"]]
+    text = "See EXP-042 and K-7\nThe cats\u2019 don't run\n\nRunning, fast-paced (PAT-001)"
+    assert an.line_terms(text) == [an.terms(line) for line in text.split("\n")]
 
 
 @pytest.mark.parametrize(("query", "first", "last"), [
