@@ -18,7 +18,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,12 +103,33 @@ def parse(text: str, path: str = "<string>") -> Document:
 
 
 def read(path: Path) -> Document:
-    """Read and parse one file; oversized, binary or undecodable files are AtomParseErrors."""
+    """Read and parse one file; oversized, binary or undecodable files, and anything that is
+    not a regular file, are AtomParseErrors."""
+    return parse(decode(read_bytes(path), str(path)), str(path))
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of a file that may be an atom: refused (AtomParseError) without reading
+    when it is not a regular file (a directory, or a FIFO that would block) or is too big."""
     try:
-        raw = path.read_bytes()
+        # O_NONBLOCK: opening a FIFO must not wait for a writer
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise AtomParseError(str(path), f"cannot read: {e.strerror}") from None
-    return parse(decode(raw, str(path)), str(path))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            what = ("a directory" if stat.S_ISDIR(st.st_mode)
+                    else "a special file (FIFO, socket or device)")
+            raise AtomParseError(str(path), f"{what}, not an atom file: rename it or move it "
+                                 "out of the atom folder")
+        check_size(st.st_size, str(path))
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(MAX_ATOM_BYTES + 1)
+    except OSError as e:
+        raise AtomParseError(str(path), f"cannot read: {e.strerror}") from None
+    finally:
+        os.close(fd)
 
 
 def check_size(size: int, path: str) -> None:
@@ -364,7 +387,40 @@ def load_yaml_mapping(fm_text: str, path: str, first_line: int) -> dict[str, Any
             path, f"frontmatter must be `key: value` lines, not a {type(data).__name__}",
             first_line,
         )
+    problem = unbounded(data)
+    if problem:
+        raise AtomParseError(path, f"{problem}: write the values out plainly", first_line)
     return {str(k): normalize(v) for k, v in data.items()}
+
+
+MAX_YAML_VALUES = 100_000  # far beyond any hand-written frontmatter or TASKS.yaml
+MAX_YAML_DEPTH = 64
+
+
+def unbounded(data: Any) -> str | None:
+    """Why loaded YAML is not plain data, or None when it is.
+
+    YAML aliases are references: `a: &x [*x]` loads as a list that contains itself, and
+    nine nested aliases of nine items each (a "billion laughs") load in microseconds
+    but expand to 9⁹ values. `normalize` and every consumer would recurse forever or
+    run out of memory; this walk, without recursion, stops at MAX_YAML_VALUES.
+    """
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    left = MAX_YAML_VALUES
+    while stack:
+        value, depth = stack.pop()
+        left -= 1
+        if left < 0:
+            return (f"the YAML expands to more than {MAX_YAML_VALUES:,} values "
+                    "(an alias loop or an alias bomb?)")
+        if depth > MAX_YAML_DEPTH:
+            return (f"the YAML nests more than {MAX_YAML_DEPTH} levels deep "
+                    "(an alias that contains itself?)")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            stack.extend((v, depth + 1) for v in value)
+    return None
 
 
 def _lenient_loader() -> Any:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cortexfs.atoms import as_date, as_list
 from cortexfs.errors import InvalidInputError
-from cortexfs.frontmatter import dump_scalar, normalize
+from cortexfs.frontmatter import dump_scalar, normalize, unbounded
 from cortexfs.fsutil import atomic_write, file_lock
 from cortexfs.store import Project
 
@@ -124,6 +124,12 @@ class TaskFile:
     def get(self, task_id: str) -> Task | None:
         return next((t for t in self.tasks if t.id == task_id), None)
 
+    def first_error(self) -> str:
+        """`path:line: message` of the first error (no `:line` when it has none)."""
+        first = self.errors[0]
+        where = f"{self.path}:{first.line}" if first.line else str(self.path)
+        return f"{where}: {first.message}"
+
 
 # --- reading -----------------------------------------------------------------------------------
 
@@ -148,6 +154,10 @@ def parse(text: str, path: Path, archived: set[str] | None = None) -> TaskFile:
         return tf
     finally:
         loader.dispose()
+    problem = unbounded(data)
+    if problem:
+        tf.problems.append(Problem("error", None, f"{problem}: write the tasks out plainly"))
+        return tf
     tf.data = data
     shape = _shape(node, tf)
     if shape is None:
@@ -398,10 +408,7 @@ def _locked(project: Project) -> Iterator[None]:
 def _load_for_edit(project: Project) -> TaskFile:
     tf = load(project)
     if tf.shape is None:
-        first = tf.errors[0]
-        where = f"{tf.path}:{first.line}" if first.line else str(tf.path)
-        raise InvalidInputError(f"{where}: {first.message}; fix the file, then run the "
-                                "command again")
+        raise InvalidInputError(f"{tf.first_error()}; fix the file, then run the command again")
     return tf
 
 
@@ -504,9 +511,8 @@ def archive(project: Project, *, older_than_days: int = ARCHIVE_AFTER_DAYS,
     with _locked(project):
         tf = _load_for_edit(project)
         if tf.errors:
-            first = tf.errors[0]
-            raise InvalidInputError(f"{tf.path}:{first.line}: {first.message}; fix it before "
-                                    "archiving (see `cortex validate`)")
+            raise InvalidInputError(f"{tf.first_error()}; fix it before archiving "
+                                    "(see `cortex validate`)")
         old: list[Task] = []
         undated: list[str] = []
         for task in tf.tasks:

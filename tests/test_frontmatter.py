@@ -119,6 +119,41 @@ def test_binary_oversized_and_non_utf8_files(tmp_path: Path) -> None:
         fm.read(tmp_path / "missing.md")
 
 
+BILLION_LAUGHS = "".join(
+    [f"id: EXP-001\nl0: &l0 [{', '.join(['lol'] * 9)}]\n"]
+    + [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 9)])
+
+
+@pytest.mark.parametrize(("fm_text", "message"), [
+    ("x: &a [*a]\n", "alias that contains itself"),  # a list that holds itself
+    ("x: &a {k: *a}\n", "alias that contains itself"),
+    (BILLION_LAUGHS, "expands to more than"),  # 9**9 values from a 400-byte block
+    ("x: " + "[" * 100 + "]" * 100 + "\n", "nests more than"),
+])
+def test_alias_loops_bombs_and_deep_nesting_are_refused(fm_text: str, message: str) -> None:
+    with pytest.raises(AtomParseError, match=message) as e:
+        fm.parse(f"---\n{fm_text}---\nbody\n", "EXP-001.md")
+    assert e.value.line == 2 and "write the values out" in str(e.value)
+
+
+def test_plain_aliases_still_load() -> None:
+    doc = fm.parse("---\ntags: &t [a, b]\nkeywords: *t\n---\n")
+    assert doc.meta == {"tags": ["a", "b"], "keywords": ["a", "b"]}
+
+
+def test_a_directory_or_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    import os
+
+    folder = tmp_path / "EXP-001.md"
+    folder.mkdir()
+    with pytest.raises(AtomParseError, match="a directory, not an atom file"):
+        fm.read(folder)
+    fifo = tmp_path / "EXP-002.md"
+    os.mkfifo(fifo)  # opening it for reading without O_NONBLOCK waits for a writer forever
+    with pytest.raises(AtomParseError, match="special file"):
+        fm.read(fifo)
+
+
 def test_locate_spans() -> None:
     text = "\ufeff---\r\nid: A\r\n---\r\nbody"
     span = fm.locate(text)

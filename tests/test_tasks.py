@@ -202,6 +202,18 @@ def test_add_refuses_unparseable_file(project: Project) -> None:
         tasks.add_task(project, "x")
 
 
+def test_alias_loop_is_an_error_not_a_crash(project: Project, cli) -> None:
+    _write(project, "- &a [*a]\n")  # a task list that contains itself
+    before = (project.root / "TASKS.yaml").read_bytes()
+    with pytest.raises(InvalidInputError, match=r"TASKS.yaml: the YAML nests more than .* "
+                       "alias that contains itself"):
+        tasks.add_task(project, "x")
+    assert (project.root / "TASKS.yaml").read_bytes() == before
+    result = cli("tasks", "list", "-p", "flywheel")
+    assert result.exit_code == 1 and ":None" not in result.stderr
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+
+
 def test_flow_style_list_falls_back_to_a_rewrite(project: Project) -> None:
     _write(project, "# head comment\ntasks: [{id: T-1, text: a, status: todo}]  # gone\n")
     result = tasks.add_task(project, "b")

@@ -76,8 +76,7 @@ def tasks_list(
     for proj in projects:
         tf = tasks.load(proj)
         if tf.shape is None and project is not None:
-            first = tf.errors[0]
-            raise InvalidInputError(f"{tf.path}:{first.line}: {first.message}")
+            raise InvalidInputError(tf.first_error())
         for p in tf.problems:
             problems.append({"project": proj.name, "level": p.level, "line": p.line,
                              "message": p.message})
