@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
 from cortexfs import __version__
@@ -15,11 +16,24 @@ from cortexfs.errors import CortexError
 
 
 class CortexGroup(TyperGroup):
-    """Turns every expected error into one red line and exit 1; a bug into exit 2 and a log."""
+    """Turns every expected error into one red line and exit 1; a bug into exit 2 and a log.
+
+    A usage error (an unknown option, `--k abc`, a missing argument) is bad input too: one
+    line and exit 1, not click's boxed usage text and exit 2, which here means a bug.
+    """
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
+                     **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except UsageError as e:
+            _usage_error(e)
 
     def invoke(self, ctx: Any) -> Any:  # a click Context (typer vendors click)
         try:
             return super().invoke(ctx)
+        except UsageError as e:
+            _usage_error(e)
         except CortexError as e:
             typer.secho(f"error: {e}", fg="red", err=True)
             raise typer.Exit(1) from None
@@ -32,6 +46,16 @@ class CortexGroup(TyperGroup):
             typer.secho(f"internal error: {type(e).__name__}: {e} — this is a bug; details "
                         f"in {where}", fg="red", err=True)
             raise typer.Exit(2) from None
+
+
+def _usage_error(e: UsageError) -> NoReturn:
+    if isinstance(e, NoArgsIsHelpError):
+        e.exit_code = 1  # `cortex tasks` alone: the group's help, as click prints it
+        raise e
+    message = " ".join(e.format_message().split())
+    command = e.ctx.command_path if e.ctx is not None else "cortex"
+    typer.secho(f"error: {message} (see `{command} --help`)", fg="red", err=True)
+    raise typer.Exit(1) from None
 
 
 def _log_crash() -> str:

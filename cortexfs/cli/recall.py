@@ -57,8 +57,10 @@ def recall(
         raise InvalidInputError(f"--open takes a hit number from 1 to {k}, not {open_rank}")
     store = common.open_store()
     weights = rc.Weights(dense=0.0) if no_dense else rc.DEFAULT_WEIGHTS
-    result = rc.recall(store, query, project=project, k=max(k, open_rank or 0),
-                       weights=weights, progress=_progress)
+    # --open N needs N hits; otherwise --k goes through as given, for recall to check
+    want = k if open_rank is None else max(k, open_rank)
+    result = rc.recall(store, query, project=project, k=want, weights=weights,
+                       progress=_progress)
     if not result.dense_available and not no_dense:
         note = rc.no_embed_note(store)
         if note:
