@@ -45,12 +45,14 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cortexfs.accesslog import AccessStats
-from cortexfs.atoms import Atom, status_group
+from cortexfs.atoms import Atom, as_date, split_status, status_group
 from cortexfs.strength import strength
 from cortexfs.tokens import chars_for, estimate
 
@@ -75,6 +77,7 @@ BANDS = (("strong", 0.8), ("moderate", 0.5), ("weak", 0.3), ("decaying", 0.1), (
 _UNSAFE_TAG = re.compile(r"[^\w.+#/-]+")
 _TOPIC_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.md$")
 _TEMPORAL_FILE = re.compile(r"^\d{4}-\d{2}\.md$")
+_DATETIME = dt.datetime  # (remembered: what is parsed once may outlive a patched class)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _US = dt.timedelta(microseconds=1)
 _US_PER_DAY = 86_400_000_000
@@ -92,7 +95,7 @@ class IndexEntry:
 
     __slots__ = ("key", "project", "kind", "pointer", "summary", "status", "created",
                  "accessed_day", "event_us", "event_day", "event_month", "hits", "rel", "tags",
-                 "priority", "src", "strength", "atom", "_pieces")
+                 "topic", "priority", "src", "strength", "atom", "_pieces", "_stored")
 
     def __init__(self, key: str, project: str, kind: str, pointer: str, summary: str,
                  status: str, created: dt.date | None, accessed: dt.datetime | None, hits: int,
@@ -107,21 +110,22 @@ class IndexEntry:
         self.created = created
         self.accessed_day = _day(accessed)
         event = accessed if accessed is not None else _midnight(created) if created else None
-        self.event_us: int | None = (event - _EPOCH) // _US if event is not None else None
-        self.event_day = _day(event)
-        self.event_month = event.strftime("%Y-%m") if event is not None else "undated"
+        if event is None:
+            self.event_us, self.event_day, self.event_month = None, "never", "undated"
+        else:
+            self.event_us = (event - _EPOCH) // _US
+            self.event_day = day = event.date().isoformat()
+            self.event_month = day[:7] if event.year >= 1000 else event.strftime("%Y-%m")
         self.hits = hits
         self.rel = rel
         self.tags = tags  # made safe for the hx comment
+        self.topic = tags[0] if tags else "untagged"  # the primary tag
         self.priority = priority
         self.src = src
         self.strength = 1.0
         self.atom = atom
         self._pieces: tuple[str, str, str] | None = None
-
-    @property
-    def topic(self) -> str:
-        return self.tags[0] if self.tags else "untagged"
+        self._stored: tuple[_Stored, int, str] | None = None  # where cached pieces are
 
     @property
     def id(self) -> str:
@@ -130,6 +134,9 @@ class IndexEntry:
     def pieces(self) -> tuple[str, str, str]:
         """(entry text up to its strength, the rest of it, its one-liner up to the detail):
         see `render_entry` and `one_liner`."""
+        if self._pieces is None and self._stored is not None:
+            stored, n, line = self._stored
+            self._pieces = (*stored.texts(n), line)
         if self._pieces is None:
             hx = [f"id={self.key}", f"created={_day(self.created)}",
                   f"accessed={self.accessed_day}", f"hits={self.hits}"]
@@ -141,40 +148,77 @@ class IndexEntry:
                 more = len(self.rel) - len(shown)
                 rest.append("rel=" + ",".join(shown) + (f",+{more}" if more else ""))
             if self.priority:
-                rest.append(f"pri={_UNSAFE_TAG.sub('_', self.priority)}")
-            rest.append(f"src={_UNSAFE_TAG.sub('_', self.src)}")
+                rest.append(f"pri={_memo(_SAFE_WORDS, self.priority, _safe_word)}")
+            rest.append(f"src={_memo(_SAFE_WORDS, self.src, _safe_word)}")
+            safe = _defused(self.summary)  # the summary is on one line already
             self._pieces = (
-                f"{self.key}\n{clean_text(self.summary)}\n→ {self.pointer}\n"
+                f"{self.key}\n{_clip(safe, MAX_SUMMARY)}\n→ {self.pointer}\n"
                 f"<!-- hx: {' | '.join(hx)} | str=",
                 "".join(f" | {part}" for part in rest) + " -->\n",
-                f"- {self.key} — {clean_text(self.summary, MAX_LINE_SUMMARY)}")
+                f"- {self.key} — {_clip(safe, MAX_LINE_SUMMARY)}")
         return self._pieces
 
-    # the cache form: a tuple of plain values (marshal writes nothing else)
+    def line(self) -> str:
+        """The one-liner up to its detail (the third piece, without cutting up the others)."""
+        if self._pieces is None and self._stored is not None:
+            return self._stored[2]
+        return self.pieces()[2]
+
+    # the cache form: a tuple of plain values (marshal writes nothing else); the two long
+    # pieces are kept apart (see Part.to_cache)
 
     def to_row(self) -> tuple[Any, ...]:
         return (self.key, self.kind, self.pointer, self.summary, self.status,
                 self.created.toordinal() if self.created else 0, self.accessed_day,
                 self.event_us, self.event_day, self.event_month, self.hits, self.rel,
-                self.tags, self.priority, self.src, self.pieces())
+                self.tags, self.priority, self.src, self.line())
 
     @classmethod
-    def from_row(cls, project: str, row: tuple[Any, ...]) -> IndexEntry:
+    def from_row(cls, project: str, row: tuple[Any, ...], stored: _Stored,
+                 n: int) -> IndexEntry:
         self = cls.__new__(cls)
         (self.key, self.kind, self.pointer, self.summary, self.status, created,
          self.accessed_day, self.event_us, self.event_day, self.event_month, self.hits,
-         self.rel, self.tags, self.priority, self.src, pieces) = row
-        if not (isinstance(self.key, str) and isinstance(pieces, tuple) and len(pieces) == 3
+         self.rel, self.tags, self.priority, self.src, line) = row
+        if not (isinstance(self.key, str) and isinstance(line, str)
                 and isinstance(self.rel, list) and isinstance(self.tags, list)
                 and isinstance(self.hits, int) and isinstance(created, int)
                 and self.key.startswith(project + "/")):
             raise ValueError("not an entry")
         self.project = project
+        self.topic = self.tags[0] if self.tags else "untagged"
         self.created = dt.date.fromordinal(created) if created else None
         self.strength = 1.0
         self.atom = None
-        self._pieces = pieces
+        self._pieces = None
+        self._stored = (stored, n, line)
         return self
+
+
+class _Stored:
+    """The long pieces of a cached part's entries, as two strings and their lengths: one
+    string loads much faster than thousands, and is cut up only for the entries rendered
+    in full (in the topic file of a project that changed, or in Quick Access)."""
+
+    def __init__(self, heads: str, head_lens: list[int], tails: str,
+                 tail_lens: list[int]) -> None:
+        if not (isinstance(heads, str) and isinstance(tails, str)
+                and isinstance(head_lens, list) and isinstance(tail_lens, list)
+                and len(head_lens) == len(tail_lens)
+                and sum(head_lens) == len(heads) and sum(tail_lens) == len(tails)):
+            raise ValueError("not stored pieces")
+        self.heads, self.tails = heads, tails
+        self.head_lens, self.tail_lens = head_lens, tail_lens
+        self._starts: tuple[list[int], list[int]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.head_lens)
+
+    def texts(self, n: int) -> tuple[str, str]:
+        if self._starts is None:
+            self._starts = ([0, *accumulate(self.head_lens)], [0, *accumulate(self.tail_lens)])
+        hs, ts = self._starts
+        return self.heads[hs[n]:hs[n + 1]], self.tails[ts[n]:ts[n + 1]]
 
 
 _SAFE_TAGS: dict[str, str] = {}  # tag → its hx-safe form (a store has few distinct tags)
@@ -203,17 +247,25 @@ class Part:
     kinds: dict[str, int]
 
     def to_cache(self) -> tuple[Any, ...]:
+        heads, tails = [], []
+        for e in self.entries:
+            head, tail, _ = e.pieces()
+            heads.append(head)
+            tails.append(tail)
         return ([e.to_row() for e in self.entries], self.skipped, self.reads, self.newest_us,
-                self.kinds)
+                self.kinds, "".join(heads), [len(h) for h in heads], "".join(tails),
+                [len(t) for t in tails])
 
     @classmethod
     def from_cache(cls, project: str, data: Any) -> Part:
-        rows, skipped, reads, newest_us, kinds = data
+        rows, skipped, reads, newest_us, kinds, *long = data
+        stored = _Stored(*long)
         if not (isinstance(skipped, dict) and isinstance(reads, int) and isinstance(kinds, dict)
-                and (newest_us is None or isinstance(newest_us, int))):
+                and (newest_us is None or isinstance(newest_us, int))
+                and isinstance(rows, list) and len(rows) == len(stored)):
             raise ValueError("not a part")
-        return cls(project, [IndexEntry.from_row(project, row) for row in rows], skipped,
-                   reads, newest_us, kinds)
+        return cls(project, [IndexEntry.from_row(project, row, stored, n)
+                             for n, row in enumerate(rows)], skipped, reads, newest_us, kinds)
 
 
 @dataclass
@@ -224,10 +276,17 @@ class Index:
     reference: dt.datetime | None  # the store clock: newest access or atom date
     skipped: Counter[str] = field(default_factory=Counter)  # why atoms are not indexed
     reads: int = 0
+    _bands: Counter[str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def by_key(self) -> dict[str, IndexEntry]:
         return {e.key: e for e in self.entries}
+
+    def bands(self) -> Counter[str]:
+        """band_counts of the entries (computed once: several parts of the files show it)."""
+        if self._bands is None:
+            self._bands = band_counts(self.entries)
+        return self._bands
 
 
 # --- building ----------------------------------------------------------------------------------
@@ -239,7 +298,7 @@ def _midnight(day: dt.date) -> dt.datetime:
 
 def parse_time(value: object) -> dt.datetime | None:
     """An access-log `ts`, `last-ref` or date as an aware UTC datetime; None if not one."""
-    if isinstance(value, dt.datetime):
+    if isinstance(value, _DATETIME):
         return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
     if isinstance(value, dt.date):
         return _midnight(value)
@@ -251,6 +310,43 @@ def parse_time(value: object) -> dt.datetime | None:
     except ValueError:
         return None
     return when.astimezone(dt.UTC) if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+_MEMO_MAX = 50_000  # per memo: a long-running watcher keeps its memory bounded
+_DATES: dict[str, dt.date | None] = {}
+_STATUSES: dict[str | None, tuple[str, str]] = {}
+_TIMES: dict[str, dt.datetime | None] = {}
+
+
+def _memo(table: dict[Any, Any], key: Any, make: Any) -> Any:
+    found = table.get(key, table)
+    if found is table:
+        if len(table) > _MEMO_MAX:
+            table.clear()
+        found = table[key] = make(key)
+    return found
+
+
+def _atom_date(meta: dict[str, Any]) -> dt.date | None:
+    """Atom.date, with the dates a store repeats remembered."""
+    value = meta.get("date")
+    return _memo(_DATES, value, as_date) if type(value) is str else as_date(value)
+
+
+def _atom_status(meta: dict[str, Any]) -> tuple[str, str]:
+    """(Atom.status, its group), remembered per raw value."""
+    value = meta.get("status")
+    if value is None or type(value) is str:
+        return _memo(_STATUSES, value, lambda v: (s := split_status(v)[0], status_group(s)))
+    status = split_status(value)[0]
+    return status, status_group(status)
+
+
+def _time(value: object) -> dt.datetime | None:
+    """parse_time, with the timestamps seen twice (the log's and last-ref) parsed once."""
+    if type(value) is str:
+        return _memo(_TIMES, value, parse_time)
+    return parse_time(value) if value else None
 
 
 def project_part(name: str, atoms: Iterable[Atom], stats: AccessStats | None) -> Part:
@@ -265,35 +361,40 @@ def project_part(name: str, atoms: Iterable[Atom], stats: AccessStats | None) ->
     counts, logged_newest = st.counts, st.newest
     kinds: Counter[str] = Counter()
     for atom in atoms:
+        meta = atom.meta
         file = atom.path.name
         folder = atom.kind.folder
         kinds[folder] += 1
         count = counts.get(file, 0)
         reads += count
         hits = max(count, atom.refs)
-        logged, noted = parse_time(logged_newest.get(file)), parse_time(atom.last_ref)
+        raw_last = meta.get("last-ref")  # Atom.last_ref: str(raw) if raw else None
+        logged = _time(logged_newest.get(file))
+        noted = _time(raw_last if type(raw_last) is str or not raw_last else str(raw_last))
         accessed = max(logged, noted) if logged and noted else logged or noted
-        created = atom.date
-        for t in (accessed, _midnight(created) if created else None):
-            if t is not None and (newest is None or t > newest):
-                newest = t
-        status = atom.status
-        group = status_group(status)
+        created = _atom_date(meta)
+        if accessed is not None and (newest is None or accessed > newest):
+            newest = accessed
+        if created is not None:
+            midnight = _midnight(created)
+            if newest is None or midnight > newest:
+                newest = midnight
+        status, group = _atom_status(meta)
         if group != "active":
             skipped[group] += 1
             continue
         if created is None and accessed is None:
             skipped["undated"] += 1
             continue
-        meta = atom.meta
         priority, src = meta.get("priority"), meta.get("src")
-        entries[atom.id] = IndexEntry(
-            f"{name}/{atom.id}", name, folder, f"projects/{name}/{folder}/{file}",
+        atom_id = atom.id
+        entries[atom_id] = IndexEntry(
+            f"{name}/{atom_id}", name, folder, f"projects/{name}/{folder}/{file}",
             atom.summary, status, created, accessed, hits, [],
             [t for t in map(_safe_tag, atom.tags) if t],
             str(priority).strip().lower() if priority not in (None, "") else None,
             str(src).strip().lower() if src not in (None, "") else "auto", atom)
-        cites.append((atom.id, [*atom.links, *atom.cited_experiments()]))
+        cites.append((atom_id, [*atom.links, *atom.cited_experiments()]))
     related: dict[str, set[str]] = {aid: set() for aid in entries}
     for aid, targets in cites:
         for target in targets:
@@ -301,7 +402,8 @@ def project_part(name: str, atoms: Iterable[Atom], stats: AccessStats | None) ->
                 related[aid].add(target)
                 related[target].add(aid)
     for aid, entry in entries.items():
-        entry.rel = sorted(f"{name}/{r}" for r in related[aid])
+        if related[aid]:
+            entry.rel = sorted(f"{name}/{r}" for r in related[aid])
     return Part(name, list(entries.values()), dict(skipped), reads,
                 (newest - _EPOCH) // _US if newest is not None else None, dict(kinds))
 
@@ -358,19 +460,36 @@ def _iso(when: dt.datetime | None) -> str:
 def _day(when: dt.datetime | dt.date | None) -> str:
     if when is None:
         return "never"
-    return when.date().isoformat() if isinstance(when, dt.datetime) else when.isoformat()
+    return when.date().isoformat() if isinstance(when, _DATETIME) else when.isoformat()
 
 
 def clean_text(text: str, limit: int = MAX_SUMMARY) -> str:
     """A summary made safe for one markdown line: no newline, no comment markers, no
     leading heading or pointer syntax, and `→` (which introduces pointers) written `->`."""
-    text = " ".join(text.split())
-    text = text.replace("→", "->").replace("<!--", "&lt;!--").replace("-->", "--&gt;")
+    return _clip(_defused(" ".join(text.split())), limit)
+
+
+def _defused(text: str) -> str:
+    """clean_text's replacements, on a text already on one line."""
+    if "→" in text or "<!--" in text or "-->" in text:
+        text = text.replace("→", "->").replace("<!--", "&lt;!--").replace("-->", "--&gt;")
+    return text
+
+
+def _clip(text: str, limit: int) -> str:
+    """The rest of clean_text, on a text `_defused` returned."""
     if len(text) > limit:
         text = text[: limit - 1].rstrip() + "…"
     if text.startswith(("#", ">", "=", "|")):
         text = "\\" + text
     return text or "_(no summary)_"
+
+
+_SAFE_WORDS: dict[str, str] = {}
+
+
+def _safe_word(word: str) -> str:
+    return _UNSAFE_TAG.sub("_", word)
 
 
 def hx_comment(entry: IndexEntry) -> str:
@@ -387,7 +506,7 @@ def render_entry(entry: IndexEntry, level: int = 3) -> str:
 
 def one_liner(entry: IndexEntry, detail: str = "") -> str:
     extra = f" ({detail})" if detail else ""
-    return f"{entry.pieces()[2]}{extra} → {entry.pointer}\n"
+    return f"{entry.line()}{extra} → {entry.pointer}\n"
 
 
 def quick_access(index: Index) -> list[IndexEntry]:
@@ -408,11 +527,13 @@ def _recent_first(entries: Iterable[IndexEntry]) -> list[IndexEntry]:
                                             else _NEVER_US), e.key))
 
 
-def time_buckets(index: Index) -> dict[str, list[IndexEntry]]:
-    """This Week / This Month / Older by last access (or date), relative to `reference`."""
+def time_buckets(index: Index, recent: list[IndexEntry] | None = None) \
+        -> dict[str, list[IndexEntry]]:
+    """This Week / This Month / Older by last access (or date), relative to `reference`
+    (`recent`: the entries in `_recent_first` order, when the caller has them)."""
     out: dict[str, list[IndexEntry]] = {"This Week": [], "This Month": [], "Older": []}
     ref = (index.reference - _EPOCH) // _US if index.reference is not None else None
-    for entry in _recent_first(index.entries):
+    for entry in _recent_first(index.entries) if recent is None else recent:
         event = entry.event_us
         age = (ref - event) // _US_PER_DAY if ref is not None and event is not None else 0
         bucket = "This Week" if age < WEEK_DAYS else "This Month" if age < MONTH_DAYS \
@@ -439,7 +560,7 @@ _INTRO = ("> Auto-generated by `cortex index regen` from atoms and access logs. 
 def _meta_lines(index: Index, layout: str) -> list[str]:
     entries = index.entries
     kinds = Counter(e.kind for e in entries)
-    bands = band_counts(entries)
+    bands = index.bands()
     avg = sum(e.strength for e in entries) / len(entries) if entries else 0.0
     projects = len({e.project for e in entries})
     lines = [
@@ -481,11 +602,11 @@ def render_single(index: Index) -> str:
     out += ["\n" + render_entry(e) for e in qa] or ["\n_No reads recorded yet._\n"]
     out += _section("By Topic", "Every entry, by project and primary tag, strongest first.")
     groups: dict[tuple[str, str], list[IndexEntry]] = {}
-    for e in index.entries:
+    for e in _by_strength(index.entries):  # each group in that order too
         groups.setdefault((e.project, e.topic), []).append(e)
     for (project, topic), members in sorted(groups.items()):
         out.append(f"\n### {project} · {topic}\n")
-        out += ["\n" + render_entry(e, 4) for e in _by_strength(members)]
+        out += ["\n" + render_entry(e, 4) for e in members]
     if not groups:
         out.append("\n_No entries._\n")
     out += _section("By Time", "By last access (or date when never read), relative to "
@@ -508,6 +629,7 @@ def render_single(index: Index) -> str:
 
 
 def _topic_file(index: Index, project: str, members: list[IndexEntry]) -> str:
+    """A project's topic file; `members` strongest first."""
     out = [f"<!-- {VERSION} | topic: {project} | entries: {len(members)} | "
            f"reindexed: {_iso(index.reference)} -->\n",
            f"# HIPPOCAMPUS — {project}\n\n", _INTRO]
@@ -516,7 +638,7 @@ def _topic_file(index: Index, project: str, members: list[IndexEntry]) -> str:
         groups.setdefault(e.topic, []).append(e)
     for topic, group in sorted(groups.items()):
         out.append(f"\n## {topic}\n")
-        out += ["\n" + render_entry(e) for e in _by_strength(group)]
+        out += ["\n" + render_entry(e) for e in group]
     return "".join(out)
 
 
@@ -538,15 +660,23 @@ def _decay_file(index: Index, queue: list[IndexEntry]) -> str:
     return "".join(out)
 
 
-def render_hierarchical(index: Index) -> dict[str, str]:
+def topic_path(project: str) -> str:
+    """Where a project's topic file goes (relative to the knowledge root)."""
+    return f"{HIER_DIR}/topics/{project}.md"
+
+
+def render_hierarchical(index: Index, known_topics: Iterable[str] = ()) -> dict[str, str]:
     """Master HIPPOCAMPUS.md plus the `.hippocampus/` files, keyed by path relative to the
-    knowledge root."""
+    knowledge root; the topic files of `known_topics` (projects whose topic file the
+    caller knows to be up to date) are left out."""
     files: dict[str, str] = {}
     by_project: dict[str, list[IndexEntry]] = {}
-    for e in index.entries:
+    for e in _by_strength(index.entries):  # each project's entries strongest first
         by_project.setdefault(e.project, []).append(e)
+    skip = set(known_topics)
     for project, members in by_project.items():
-        files[f"{HIER_DIR}/topics/{project}.md"] = _topic_file(index, project, members)
+        if project not in skip:
+            files[topic_path(project)] = _topic_file(index, project, members)
     recent = _recent_first(index.entries)
     by_month: dict[str, list[IndexEntry]] = {}
     for e in recent:
@@ -557,7 +687,7 @@ def render_hierarchical(index: Index) -> dict[str, str]:
     files[f"{HIER_DIR}/decay-queue.md"] = _decay_file(index, queue)
     files[f"{HIER_DIR}/meta.json"] = json.dumps(_meta_json(index, by_project, by_month, queue),
                                                 indent=1, sort_keys=True) + "\n"
-    master = _Master(index, by_project, queue)
+    master = _Master(index, by_project, recent, queue)
     for cap in (40, 25, 15, 10, 6, 3, 1, 0):
         text = master.render(cap)
         if estimate(text) <= MASTER_MAX_TOKENS:
@@ -574,7 +704,7 @@ def _meta_json(index: Index, by_project: dict[str, list[IndexEntry]],
         "reads": index.reads, "not_indexed": dict(sorted(index.skipped.items())),
         "average_strength": round(sum(e.strength for e in entries) / len(entries), 4)
         if entries else 0.0,
-        "strength_bands": dict(band_counts(entries)),
+        "strength_bands": dict(index.bands()),
         "decay_queue": len(queue),
         "topics": {p: {"entries": len(m), "file": f"{HIER_DIR}/topics/{p}.md"}
                    for p, m in sorted(by_project.items())},
@@ -596,16 +726,22 @@ class _Master:
     orderings it picks from are computed once, whatever the number of sizes tried."""
 
     def __init__(self, index: Index, by_project: dict[str, list[IndexEntry]],
-                 queue: list[IndexEntry]) -> None:
+                 recent: list[IndexEntry], queue: list[IndexEntry]) -> None:
+        """`by_project`: each project's entries, strongest first; `recent`: every entry in
+        `_recent_first` order."""
         self.index = index
         self.queue = queue
         self.quick = quick_access(index)
-        self.projects = [
-            (project, len(members), Counter(e.topic for e in members).most_common(6),
-             _by_strength(members))
-            for project, members in sorted(by_project.items(),
-                                           key=lambda kv: (-len(kv[1]), kv[0]))]
-        self.buckets = time_buckets(index)
+        topics: dict[str, Counter[str]] = {}
+        for e in index.entries:  # in key order: among equally common tags, the first wins
+            counter = topics.get(e.project)
+            if counter is None:
+                counter = topics[e.project] = Counter()
+            counter[e.topic] += 1
+        self.projects = [(project, len(members), topics[project].most_common(6), members)
+                         for project, members in sorted(by_project.items(),
+                                                        key=lambda kv: (-len(kv[1]), kv[0]))]
+        self.buckets = time_buckets(index, recent)
         older = Counter(e.event_month for e in self.buckets["Older"])
         self.older = [(m, older[m]) for m in sorted(older, reverse=True)]
         self.linked = sorted((e for e in index.entries if e.rel),
@@ -665,16 +801,20 @@ class _Master:
         return "".join(out)
 
 
-def render(index: Index) -> dict[str, str]:
-    """Every generated file (path relative to the knowledge root → text)."""
-    # each entry is at least its pointer twice (By Topic, By Time) plus ~60 characters:
-    # when that alone is over the ceiling, skip rendering a single file that cannot fit
-    floor = sum(2 * len(e.pointer) + 60 for e in index.entries)
-    if floor <= chars_for(MAX_TOKENS):
+def surely_hierarchical(index: Index) -> bool:
+    """Whether the index is too large for one file without rendering it to find out: each
+    entry takes at least its pointer twice (By Topic, By Time) plus ~60 characters."""
+    return sum(2 * len(e.pointer) + 60 for e in index.entries) > chars_for(MAX_TOKENS)
+
+
+def render(index: Index, known_topics: Iterable[str] = ()) -> dict[str, str]:
+    """Every generated file (path relative to the knowledge root → text); in the
+    hierarchical layout, without the topic files of `known_topics`."""
+    if not surely_hierarchical(index):
         single = render_single(index)
         if estimate(single) <= MAX_TOKENS:
             return {FILE_NAME: single}
-    return render_hierarchical(index)
+    return render_hierarchical(index, known_topics)
 
 
 # --- writing -----------------------------------------------------------------------------------
@@ -696,11 +836,13 @@ def _existing_generated(context: Path) -> list[Path]:
 
 
 def _write_files(context: Path, files: dict[str, str], dry_run: bool,
-                 known: Mapping[str, Any]) -> tuple[list[Path], dict[str, list[Any]]]:
+                 known: Mapping[str, Any], kept: AbstractSet[str] = frozenset()) \
+        -> tuple[list[Path], dict[str, list[Any]]]:
     """Write the files that differ from what is on disk and delete stale `.hippocampus/`
     ones: (paths written or deleted — in a dry run, that would be —, the state of every
     generated file as left on disk). `known` is that state from the last run: a file whose
-    text and stat data both match it is not even read."""
+    text and stat data both match it is not even read. `kept`: files known to be up to
+    date, left as they are."""
     import time
 
     from cortexfs.cache import FileState, digest, file_state, still
@@ -728,7 +870,9 @@ def _write_files(context: Path, files: dict[str, str], dry_run: bool,
         state = file_state(path, hexdigest, now_ns)
         if state is not None:
             states[rel] = state
-    wanted = {context / rel for rel in files}
+    for rel in kept:
+        states[rel] = known[rel]
+    wanted = {context / rel for rel in (*files, *kept)}
     for stale in sorted(set(_existing_generated(context)) - wanted):
         changed.append(stale)
         if not dry_run:
@@ -756,7 +900,7 @@ def refresh(store: Store, loaded: Sequence[LoadedProject], stats: Mapping[str, A
 # --- the generator -----------------------------------------------------------------------------
 
 CACHE_KIND = "hippocampus-2"
-PART_KIND = "hippocampus-part-2"
+PART_KIND = "hippocampus-part-3"
 
 
 def _code_key() -> str:
@@ -775,9 +919,9 @@ def _part_path(store: Store, name: str) -> Path:
     return store.cache_dir / "hippocampus" / f"{name}.bin"
 
 
-def _part(ctx: Any, name: str, code: str) -> Part:
-    """A project's part from the cache when its inputs have not changed, else built (and
-    cached)."""
+def _part(ctx: Any, name: str, code: str) -> tuple[Part, str | None]:
+    """A project's part — from the cache when its inputs have not changed, else built (and
+    cached) — and the key of its inputs (None when they cannot be told apart)."""
     from cortexfs import cache
 
     fingerprint = ctx.fingerprint([name])
@@ -787,13 +931,13 @@ def _part(ctx: Any, name: str, code: str) -> Part:
         saved = cache.load(path, PART_KIND)
         if isinstance(saved, tuple) and len(saved) == 2 and saved[0] == key:
             try:
-                return Part.from_cache(name, saved[1])
+                return Part.from_cache(name, saved[1]), key
             except (ValueError, TypeError):
                 pass  # not what this code writes: build it again
     part = project_part(name, ctx.projects[name].atoms, ctx.access[name])
     if fingerprint:
         cache.save(path, PART_KIND, (key, part.to_cache()))
-    return part
+    return part, key if fingerprint else None
 
 
 def prepare(ctx: Any, names: list[str]) -> None:
@@ -810,7 +954,9 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
     Remembers (in `.cache/hippocampus.bin`) the input fingerprint it last rendered from and
     the state of the files that rendering left on disk: when both still hold, nothing is
     loaded or rendered — `cortex ready` asks this at every session start. Otherwise the
-    projects whose inputs are unchanged come from their cached parts.
+    projects whose inputs are unchanged come from their cached parts, and (in the
+    hierarchical layout) their topic files are not even rendered when the store clock did
+    not move either: a topic file depends on nothing else.
     """
     from cortexfs import cache
 
@@ -828,10 +974,24 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
             if set(known) >= generated and FILE_NAME in known \
                     and all(cache.still(context / rel, st) for rel, st in known.items()):
                 return []
-    index = assemble(_part(ctx, name, code) for name in ctx.projects)
-    changed, states = _write_files(context, render(index), dry_run, known)
+    parts = [_part(ctx, name, code) for name in ctx.projects]
+    index = assemble(part for part, _ in parts)
+    clock = index.reference.isoformat() if index.reference else "never"
+    topic_keys = {part.project: f"{part_key}:{clock}" for part, part_key in parts
+                  if part_key is not None and part.entries}
+    known_topics: list[str] = []
+    if surely_hierarchical(index) and isinstance(saved, dict) \
+            and isinstance(saved.get("topics"), dict):
+        known_topics = [project for project, topic_key in topic_keys.items()
+                        if saved["topics"].get(project) == topic_key
+                        and cache.still(context / topic_path(project),
+                                        known.get(topic_path(project)))]
+    changed, states = _write_files(context, render(index, known_topics), dry_run, known,
+                                   {topic_path(p) for p in known_topics})
     if not dry_run or not changed:
-        cache.save(state_path, CACHE_KIND, {"key": key, "files": states})
+        cache.save(state_path, CACHE_KIND, {
+            "key": key, "files": states,
+            "topics": {p: k for p, k in topic_keys.items() if topic_path(p) in states}})
     return changed
 
 

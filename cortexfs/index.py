@@ -140,6 +140,9 @@ class _Lazy(Mapping[str, V]):
             self._values[name] = self._make(name)
         return self._values[name]
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._names  # (Mapping's would compute the value)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 
@@ -188,6 +191,8 @@ def _regenerate(store: Store, selected: list[Project], dry_run: bool, progress: 
     for project in mine:
         run.regenerate_project(project, result)
         bar.advance(project.name)
+    if worker is not None:  # while it works: what the generators will need of ours
+        run.prepare([p.name for p in mine])
     if worker is not None and not worker.join(result):
         for project in theirs:  # the worker failed: do its share here
             run.regenerate_project(project, result)
@@ -329,6 +334,7 @@ class _Run:
         self.states: dict[str, dict[str, Any]] = {}
         self.folded: dict[str, dict[str, tuple[int, str | None]]] = {}
         self.digests: dict[tuple[str, str], str] = {}  # (project, kind prefix) → digest
+        self.native: bool | None = None  # whether the packaged templates render (see below)
         self._identity: tuple[Any, ...] | None = None
 
     # --- inputs ----------------------------------------------------------------------------
@@ -449,8 +455,9 @@ class _Run:
 
     def prepare(self, names: list[str]) -> None:
         """Let the generators that can build per-project data ahead of time (a module-level
-        `prepare(ctx, names)`) do it for `names`, in this process: a forked worker does it
-        for its projects, so that both cores share that work on a cold run."""
+        `prepare(ctx, names)`, which caches what it builds) do it for `names`, in this
+        process: on a cold run the forked worker does it for its projects and this process
+        for its own while it waits, so that both cores share that work."""
         from cortexfs.derived import GENERATORS
 
         ctx = self.context(names)
@@ -463,7 +470,6 @@ class _Run:
             # error, when its generators run
             with contextlib.suppress(Exception):
                 prepare(ctx, names)
-        self.save()
 
     def context(self, selected: list[str]) -> RegenContext:
         names = self.store.project_names()
@@ -566,20 +572,110 @@ class _Run:
 
     def render(self, project: Project, kind: Kind) -> str:
         """The index text of one folder, with _PLACEHOLDER for the "Last updated" time."""
-        from cortexfs import templates
-
         rows = [_Row(a) for a in self.atoms(project, kind)]
         rows.sort(key=_Row.order)
         groups: dict[str, list[_Row]] = {"active": [], "invalidated": [], "superseded": []}
         for row in rows:
             groups[row.group].append(row)
-        env = templates.environment(self.store)
-        return env.get_template(f"index/{kind.folder}.md.j2").render(
+        values: dict[str, Any] = dict(
             title=kind.title, project=cell(project.name),
             use_when=USE_WHEN[kind.name].format(project=cell(project.name)),
             updated=_PLACEHOLDER, total=len(rows), **groups,
-            stats=_stats(rows, groups, self.today),
-        )
+            stats=_stats(rows, groups, self.today))
+        if self.native is None:
+            self.native = packaged_templates_only(self.store)
+        if self.native:
+            return render_packaged(kind, values)
+        from cortexfs import templates
+
+        env = templates.environment(self.store)
+        return env.get_template(f"index/{kind.folder}.md.j2").render(**values)
+
+
+# --- the packaged templates without Jinja --------------------------------------------------
+#
+# Importing Jinja and compiling the templates costs more than rendering a folder of a
+# thousand atoms, and a regeneration after one edit renders one folder. So while a store
+# overrides none of the index templates and the packaged ones are exactly the files
+# `render_packaged` mirrors (their digest is PACKAGED_TEMPLATES), they are rendered here;
+# tests/test_index.py checks that both renderings agree.
+
+TEMPLATE_FILES = ("_header.md.j2", "_rest.md.j2", "experiments.md.j2", "knowledge.md.j2",
+                  "patterns.md.j2")
+PACKAGED_TEMPLATES = "ccf5468a7d68d820ef3a5460d0063a99"
+
+
+def packaged_templates_digest() -> str:
+    """The digest of the packaged index templates, as PACKAGED_TEMPLATES holds it."""
+    from cortexfs.templates import package_dir
+
+    folder = package_dir("templates") / "index"
+    data = b"".join(name.encode() + b"\0" + (folder / name).read_bytes() + b"\0"
+                    for name in TEMPLATE_FILES)
+    return cache.digest(data).hex()
+
+
+def packaged_templates_only(store: Store) -> bool:
+    """Whether the index templates in use are the packaged ones `render_packaged` mirrors."""
+    override = store.templates_dir / "index"
+    if any(os.path.lexists(override / name) for name in TEMPLATE_FILES):
+        return False
+    try:
+        return packaged_templates_digest() == PACKAGED_TEMPLATES
+    except OSError:
+        return False
+
+
+def _entries(n: int) -> str:
+    return f"{n} {'entry' if n == 1 else 'entries'}"
+
+
+def render_packaged(kind: Kind, v: dict[str, Any]) -> str:
+    """What the packaged `index/<folder>.md.j2` renders from the values `v`, without Jinja."""
+    out = [f"# {v['title']} Index — {v['project']}\n\nUse when: {v['use_when']}\n\n"
+           "> Auto-generated by cortex from YAML frontmatter. Do not edit manually.\n"
+           f"> Last updated: {v['updated']}\n\n"]
+    if not v["total"]:
+        out.append("_No entries._\n")
+        return "".join(out)
+    active, invalidated, superseded = v["active"], v["invalidated"], v["superseded"]
+    out.append(f"## Active ({_entries(len(active))})\n\n")
+    if not active:
+        out.append("_None._\n")
+    elif kind.name == "experiment":
+        out.append("| ID | Date | Summary | Tags | Refs | Links |\n|---|---|---|---|---|---|\n")
+        out += [f"| {r.id} | {r.date} | {r.summary} | {r.tags} | {r.refs} | {r.links} |\n"
+                for r in active]
+    elif kind.name == "knowledge":
+        out.append("| ID | Summary | Evidence | Refs |\n|---|---|---|---|\n")
+        out += [f"| {r.id} | {r.summary} | {r.evidence} | {r.refs} |\n" for r in active]
+    else:
+        out.append("| ID | Summary | Tags | Sources | Refs |\n|---|---|---|---|---|\n")
+        out += [f"| {r.id} | {r.summary} | {r.tags} | {r.sources} | {r.refs} |\n"
+                for r in active]
+    out.append(f"\n## Invalidated ({_entries(len(invalidated))})\n\n")
+    if invalidated:
+        out.append("> ⚠️ Proven wrong and kept as tombstones: do not build on their "
+                   "conclusions.\n\n| ID | Date | Summary | Invalidated By | Refs |\n"
+                   "|---|---|---|---|---|\n")
+        out += [f"| {r.id} | {r.date} | {r.summary} | {r.invalidated_by} | {r.refs} |\n"
+                for r in invalidated]
+    else:
+        out.append("_None._\n")
+    out.append(f"\n## Superseded / Deprecated ({_entries(len(superseded))})\n\n")
+    if superseded:
+        out.append("| ID | Date | Summary | Status | Refs |\n|---|---|---|---|---|\n")
+        out += [f"| {r.id} | {r.date} | {r.summary} | {r.status} | {r.refs} |\n"
+                for r in superseded]
+    else:
+        out.append("_None._\n")
+    st = v["stats"]
+    out.append(f"\n## Stats\n\n- Total: {st.total} ({st.active} active, {st.invalidated} "
+               f"invalidated, {st.superseded} superseded / deprecated)\n"
+               f"- Challenged: {st.challenged or 'none'}\n"
+               f"- Hot (refs ≥ {st.hot_refs}): {st.hot or 'none'}\n"
+               f"- Cold (refs = 0, older than {st.cold_days} days): {st.cold or 'none'}\n")
+    return "".join(out)
 
 
 def utc_now() -> dt.datetime:

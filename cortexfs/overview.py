@@ -519,29 +519,29 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
     """The derived-generator entry point (listed in cortexfs.derived.GENERATORS).
 
     Incremental, with its state in `.cache/overview.bin`: a project's atom summary is kept
-    with the regeneration fingerprint it was computed from and its phase with the stat data
-    of its STATUS.md; OVERVIEW.md is rendered only when those rows, the scans or the
-    template moved (or the file itself changed); and the CORTEX.md blocks are recomputed
-    only when the signature of everything they are made from — every folder's entries, the
-    stat data of each file a description is read from and of each CORTEX.md — moved. Stat
-    data younger than cache.RACY_NS vouches for nothing: what rests on it is recomputed
-    next time. Nothing is ever remembered from a dry run that would change something.
+    with the regeneration fingerprint it was computed from (`.cache/overview/`, see
+    `prepare`) and its phase with the stat data of its STATUS.md; OVERVIEW.md is rendered
+    only when those rows, the scans or the template moved (or the file itself changed);
+    and the CORTEX.md blocks are recomputed only when the signature of everything they are
+    made from — every folder's entries, the stat data of each file a description is read
+    from and of each CORTEX.md — moved. Stat data younger than cache.RACY_NS vouches for
+    nothing: what rests on it is recomputed next time. Nothing is ever remembered from a
+    dry run that would change something.
     """
     store = ctx.store
     now = time.time_ns()
     path = store.cache_dir / "overview.bin"
     saved = cache.load(path, CACHE_KIND)
     state: dict[str, Any] = saved if isinstance(saved, dict) else {}
-    new: dict[str, Any] = {"summaries": {}, "phases": {}, "listings": {}}
+    new: dict[str, Any] = {"phases": {}, "listings": {}}
     changes: dict[Path, str] = {}
     remember = True
 
     # OVERVIEW.md
     lines = []
-    old_summaries = state.get("summaries")
     old_phases = state.get("phases")
     for name in store.project_names():
-        summary = _summary(ctx, name, old_summaries, new["summaries"])
+        summary = _summary(ctx, name)
         lines.append(ProjectLine(name, _cached_phase(store, name, now, old_phases,
                                                      new["phases"]), *summary))
     overview = store.context / OVERVIEW
@@ -591,20 +591,31 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
     return written
 
 
-def _summary(ctx: RegenContext, name: str, old: Any, new: dict[str, Any]) -> AtomSummary:
-    """A project's atom summary: from the cache when its regeneration fingerprint is the
-    same, else from its atoms."""
+SUMMARY_KIND = "overview-summary-1"
+
+
+def _summary(ctx: RegenContext, name: str) -> AtomSummary:
+    """A project's atom summary: from its cache file (`.cache/overview/<project>.bin`) when
+    its regeneration fingerprint is the same, else from its atoms (and cached)."""
+    if name not in ctx.projects:
+        return ({k.folder: 0 for k in KINDS}, None)
     fingerprint = ctx.fingerprint([name])
-    hit = old.get(name) if isinstance(old, dict) else None
-    if fingerprint and isinstance(hit, list) and len(hit) == 3 and hit[0] == fingerprint \
+    path = ctx.store.cache_dir / "overview" / f"{name}.bin"
+    hit = cache.load(path, SUMMARY_KIND) if fingerprint else None
+    if isinstance(hit, list) and len(hit) == 3 and hit[0] == fingerprint \
             and isinstance(hit[1], dict):
-        summary: AtomSummary = (hit[1], hit[2])
-    else:
-        summary = summarize(ctx.projects[name].atoms) if name in ctx.projects \
-            else ({k.folder: 0 for k in KINDS}, None)
+        return hit[1], hit[2]
+    summary = summarize(ctx.projects[name].atoms)
     if fingerprint:
-        new[name] = [fingerprint, *summary]
+        cache.save(path, SUMMARY_KIND, [fingerprint, *summary])
     return summary
+
+
+def prepare(ctx: RegenContext, names: list[str]) -> None:
+    """Compute and cache the atom summaries of `names` (a regeneration calls this in the
+    process that regenerated their indexes: on a cold run, on both cores)."""
+    for name in names:
+        _summary(ctx, name)
 
 
 def _cached_phase(store: Store, name: str, now: int, old: Any, new: dict[str, Any]) -> str:

@@ -129,9 +129,9 @@ def test_generator_entry_point_and_its_skip_cache(
         builds.append(name)
         return real_part(name, *args)  # type: ignore[arg-type]
 
-    def counting_render(index: hippocampus.Index) -> dict[str, str]:
+    def counting_render(index: hippocampus.Index, *args: object) -> dict[str, str]:
         renders.append(1)
-        return real_render(index)
+        return real_render(index, *args)  # type: ignore[arg-type]
 
     def ctx(fp: str) -> types.SimpleNamespace:
         return types.SimpleNamespace(
@@ -322,7 +322,7 @@ def test_incremental_regeneration_equals_a_rebuild_from_nothing(
     from cortexfs import scaffold
     from cortexfs.index import regenerate
 
-    monkeypatch.setattr(hippocampus, "MAX_TOKENS", 1_500)  # exercise the hierarchical layout
+    monkeypatch.setattr(hippocampus, "MAX_TOKENS", 300)  # the hierarchical layout, surely
     monkeypatch.setattr(hippocampus, "MASTER_MAX_TOKENS", 1_000)
     clock = [1_700_000_000]
     if trust_stat:  # what regeneration writes is seconds old by the next step

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cortexfs import derived, index
 from cortexfs.index import RegenContext, regenerate
@@ -297,6 +299,48 @@ def test_store_template_override(store: Store, project: Project,
     assert regenerate(store, ["flywheel"]).written == [path]
     assert path.read_text() == "[EXP-001](EXP-001.md) A summary\n2026-05-06T20:31:10Z\n"
     templates._environment.cache_clear()
+
+
+def test_packaged_templates_are_the_ones_rendered_without_jinja() -> None:
+    assert index.packaged_templates_digest() == index.PACKAGED_TEMPLATES, (
+        "templates/index/ changed: make index.render_packaged render exactly what the new "
+        "templates render, then set index.PACKAGED_TEMPLATES to the new digest")
+
+
+def test_an_override_of_any_index_template_renders_through_jinja(store: Store) -> None:
+    assert index.packaged_templates_only(store)
+    custom = store.templates_dir / "index" / "_header.md.j2"
+    custom.parent.mkdir(parents=True)
+    custom.write_text("# mine\n")
+    assert not index.packaged_templates_only(store)
+
+
+_cells = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+
+
+class _FakeRow(types.SimpleNamespace):
+    pass
+
+
+_rows = st.lists(st.builds(_FakeRow, id=_cells, date=_cells, summary=_cells, tags=_cells,
+                           refs=st.integers(0, 10**6), links=_cells, evidence=_cells,
+                           sources=_cells, status=_cells, invalidated_by=_cells), max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(kind=st.sampled_from(["experiments", "knowledge", "patterns"]), title=_cells,
+       project=_cells, use_when=_cells, updated=_cells, total=st.integers(0, 3),
+       active=_rows, invalidated=_rows, superseded=_rows,
+       stats=st.builds(index._Stats, total=st.integers(0, 9), active=st.integers(0, 9),
+                       invalidated=st.integers(0, 9), superseded=st.integers(0, 9),
+                       challenged=_cells, hot=_cells, cold=_cells))
+def test_rendering_without_jinja_is_what_jinja_renders(kind: str, **values: Any) -> None:
+    from cortexfs import templates
+    from cortexfs.atoms import KINDS
+
+    folder_kind = next(k for k in KINDS if k.folder == kind)
+    expected = templates._environment(None).get_template(f"index/{kind}.md.j2").render(**values)
+    assert index.render_packaged(folder_kind, values) == expected
 
 
 # --- folding the access log ------------------------------------------------------------------
