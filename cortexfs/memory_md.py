@@ -658,6 +658,8 @@ def _lint_header(doc: MemoryDoc, problems: list[Problem]) -> None:
         if key not in ("agent", "owner", "consolidated", "entries", "tokens"):
             problems.append(Problem("warning", "header-field", f"unknown header field {key!r}",
                                     header.field_lines[key]))
+    if header.version is None:
+        return  # `--fix` refreshes counts only under a version line: header-missing says so
     if "entries" not in fields or "tokens" not in fields:
         problems.append(Problem(
             "error", "header-counts",

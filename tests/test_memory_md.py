@@ -95,6 +95,12 @@ def test_no_header_is_an_error() -> None:
     assert found["error:header-missing"] == [1]
 
 
+def test_header_without_a_version_line_does_not_send_the_user_to_fix() -> None:
+    # `--fix` cannot add counts under a header it does not recognise: asking for it was a loop
+    found = codes(memory(header="<!-- agent: a -->\n# Memory\n"))
+    assert found["error:header-missing"] == [1] and "error:header-counts" not in found
+
+
 def test_header_counts_missing_or_malformed() -> None:
     no_counts = "<!-- neocortex.md v1.0 -->\n<!-- agent: a -->\n<!-- consolidated: 2026-01-01 -->\n"
     assert "error:header-counts" in codes(memory(header=no_counts + "\n# Memory\n"))
