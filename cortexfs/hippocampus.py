@@ -47,7 +47,6 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -95,7 +94,7 @@ class IndexEntry:
 
     __slots__ = ("key", "project", "kind", "pointer", "summary", "status", "created",
                  "accessed_day", "event_us", "event_day", "event_month", "hits", "rel", "tags",
-                 "topic", "priority", "src", "strength", "atom", "_pieces", "_stored")
+                 "topic", "priority", "src", "strength", "atom", "_entry", "_line")
 
     def __init__(self, key: str, project: str, kind: str, pointer: str, summary: str,
                  status: str, created: dt.date | None, accessed: dt.datetime | None, hits: int,
@@ -124,8 +123,8 @@ class IndexEntry:
         self.src = src
         self.strength = 1.0
         self.atom = atom
-        self._pieces: tuple[str, str, str] | None = None
-        self._stored: tuple[_Stored, int, str] | None = None  # where cached pieces are
+        self._entry: tuple[str, str] | None = None  # the first two pieces, once made
+        self._line: str | None = None  # the third
 
     @property
     def id(self) -> str:
@@ -133,11 +132,9 @@ class IndexEntry:
 
     def pieces(self) -> tuple[str, str, str]:
         """(entry text up to its strength, the rest of it, its one-liner up to the detail):
-        see `render_entry` and `one_liner`."""
-        if self._pieces is None and self._stored is not None:
-            stored, n, line = self._stored
-            self._pieces = (*stored.texts(n), line)
-        if self._pieces is None:
+        see `render_entry` and `one_liner`. Made when first needed: most entries of a
+        large store are rendered in full only when their project or the clock moves."""
+        if self._entry is None:
             hx = [f"id={self.key}", f"created={_day(self.created)}",
                   f"accessed={self.accessed_day}", f"hits={self.hits}"]
             rest = []
@@ -150,22 +147,20 @@ class IndexEntry:
             if self.priority:
                 rest.append(f"pri={_memo(_SAFE_WORDS, self.priority, _safe_word)}")
             rest.append(f"src={_memo(_SAFE_WORDS, self.src, _safe_word)}")
-            safe = _defused(self.summary)  # the summary is on one line already
-            self._pieces = (
-                f"{self.key}\n{_clip(safe, MAX_SUMMARY)}\n→ {self.pointer}\n"
+            self._entry = (
+                f"{self.key}\n{_clip(_defused(self.summary), MAX_SUMMARY)}\n→ {self.pointer}\n"
                 f"<!-- hx: {' | '.join(hx)} | str=",
-                "".join(f" | {part}" for part in rest) + " -->\n",
-                f"- {self.key} — {_clip(safe, MAX_LINE_SUMMARY)}")
-        return self._pieces
+                "".join(f" | {part}" for part in rest) + " -->\n")
+        return (*self._entry, self.line())
 
     def line(self) -> str:
-        """The one-liner up to its detail (the third piece, without cutting up the others)."""
-        if self._pieces is None and self._stored is not None:
-            return self._stored[2]
-        return self.pieces()[2]
+        """The one-liner up to its detail (the third piece; cached with the entry, as every
+        run that renders anything shows every entry's one-liner in the temporal files)."""
+        if self._line is None:  # (the summary is on one line already)
+            self._line = f"- {self.key} — {_clip(_defused(self.summary), MAX_LINE_SUMMARY)}"
+        return self._line
 
-    # the cache form: a tuple of plain values (marshal writes nothing else); the two long
-    # pieces are kept apart (see Part.to_cache)
+    # the cache form: a tuple of plain values (marshal writes nothing else)
 
     def to_row(self) -> tuple[Any, ...]:
         return (self.key, self.kind, self.pointer, self.summary, self.status,
@@ -174,8 +169,7 @@ class IndexEntry:
                 self.tags, self.priority, self.src, self.line())
 
     @classmethod
-    def from_row(cls, project: str, row: tuple[Any, ...], stored: _Stored,
-                 n: int) -> IndexEntry:
+    def from_row(cls, project: str, row: tuple[Any, ...]) -> IndexEntry:
         self = cls.__new__(cls)
         (self.key, self.kind, self.pointer, self.summary, self.status, created,
          self.accessed_day, self.event_us, self.event_day, self.event_month, self.hits,
@@ -190,35 +184,9 @@ class IndexEntry:
         self.created = dt.date.fromordinal(created) if created else None
         self.strength = 1.0
         self.atom = None
-        self._pieces = None
-        self._stored = (stored, n, line)
+        self._entry = None
+        self._line = line
         return self
-
-
-class _Stored:
-    """The long pieces of a cached part's entries, as two strings and their lengths: one
-    string loads much faster than thousands, and is cut up only for the entries rendered
-    in full (in the topic file of a project that changed, or in Quick Access)."""
-
-    def __init__(self, heads: str, head_lens: list[int], tails: str,
-                 tail_lens: list[int]) -> None:
-        if not (isinstance(heads, str) and isinstance(tails, str)
-                and isinstance(head_lens, list) and isinstance(tail_lens, list)
-                and len(head_lens) == len(tail_lens)
-                and sum(head_lens) == len(heads) and sum(tail_lens) == len(tails)):
-            raise ValueError("not stored pieces")
-        self.heads, self.tails = heads, tails
-        self.head_lens, self.tail_lens = head_lens, tail_lens
-        self._starts: tuple[list[int], list[int]] | None = None
-
-    def __len__(self) -> int:
-        return len(self.head_lens)
-
-    def texts(self, n: int) -> tuple[str, str]:
-        if self._starts is None:
-            self._starts = ([0, *accumulate(self.head_lens)], [0, *accumulate(self.tail_lens)])
-        hs, ts = self._starts
-        return self.heads[hs[n]:hs[n + 1]], self.tails[ts[n]:ts[n + 1]]
 
 
 _SAFE_TAGS: dict[str, str] = {}  # tag → its hx-safe form (a store has few distinct tags)
@@ -247,25 +215,18 @@ class Part:
     kinds: dict[str, int]
 
     def to_cache(self) -> tuple[Any, ...]:
-        heads, tails = [], []
-        for e in self.entries:
-            head, tail, _ = e.pieces()
-            heads.append(head)
-            tails.append(tail)
         return ([e.to_row() for e in self.entries], self.skipped, self.reads, self.newest_us,
-                self.kinds, "".join(heads), [len(h) for h in heads], "".join(tails),
-                [len(t) for t in tails])
+                self.kinds)
 
     @classmethod
     def from_cache(cls, project: str, data: Any) -> Part:
-        rows, skipped, reads, newest_us, kinds, *long = data
-        stored = _Stored(*long)
+        rows, skipped, reads, newest_us, kinds = data
         if not (isinstance(skipped, dict) and isinstance(reads, int) and isinstance(kinds, dict)
                 and (newest_us is None or isinstance(newest_us, int))
-                and isinstance(rows, list) and len(rows) == len(stored)):
+                and isinstance(rows, list)):
             raise ValueError("not a part")
-        return cls(project, [IndexEntry.from_row(project, row, stored, n)
-                             for n, row in enumerate(rows)], skipped, reads, newest_us, kinds)
+        return cls(project, [IndexEntry.from_row(project, row) for row in rows], skipped,
+                   reads, newest_us, kinds)
 
 
 @dataclass
@@ -900,7 +861,7 @@ def refresh(store: Store, loaded: Sequence[LoadedProject], stats: Mapping[str, A
 # --- the generator -----------------------------------------------------------------------------
 
 CACHE_KIND = "hippocampus-2"
-PART_KIND = "hippocampus-part-3"
+PART_KIND = "hippocampus-part-4"
 
 
 def _code_key() -> str:
