@@ -39,7 +39,12 @@ def _lock_path(home: str) -> str:
     return os.path.join(home, ".locks", LOCK_NAME)
 
 
-def _try_lock(path: str) -> int | None:
+# The two lock primitives of cortex's background processes (this committer and the
+# watcher, one of each per store). They live here rather than in fsutil because the hook
+# imports this module and fsutil's imports (tempfile, contextlib) would slow every Read.
+
+
+def try_lock(path: str | os.PathLike[str]) -> int | None:
     """An fd holding the exclusive flock on `path`, or None when another process has it."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -53,6 +58,22 @@ def _try_lock(path: str) -> int | None:
     return fd
 
 
+def is_locked(path: str | os.PathLike[str]) -> bool:
+    """Whether some process holds the flock on `path` (a cortex lock file); creates and
+    writes nothing, so it also answers on a read-only store."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # also releases the shared lock we may have taken
+
+
 def request(home: str) -> bool:
     """Make sure a committer will commit what was just appended; True if one was started.
 
@@ -60,7 +81,7 @@ def request(home: str) -> bool:
     """
     if not os.path.exists(os.path.join(home, ".git")):
         return False
-    fd = _try_lock(_lock_path(home))
+    fd = try_lock(_lock_path(home))
     if fd is None:
         return False  # a committer is pending; it commits everything there is when it runs
     try:
@@ -163,7 +184,7 @@ def run(home: str, lock_fd: int | None = None, debounce: float | None = None,
     it); exits 0 when another committer has it. Returns the number of commits made.
     """
     debounce = debounce_seconds() if debounce is None else debounce
-    fd = lock_fd if lock_fd is not None else _try_lock(_lock_path(home))
+    fd = lock_fd if lock_fd is not None else try_lock(_lock_path(home))
     if fd is None:
         return 0
     commits = 0
@@ -191,7 +212,7 @@ def run(home: str, lock_fd: int | None = None, debounce: float | None = None,
         # committer: look once more now that the lock is free, and take over if needed.
         if _signature(home) == snapshot:
             return commits
-        fd = _try_lock(_lock_path(home))
+        fd = try_lock(_lock_path(home))
         if fd is None:
             return commits  # a new committer took over
         delay = debounce

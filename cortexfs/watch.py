@@ -23,8 +23,6 @@ writes its pid to `.watch.pid`. Events for cortex's own files (index.md, generat
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import json
 import os
 import signal
@@ -40,6 +38,7 @@ from typing import Any
 
 from cortexfs import accesslog
 from cortexfs.atoms import KINDS, kind_of_filename
+from cortexfs.autocommit import is_locked, try_lock
 from cortexfs.errors import CortexError, LockTimeoutError
 from cortexfs.store import Store
 
@@ -96,34 +95,6 @@ def lock_file(store: Store) -> Path:
     return store.locks_dir / LOCK_NAME
 
 
-def _try_lock(path: Path) -> int | None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as e:
-        os.close(fd)
-        if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-            return None
-        raise
-    return fd
-
-
-def _is_locked(path: Path) -> bool:
-    """Whether some process holds the flock on `path` (a cortex lock file)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
-    except OSError:
-        return True
-    finally:
-        os.close(fd)  # also releases the shared lock we may have taken
-
-
 def debounce_seconds() -> float:
     try:
         return max(0.0, float(os.environ.get(DEBOUNCE_ENV, DEBOUNCE)))
@@ -133,10 +104,8 @@ def debounce_seconds() -> float:
 
 def running_pid(store: Store) -> int | None:
     """The pid of the watcher running for this store, or None."""
-    fd = _try_lock(lock_file(store))
-    if fd is not None:
-        os.close(fd)  # nobody holds the lock: no watcher, whatever the pid file says
-        return None
+    if not is_locked(lock_file(store)):
+        return None  # nobody holds the lock: no watcher, whatever the pid file says
     try:
         return int(pid_file(store).read_text(encoding="ascii").strip())
     except (OSError, ValueError):
@@ -264,7 +233,7 @@ class Watcher:
         if now < self._busy_until:
             return True
         for path in self._busy_locks:
-            if _is_locked(path):
+            if is_locked(path):
                 self._busy_until = now + OWN_GRACE
                 return True
         return False
@@ -535,7 +504,7 @@ def _default_regenerate(store: Store, projects: list[str] | None) -> Any:
 def run_foreground(store: Store, echo: Callable[[str], None] | None = None,
                    ready: Callable[[], None] | None = None, **options: Any) -> None:
     """Hold the store's watch lock, write the pid file and watch until SIGTERM/SIGINT."""
-    fd = _try_lock(lock_file(store))
+    fd = try_lock(lock_file(store))
     if fd is None:
         raise already_running(store, running_pid(store))
     watcher = Watcher(store, echo=echo, **options)

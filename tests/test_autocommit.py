@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
@@ -44,14 +43,7 @@ def log_commits(store: Store) -> int:
 
 def committer_idle(store: Store) -> bool:
     """no committer holds the lock"""
-    fd = os.open(store.home / ".locks" / autocommit.LOCK_NAME, os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
+    return not autocommit.is_locked(store.home / ".locks" / autocommit.LOCK_NAME)
 
 
 def log_clean(store: Store, project: Project) -> bool:
@@ -138,7 +130,7 @@ def test_held_index_lock_means_retry_not_loss(store: Store, project: Project, at
 
 
 def test_a_second_committer_leaves_at_once(store: Store, project: Project) -> None:
-    fd = autocommit._try_lock(autocommit._lock_path(str(store.home)))
+    fd = autocommit.try_lock(autocommit._lock_path(str(store.home)))
     assert fd is not None
     try:
         start = time.monotonic()
