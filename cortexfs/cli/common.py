@@ -29,6 +29,15 @@ def unopened_store() -> Store:
     return Store(resolve_home(_state["home"]))
 
 
+def split_list(values: list[str] | None) -> list[str]:
+    """A repeatable, comma-separated option as a list without duplicates:
+    `--evidence EXP-001,EXP-002 --evidence EXP-003` → three ids."""
+    out: list[str] = []
+    for value in values or []:
+        out.extend(v.strip() for v in value.split(",") if v.strip())
+    return list(dict.fromkeys(out))
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 

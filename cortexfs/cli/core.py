@@ -13,14 +13,6 @@ project_app = typer.Typer(help="Create and list projects.", no_args_is_help=True
 NoCommit = Annotated[bool, typer.Option("--no-commit", help="Write the files but do not commit.")]
 
 
-def _split_ids(values: list[str] | None) -> list[str]:
-    """`--evidence EXP-001,EXP-002 --evidence EXP-003` → three ids."""
-    out: list[str] = []
-    for value in values or []:
-        out.extend(v.strip() for v in value.split(",") if v.strip())
-    return list(dict.fromkeys(out))
-
-
 def init(
     no_commit: NoCommit = False,
     remote: Annotated[str | None, typer.Option(
@@ -103,8 +95,8 @@ def new(
         raise InvalidInputError(f"unknown atom type {kind!r}: use exp, k or pat")
     store = common.open_store()
     proj = store.project(project)
-    req = NewAtom(atom_kind, summary, _split_ids([tags]), _split_ids(evidence),
-                  _split_ids(sources), _split_ids(links), executor)
+    req = NewAtom(atom_kind, summary, common.split_list([tags]), common.split_list(evidence),
+                  common.split_list(sources), common.split_list(links), executor)
     for dup in dedup.check_new_atom(proj, atom_kind, req.summary, req.tags, strict=strict):
         common.warn(f"{dup.describe()} nearly duplicates this atom: update it instead, or "
                     "pass --strict to refuse near-duplicates")

@@ -35,13 +35,6 @@ def _one_project(store: Store, name: str | None) -> Project:
     raise InvalidInputError(f"which project? pass --project NAME (projects: {known})")
 
 
-def _split(values: list[str] | None) -> list[str]:
-    out: list[str] = []
-    for value in values or []:
-        out.extend(v.strip() for v in value.split(",") if v.strip())
-    return list(dict.fromkeys(out))
-
-
 def _rewritten_note(rewritten: bool, project: Project) -> None:
     if rewritten:
         common.warn(f"{project.name}/TASKS.yaml has a layout cortex cannot edit in place, so it "
@@ -130,7 +123,7 @@ def tasks_add(
     store = common.open_store()
     proj = _one_project(store, project)
     result = tasks.add_task(proj, text, priority=priority, why=why, done_when=done_when,
-                            depends_on=_split(depends_on), status=status)
+                            depends_on=common.split_list(depends_on), status=status)
     _rewritten_note(result.rewritten, proj)
     task = result.tasks[0]
     if not no_commit:
