@@ -40,3 +40,33 @@ class LockTimeoutError(CortexError):
 
 class GitError(CortexError):
     """A git operation failed in a way the user has to resolve."""
+
+
+class EnvironmentProblem(CortexError):
+    """The filesystem refused: no permission, a read-only or full disk, a file in the way."""
+
+
+def from_os_error(e: OSError) -> EnvironmentProblem | None:
+    """The one-line error for an OSError that the user, not the code, has to fix; None for
+    any other OSError, which is then a bug like any unexpected exception."""
+    import errno
+
+    where = e.filename if e.filename is not None else "a file in the store"
+    fixes = {
+        errno.EACCES: f"permission denied on {where}: give your user access to it "
+                      "(or use another CORTEX_HOME / --home)",
+        errno.EPERM: f"operation not permitted on {where}: check its permissions and "
+                     "attributes (chattr)",
+        errno.EROFS: f"{where} is on a read-only file system: remount it read-write or use "
+                     "another CORTEX_HOME / --home",
+        errno.ENOSPC: f"no space left on the device writing {where}: free some space, then "
+                      "run the command again (nothing was half-written)",
+        errno.EDQUOT: f"disk quota exceeded writing {where}: free some space, then run the "
+                      "command again (nothing was half-written)",
+        errno.ENOTDIR: f"{where}: part of this path is a file, not a folder: move that file "
+                       "away or use another CORTEX_HOME / --home",
+        errno.ENAMETOOLONG: f"a path is too long for the file system: {where}",
+        errno.ELOOP: f"too many levels of symbolic links at {where}: fix the link",
+    }
+    message = fixes.get(e.errno) if e.errno is not None else None
+    return EnvironmentProblem(message) if message else None

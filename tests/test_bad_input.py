@@ -68,3 +68,36 @@ def test_an_atom_whose_yaml_aliases_explode_is_reported_not_a_crash(
     new = cli("new", "exp", "-p", "flywheel", "-s", "another", "-t", "a", "--no-commit")
     assert new.exit_code == 0, new.stderr
     assert bad.read_bytes() == before
+
+
+def test_a_store_path_through_a_file_is_one_line_not_a_crash(cli, tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    said = _one_error_line(cli("--home", str(tmp_path / "afile" / "store"), "init"))
+    assert "part of this path is a file, not a folder" in said
+    assert not (tmp_path / "cortex").exists()
+
+
+def test_filesystem_refusals_are_the_users_to_fix_other_os_errors_are_bugs() -> None:
+    import errno
+
+    from cortexfs.errors import from_os_error
+
+    full = from_os_error(OSError(errno.ENOSPC, "No space left on device", "/s/x.md"))
+    assert full is not None and "free some space" in str(full) and "/s/x.md" in str(full)
+    ro = from_os_error(OSError(errno.EROFS, "Read-only file system", "/s/.locks/git.lock"))
+    assert ro is not None and "read-only file system" in str(ro)
+    assert from_os_error(FileNotFoundError(errno.ENOENT, "gone", "/s/x.md")) is None
+
+
+def test_a_read_only_store_is_one_line_with_exit_1(cli, store, monkeypatch) -> None:
+    import errno
+
+    from cortexfs import fsutil
+
+    def refuse(path: Path, data: object) -> None:
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(fsutil, "atomic_write", refuse)
+    monkeypatch.setattr("cortexfs.scaffold.atomic_write", refuse)
+    said = _one_error_line(cli("project", "new", "ro"))
+    assert "is on a read-only file system: remount it read-write" in said

@@ -12,7 +12,7 @@ from typer.core import TyperGroup
 
 from cortexfs import __version__
 from cortexfs.cli import common
-from cortexfs.errors import CortexError
+from cortexfs.errors import CortexError, from_os_error
 
 
 class CortexGroup(TyperGroup):
@@ -40,6 +40,10 @@ class CortexGroup(TyperGroup):
         except (typer.Exit, typer.Abort, typer.TyperException, KeyboardInterrupt):
             raise
         except Exception as e:
+            problem = from_os_error(e) if isinstance(e, OSError) else None
+            if problem is not None:  # permissions, a read-only or full disk: not a bug
+                typer.secho(f"error: {problem}", fg="red", err=True)
+                raise typer.Exit(1) from None
             if os.environ.get("CORTEX_DEBUG"):
                 raise
             where = _log_crash()
