@@ -35,9 +35,7 @@ from cortexfs.errors import CortexError, InvalidInputError
 from cortexfs.tokens import chars_for, estimate
 
 if TYPE_CHECKING:
-    from cortexfs.accesslog import AccessStats
-    from cortexfs.hippocampus import IndexEntry
-    from cortexfs.loader import LoadedProject
+    from cortexfs.hippocampus import IndexEntry, Part
     from cortexfs.store import Project, Store
 
 DEFAULT_BUDGET = 4_000
@@ -261,13 +259,12 @@ def _task_items(project: Project, prefix: str = "") -> tuple[list[tuple[Any, str
     return out, note
 
 
-def _rank(loaded: Sequence[LoadedProject], stats: dict[str, AccessStats]) \
-        -> tuple[list[IndexEntry], list[IndexEntry]]:
+def _rank(parts: Sequence[Part]) -> tuple[list[IndexEntry], list[IndexEntry]]:
     """(active knowledge and patterns, strongest first; active experiments, newest first),
     with the strengths HIPPOCAMPUS.md shows."""
-    from cortexfs.hippocampus import build as build_index
+    from cortexfs.hippocampus import assemble
 
-    entries = build_index(loaded, stats).entries
+    entries = assemble(parts).entries
     minds = [e for e in entries if e.kind != "experiments"]
     minds.sort(key=lambda e: (-e.strength, -e.hits, e.project, _id_order(e.id)))
     experiments = [e for e in entries if e.kind == "experiments"]
@@ -300,16 +297,13 @@ def _atom_line(r: IndexEntry, qualified: bool, with_strength: bool) -> str:
 # --- assembling ----------------------------------------------------------------------------------
 
 
-def _stats_of(projects: Sequence[Project]) -> dict[str, AccessStats]:
-    from cortexfs.accesslog import fold
+def _parts(store: Store, projects: Sequence[Project]) -> list[Part]:
+    """The projects' HIPPOCAMPUS.md parts: their active atoms with hits and last access (the
+    access logs folded), from the regeneration's caches where they are current."""
+    from cortexfs import hippocampus
+    from cortexfs.index import context
 
-    return {p.name: fold(p.access_log) for p in projects}
-
-
-def _load(projects: Sequence[Project]) -> list[LoadedProject]:
-    from cortexfs.loader import load_project
-
-    return [load_project(p, bodies=False) for p in projects]
+    return hippocampus.parts(context(store), [p.name for p in projects])
 
 
 def build(store: Store, project: str | None = None, budget: int = DEFAULT_BUDGET) -> Brief:
@@ -327,9 +321,7 @@ def build(store: Store, project: str | None = None, budget: int = DEFAULT_BUDGET
 
 
 def _project_brief(store: Store, project: Project, budget: int) -> Brief:
-    loaded = _load([project])
-    stats = _stats_of([project])
-    minds, experiments = _rank(loaded, stats)
+    minds, experiments = _rank(_parts(store, [project]))
     slots: list[Slot] = []
     status_text = _read_text(project.root / "STATUS.md")
     status_items = [_item(line + "\n") for line in markdown_lines(status_text or "")]
@@ -362,21 +354,18 @@ def _project_brief(store: Store, project: Project, budget: int) -> Brief:
 def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brief:
     from cortexfs.governance import read_status
 
-    loaded = _load(projects)
-    stats = _stats_of(projects)
-    minds, experiments = _rank(loaded, stats)
+    parts = _parts(store, projects)
+    minds, experiments = _rank(parts)
     overview: list[str] = []
-    for lp in loaded:
-        name = lp.project.name
-        status = _read_text(lp.project.root / "STATUS.md")
+    for project, part in zip(projects, parts, strict=True):
+        name = project.name
+        status = _read_text(project.root / "STATUS.md")
         phase = read_status(status).phase if status else None
-        counts = {k: 0 for k in ("experiment", "knowledge", "pattern")}
-        for a in lp.atoms:
-            counts[a.kind.name] += 1
+        counts = part.kinds  # atoms that parse, per kind folder
         overview.append(_item(
             f"- {name}: {' '.join((phase or 'no STATUS.md phase').split())} "
-            f"({counts['experiment']} experiments, {counts['knowledge']} knowledge, "
-            f"{counts['pattern']} patterns) → projects/{name}/STATUS.md"))
+            f"({counts.get('experiments', 0)} experiments, {counts.get('knowledge', 0)} "
+            f"knowledge, {counts.get('patterns', 0)} patterns) → projects/{name}/STATUS.md"))
     task_items: list[tuple[Any, str]] = []
     issue_items: list[str] = []
     for p in projects:

@@ -150,6 +150,25 @@ class _Lazy(Mapping[str, V]):
         return len(self._names)
 
 
+def context(store: Store) -> RegenContext:
+    """What the generators see, for a command that reads the same data without regenerating
+    (the session brief): every project's folded atoms, access stats and fingerprints, from
+    the caches where they are current. Nothing is written but caches of derived data."""
+    store.require()
+    run = _Run(store, dry_run=True)
+    return run.context(store.project_names())
+
+
+def access_stats(project: Project) -> AccessStats:
+    """The project's access log folded up to its end: from the counts the last regeneration
+    cached (only what was appended since is read) when they still describe the log's start,
+    else from byte 0. Saves nothing."""
+    data = cache.load(_state_path(project), STATE_KIND)
+    stats, _ = _fold_incrementally(project.access_log,
+                                   data.get("log") if isinstance(data, dict) else None)
+    return stats
+
+
 def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool = False,
                progress: bool = False) -> RegenResult:
     """Regenerate the indexes of `projects` (all when None) and the store-wide files.

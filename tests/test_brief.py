@@ -179,6 +179,34 @@ def test_store_level_brief_with_several_projects(store: Store, rich: Project,
     assert "flywheel/K-002 (str 1.00" in text
 
 
+def test_brief_from_the_regeneration_caches_is_the_brief_from_the_atoms(
+        store: Store, rich: Project, write_atom: Callable[..., Path]) -> None:
+    import shutil
+
+    from cortexfs import hippocampus
+    from cortexfs.index import regenerate
+    from cortexfs.loader import load_project
+
+    other, _ = scaffold.new_project(store, "other")
+    write_atom("EXP-001", summary="Other project's experiment", date="2026-03-07", target=other)
+
+    def from_atoms() -> hippocampus.Index:  # no cache involved at all
+        return hippocampus.build([load_project(p) for p in store.projects()],
+                                 {p.name: accesslog.fold(p.access_log) for p in store.projects()})
+
+    regenerate(store)  # caches every project's part and the folded logs
+    accesslog.append(rich.access_log, [  # read since: folded from where the cache stopped
+        accesslog.format_line("K-003.md", "Read", "s", "2026-03-09T10:00:00.000Z")])
+    cached = [brief.build(store, name, 2_000).text for name in (None, "flywheel", "other")]
+    assert "K-003 (str 1.00, 1 read)" in cached[1]
+    shutil.rmtree(store.cache_dir)
+    assert [brief.build(store, name, 2_000).text for name in (None, "flywheel", "other")] \
+        == cached
+    ranked = [(e.key, e.strength, e.hits) for e in from_atoms().entries]
+    assert [(e.key, e.strength, e.hits) for e in hippocampus.assemble(
+        brief._parts(store, store.projects())).entries] == ranked
+
+
 def test_one_project_store_briefs_that_project(store: Store, rich: Project) -> None:
     assert brief.build(store).text == brief.build(store, "flywheel").text
 

@@ -390,6 +390,31 @@ def test_fold_is_incremental_and_survives_a_replaced_log(
     assert 'last-ref: "2026-05-05T00:00:00.000Z"' in path.read_text()
 
 
+def test_access_stats_reads_only_what_was_appended_since_the_last_run(
+        store: Store, project: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from cortexfs import accesslog
+
+    write_atom("EXP-001")
+    write_log(project, log_line("EXP-001.md", "2026-03-01T00:00:00.000Z") * 3)
+    assert index.access_stats(project) == accesslog.fold(project.access_log)  # no cache yet
+    regenerate(store)
+    write_log(project, log_line("EXP-001.md", "2026-03-02T00:00:00.000Z"))
+    offsets: list[int] = []
+    real_fold = accesslog.fold
+
+    def spy(path: Any, stats: Any = None) -> Any:
+        offsets.append(stats.offset if stats is not None else 0)
+        return real_fold(path, stats)
+
+    monkeypatch.setattr(index, "fold", spy)
+    stats = index.access_stats(project)
+    assert stats == real_fold(project.access_log)
+    assert stats.counts == {"EXP-001.md": 4} and offsets and offsets[0] > 0
+    project.access_log.write_text(log_line("EXP-001.md", "2026-03-05T00:00:00.000Z"))
+    assert index.access_stats(project).counts == {"EXP-001.md": 1}  # replaced: from byte 0
+
+
 def test_fold_never_lowers_imported_refs(store: Store, project: Project,
                                          write_atom: Callable[..., Path]) -> None:
     path = write_atom("EXP-001", extra='refs: 9\nlast-ref: "2026-04-30T00:00:00.000Z"\n')
