@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -170,11 +170,13 @@ def access_stats(project: Project) -> AccessStats:
 
 
 def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool = False,
-               progress: bool = False) -> RegenResult:
+               progress: bool = False, scans: Iterable[ProjectScan] = ()) -> RegenResult:
     """Regenerate the indexes of `projects` (all when None) and the store-wide files.
 
     With `dry_run`, nothing in the store is written (caches may be): `written` then lists
-    what a real run would change — empty means the indexes are up to date.
+    what a real run would change — empty means the indexes are up to date. `scans`: scans
+    (cortexfs.loader.scan_many) this process has just taken of some of the store's
+    projects, e.g. to validate them, reused rather than taken again.
     """
     from cortexfs.fsutil import file_lock
 
@@ -190,18 +192,23 @@ def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool
     gc.disable()
     try:
         with lock:
-            return _regenerate(store, selected, dry_run, progress, result)
+            return _regenerate(store, selected, dry_run, progress, result, list(scans))
     finally:
         if collecting:
             gc.enable()
 
 
 def _regenerate(store: Store, selected: list[Project], dry_run: bool, progress: bool,
-                result: RegenResult) -> RegenResult:
+                result: RegenResult, scans: list[ProjectScan]) -> RegenResult:
     from cortexfs.derived import GENERATORS
 
     run = _Run(store, dry_run)
-    mine, theirs = _share_out(selected)
+    for sc in scans:
+        if sc.project.store.home == store.home:
+            run.scans[sc.project.name] = sc
+    mine, theirs = _share_out([p for p in selected if p.name not in run.scans]) \
+        if len(run.scans) < len(selected) else (selected, [])
+    mine = [p for p in selected if p not in theirs]
     worker = _Worker.start(store, theirs, dry_run, run.now) if theirs else None
     if worker is None:
         mine, theirs = selected, []

@@ -639,23 +639,8 @@ def _code_stamp() -> list[Any]:
     return [os.stat(f).st_mtime_ns for f in (__file__, str(scaffold.__file__))]
 
 
-def _template_stamps(store: Store, now: int) -> list[Any] | None:
-    """Stat data of every template that could render OVERVIEW.md or a new CORTEX.md (the
-    store's overrides, any of which a template may include, and the packaged ones); None
-    when one changed too recently to vouch for its content."""
-    out: list[Any] = []
-    for root in (store.templates_dir, templates.package_dir("templates")):
-        for folder, _, names in sorted(os.walk(root)):
-            for name in sorted(names):
-                stamp = cache.stamp(os.path.join(folder, name), now)
-                if stamp is None:
-                    return None
-                out.append((folder, name, stamp))
-    return out
-
-
 def _overview_key(store: Store, lines: list[ProjectLine], now: int) -> str | None:
-    stamps = _template_stamps(store, now)
+    stamps = templates.stamps(store, now)
     if stamps is None:
         return None
     data = (_code_stamp(), stamps, last_scan(store),
@@ -668,7 +653,7 @@ def _blocks_signature(store: Store, folders: Mapping[Path, Listing], now: int) -
     changed too recently for its stat data to vouch for its content."""
     from cortexfs import derived
 
-    stamps = _template_stamps(store, now)
+    stamps = templates.stamps(store, now)
     if stamps is None:
         return None
     parts: list[Any] = [_code_stamp(), stamps, list(derived.GENERATORS)]

@@ -43,7 +43,9 @@ from cortexfs.atoms import ATOM_ID, KNOWLEDGE
 from cortexfs.store import Project, Store
 
 if TYPE_CHECKING:
-    from cortexfs.loader import LoadedProject
+    from collections.abc import Sequence
+
+    from cortexfs.loader import LoadedProject, ProjectScan
 
 MAX_LISTED_PATHS = 10
 _MD_LINK = re.compile(r"\[(?:[^\]\\]|\\.)*\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'][^\"']*[\"'])?\s*\)")
@@ -111,15 +113,16 @@ def check(store: Store, project: str | None = None, *, use_cache: bool = True) -
 def _file_checks(store: Store, project: str | None, projects: list[Project],
                  state: Any) -> tuple[list[Gap], list[Gap]]:
     """The checks that read files: (gaps listed before the git ones, gaps listed after)."""
-    from cortexfs.loader import load_project
+    from cortexfs.loader import scan_many
 
-    loaded = {p.name: load_project(p, bodies=False) for p in projects}
+    scans = scan_many(projects)  # shared with the dry regeneration below
+    loaded = {sc.project.name: sc.loaded() for sc in scans}
     ids = _all_ids(store, loaded)
     before: list[Gap] = []
     after: list[Gap] = []
     evidence_paths = _knowledge_evidence(store, loaded, before)
     _validation(store, projects, loaded, evidence_paths, before)
-    stale = _derived(store, project, before)
+    stale = _derived(store, project, before, scans)
     _status_freshness(store, projects, loaded, state, after)
     for p in projects:
         _charter(store, p, after)
@@ -336,11 +339,12 @@ def _validation(store: Store, projects: list[Project], loaded: dict[str, LoadedP
                         _project_of(path), path))
 
 
-def _derived(store: Store, project: str | None, gaps: list[Gap]) -> list[Path]:
+def _derived(store: Store, project: str | None, gaps: list[Gap],
+             scans: Sequence[ProjectScan] = ()) -> list[Path]:
     """Generated files a regeneration would change; one gap listing them."""
     from cortexfs.index import regenerate
 
-    result = regenerate(store, [project] if project else None, dry_run=True)
+    result = regenerate(store, [project] if project else None, dry_run=True, scans=scans)
     if result.written:
         paths = sorted(_rel(store, p) for p in result.written)
         shown = ", ".join(paths[:MAX_LISTED_PATHS])
@@ -464,15 +468,40 @@ def _charter(store: Store, project: Project, gaps: list[Gap]) -> None:
                             f"{project.name}` (it adds the missing files), then write {what}",
                             project.name, rel))
             continue
-        template = templates.render(store, f"project/{name}.j2", project=project.name,
-                                    date="", generated_block="")
-        if _squash(text) == _squash(template):
+        if _squash(text) == _unfilled(store, name, project.name):
             gaps.append(Gap("charter", f"{name} is still the unfilled template",
                             f"write {what} in {name}", project.name, rel))
 
 
 def _squash(text: str) -> str:
     return " ".join(text.split())
+
+
+_UNFILLED_KIND = "ready-unfilled-1"
+
+
+def _unfilled(store: Store, name: str, project: str) -> str:
+    """A governance file as `cortex project new` writes it (squashed): rendered once per
+    project and template version, then remembered — Jinja costs more than the check."""
+    import time
+
+    from cortexfs import cache
+
+    path = store.cache_dir / "ready-unfilled.bin"
+    stamps = templates.stamps(store, time.time_ns())
+    key = cache.digest(repr((name, project, stamps)).encode()).hex() if stamps else None
+    data = cache.load(path, _UNFILLED_KIND)
+    known: dict[str, str] = data if isinstance(data, dict) else {}
+    if key is not None and isinstance(known.get(key), str):
+        return known[key]
+    text = _squash(templates.render(store, f"project/{name}.j2", project=project, date="",
+                                    generated_block=""))
+    if key is not None:
+        if len(known) > 4 * CACHE_SCOPES * 16:  # old template versions and projects
+            known.clear()
+        known[key] = text
+        cache.save(path, _UNFILLED_KIND, known)
+    return text
 
 
 def _links(store: Store, project: Project, ids: dict[str, set[str]], gaps: list[Gap]) -> None:

@@ -43,6 +43,25 @@ def environment(store: Store | None) -> jinja2.Environment:
     return _environment(str(override) if override and override.is_dir() else None)
 
 
+def stamps(store: Store, now_ns: int) -> list[Any] | None:
+    """Stat data of every template file there is — the store's overrides (any of which a
+    template may include) and the packaged ones — to key what was rendered from them; None
+    when one changed within cache.RACY_NS, too recently to vouch for its content."""
+    import os
+
+    from cortexfs.cache import stamp
+
+    out: list[Any] = []
+    for root in (store.templates_dir, package_dir("templates")):
+        for folder, _, names in sorted(os.walk(root)):
+            for name in sorted(names):
+                found = stamp(os.path.join(folder, name), now_ns)
+                if found is None:
+                    return None
+                out.append((folder, name, found))
+    return out
+
+
 def render(store: Store | None, name: str, **context: Any) -> str:
     """Render template `name` (store override first, then the packaged one)."""
     return environment(store).get_template(name).render(**context)

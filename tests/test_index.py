@@ -390,6 +390,28 @@ def test_fold_is_incremental_and_survives_a_replaced_log(
     assert 'last-ref: "2026-05-05T00:00:00.000Z"' in path.read_text()
 
 
+def test_scans_taken_by_the_caller_are_reused(store: Store, project: Project,
+                                              write_atom: Callable[..., Path],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from cortexfs import loader
+
+    realistic(project, write_atom)
+    expected = regenerate(store, dry_run=True).written
+    scans = loader.scan_many(store.projects())
+    taken: list[str] = []
+    real = loader.scan_many
+
+    def spy(projects: list[Project], **kwargs: Any) -> Any:
+        taken.extend(p.name for p in projects)
+        return real(projects, **kwargs)
+
+    monkeypatch.setattr(index, "scan_many", spy)
+    assert regenerate(store, dry_run=True, scans=scans).written == expected
+    assert taken == []
+    assert sorted(regenerate(store, scans=scans).written) == sorted(expected)
+    assert regenerate(store).written == []
+
+
 def test_access_stats_reads_only_what_was_appended_since_the_last_run(
         store: Store, project: Project, write_atom: Callable[..., Path],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -204,6 +204,35 @@ def test_mission_and_roadmap(good: Project) -> None:
                                          "roadmap.md is still the unfilled template"]
 
 
+def test_the_unfilled_template_follows_a_new_template(good: Project,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from cortexfs import templates
+
+    rendered = templates.render(good.store, "project/roadmap.md.j2", project="flywheel",
+                                date="", generated_block="")
+    (good.root / "roadmap.md").write_text(rendered)
+    _regen_and_commit(good.store)
+    real = time.time_ns
+    monkeypatch.setattr(time, "time_ns", lambda: real() + 10**10)  # stat data trusted
+    for _ in range(2):  # rendered, then remembered
+        assert [g.message for g in _gaps(good.store) if g.check == "charter"] == [
+            "roadmap.md is still the unfilled template"]
+    override = good.store.templates_dir / "project" / "roadmap.md.j2"
+    override.parent.mkdir(parents=True)
+    override.write_text("# Roadmap of {{ project }}\n\nA different starting text.\n")
+    os.utime(override, (real() / 1e9 - 60, real() / 1e9 - 60))
+    templates._environment.cache_clear()
+    assert [g for g in _gaps(good.store) if g.check == "charter"] == []
+    (good.root / "roadmap.md").write_text("# Roadmap of flywheel\n\nA different starting "
+                                          "text.\n")
+    _regen_and_commit(good.store)
+    assert [g.message for g in _gaps(good.store) if g.check == "charter"] == [
+        "roadmap.md is still the unfilled template"]
+    templates._environment.cache_clear()
+
+
 def test_knowledge_without_evidence(good: Project, write_atom: Callable[..., Path]) -> None:
     write_atom("K-002", extra="evidence: []\n")
     write_atom("K-003", extra="")
