@@ -885,7 +885,7 @@ def _part(ctx: Any, name: str, code: str) -> tuple[Part, str | None]:
     cached) — and the key of its inputs (None when they cannot be told apart)."""
     from cortexfs import cache
 
-    fingerprint = ctx.fingerprint([name])
+    fingerprint = ctx.fingerprint([name], dated=False)
     key = f"{fingerprint}:{code}"
     path = _part_path(ctx.store, name)
     if fingerprint:
@@ -932,7 +932,7 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
     context = store.context
     state_path = store.cache_dir / "hippocampus.bin"
     code = _code_key()
-    key = f"{ctx.fingerprint()}:{code}"
+    key = f"{ctx.fingerprint(dated=False)}:{code}"
     saved = cache.load(state_path, CACHE_KIND)
     known: dict[str, Any] = {}
     if isinstance(saved, dict) and isinstance(saved.get("files"), dict):

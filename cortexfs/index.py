@@ -100,9 +100,12 @@ class RegenContext:
       combined), also in a dry run. Treat them as read-only.
     - `access`: name → AccessStats (cortexfs.accesslog) folded from each project's
       `_meta/access-log.jsonl`, for every project, lazily.
-    - `fingerprint(names)`: a short digest of every input of those projects (atom files,
-      access logs, today's date) — equal fingerprints mean equal inputs, so a generator can
-      store the fingerprint it rendered from and skip rendering next time.
+    - `fingerprint(names, dated=True)`: a short digest of every input of those projects
+      (atom files, access logs, this code and, unless `dated` is False, today's date: an
+      index.md lists the atoms cold as of today) — equal fingerprints mean equal inputs,
+      so a generator can store the fingerprint it rendered from and skip rendering next
+      time. What does not depend on the date should use `dated=False`, or it would be
+      rebuilt every morning.
 
     A regeneration that changes nothing must stay fast (10,000 atoms: 0.25 s for the whole
     `cortex` process): a generator should compare `fingerprint()` with the one it last
@@ -115,11 +118,12 @@ class RegenContext:
     selected: list[str]
     projects: Mapping[str, LoadedProject]
     access: Mapping[str, AccessStats]
-    _fingerprint: Callable[[list[str]], str] = field(repr=False, default=lambda names: "")
+    _fingerprint: Callable[[list[str], bool], str] = field(
+        repr=False, default=lambda names, dated: "")
 
-    def fingerprint(self, names: list[str] | None = None) -> str:
+    def fingerprint(self, names: list[str] | None = None, *, dated: bool = True) -> str:
         """Digest of the inputs of `names` (default: every project)."""
-        return self._fingerprint(list(self.projects) if names is None else list(names))
+        return self._fingerprint(list(self.projects) if names is None else list(names), dated)
 
 
 V = TypeVar("V")
@@ -436,12 +440,11 @@ class _Run:
         return LoadedProject(project, self.atoms(project), self.scan(project).errors())
 
     def identity(self) -> tuple[Any, ...]:
-        """What else an index depends on: this code, the templates, the date."""
+        """What else an index depends on: this code, the templates (the date apart)."""
         if self._identity is None:
             from cortexfs.templates import package_dir
 
-            parts: list[Any] = [RENDER_VERSION, tuple(_stamp(Path(__file__))),
-                                self.today.isoformat()]
+            parts: list[Any] = [RENDER_VERSION, tuple(_stamp(Path(__file__)))]
             for folder in (self.store.templates_dir / "index",
                            package_dir("templates") / "index"):
                 with contextlib.suppress(OSError):
@@ -450,8 +453,9 @@ class _Run:
             self._identity = tuple(parts)
         return self._identity
 
-    def folder_digest(self, project: Project, kind: Kind) -> str:
-        """A digest of everything one folder's index.md is rendered from."""
+    def folder_digest(self, project: Project, kind: Kind, *, dated: bool = True) -> str:
+        """A digest of everything one folder's index.md is rendered from (with `dated`
+        False, all of it but the date)."""
         found = self.digests.get((project.name, kind.prefix))
         if found is None:
             sc, stats = self.scan(project), self.access(project)
@@ -460,15 +464,17 @@ class _Run:
             # marshal format 2 has no back-references: equal values always give equal bytes
             data = marshal.dumps((self.identity(), project.name, kind.prefix, files, counts), 2)
             found = self.digests[(project.name, kind.prefix)] = cache.digest(data).hex()
-        return found
+        if not dated:
+            return found
+        return cache.digest(f"{found}:{self.today.isoformat()}".encode()).hex()
 
-    def fingerprint(self, names: list[str]) -> str:
+    def fingerprint(self, names: list[str], dated: bool = True) -> str:
         parts = []
         for name in names:
             project = self.store.project(name)
             stats = self.access(project)
-            parts.append((name, tuple(self.folder_digest(project, k) for k in KINDS),
-                          stats.offset, stats.bad_lines))
+            parts.append((name, tuple(self.folder_digest(project, k, dated=dated)
+                                      for k in KINDS), stats.offset, stats.bad_lines))
         return cache.digest(marshal.dumps(parts, 2), 8).hex()
 
     def save(self) -> None:

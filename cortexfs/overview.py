@@ -599,7 +599,7 @@ def _summary(ctx: RegenContext, name: str) -> AtomSummary:
     its regeneration fingerprint is the same, else from its atoms (and cached)."""
     if name not in ctx.projects:
         return ({k.folder: 0 for k in KINDS}, None)
-    fingerprint = ctx.fingerprint([name])
+    fingerprint = ctx.fingerprint([name], dated=False)
     path = ctx.store.cache_dir / "overview" / f"{name}.bin"
     hit = cache.load(path, SUMMARY_KIND) if fingerprint else None
     if isinstance(hit, list) and len(hit) == 3 and hit[0] == fingerprint \

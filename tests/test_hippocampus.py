@@ -137,7 +137,7 @@ def test_generator_entry_point_and_its_skip_cache(
         return types.SimpleNamespace(
             store=store, projects={"flywheel": load_project(project)},
             access={"flywheel": accesslog.fold(project.access_log)},
-            fingerprint=lambda names=None: fp)
+            fingerprint=lambda names=None, dated=True: fp)
 
     monkeypatch.setattr(hippocampus, "project_part", counting_part)
     monkeypatch.setattr(hippocampus, "render", counting_render)
@@ -424,3 +424,27 @@ def test_incremental_regeneration_equals_a_rebuild_from_nothing(
         shutil.rmtree(copy)
         if n == 2:
             assert (store.context / ".hippocampus" / "topics" / "flywheel.md").is_file()
+
+
+def test_a_new_day_rebuilds_no_entries(store: Store, project: Project,
+                                       write_atom: Callable[..., Path],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only index.md depends on the date (its cold list): HIPPOCAMPUS.md's cached entries
+    and the overview's rows survive midnight."""
+    import datetime as dt
+
+    from cortexfs import index, overview
+
+    write_atom("EXP-001", date="2026-01-01")
+    monkeypatch.setattr(index, "utc_now", lambda: dt.datetime(2026, 1, 2, tzinfo=dt.UTC))
+    index.regenerate(store)
+    built: list[str] = []
+    real_part, real_summary = hippocampus.project_part, overview.summarize
+    monkeypatch.setattr(hippocampus, "project_part",
+                        lambda name, *a: built.append(name) or real_part(name, *a))
+    monkeypatch.setattr(overview, "summarize",
+                        lambda atoms: built.append("summary") or real_summary(atoms))
+    monkeypatch.setattr(index, "utc_now", lambda: dt.datetime(2026, 2, 2, tzinfo=dt.UTC))
+    written = index.regenerate(store).written
+    assert project.root / "experiments" / "index.md" in written  # EXP-001 is cold now
+    assert built == []
