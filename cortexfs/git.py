@@ -205,6 +205,20 @@ def check_idle(repo: git.Repo | Path) -> None:
                        "says how), then run the command again")
 
 
+def check_can_commit(store: Store) -> None:
+    """Raise now what `commit_paths` would raise only after a command wrote its files: a
+    merge (rebase, cherry-pick) under way, or no identity for commits. A command that
+    writes and then commits calls this first, so that a refusal writes nothing (a rerun
+    would otherwise write the atom again, under the next id)."""
+    if not is_repo(store.home):
+        return  # commit_paths commits nothing outside a repository, and does not fail
+    check_idle(store.home)
+    for who in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
+        proc = git_run(store.home, "var", who, check=False)
+        if proc.returncode != 0:
+            raise git_error(["var"], proc.stderr)
+
+
 def head_commit(home: Path) -> str | None:
     """The commit HEAD points at; None on a branch with no commits yet."""
     proc = git_run(home, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field
 
-from cortexfs.errors import CortexError, InvalidInputError
+from cortexfs.errors import CortexError, InvalidInputError, from_os_error
 from cortexfs.store import Store
 
 REFRESH_INTERVAL = 1.0  # seconds during which recall trusts its last look at the files
@@ -46,6 +46,11 @@ def _tool_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except CortexError as e:
             raise ToolError(str(e)) from None
+        except OSError as e:  # a read-only or full disk, no permission: say what to fix
+            problem = from_os_error(e)
+            if problem is None:
+                raise
+            raise ToolError(str(problem)) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -78,6 +83,8 @@ def add_atom(store: Store, kind: str, project: str, summary: str, tags: list[str
     if atom_kind is None:
         raise InvalidInputError(f"unknown atom kind {kind!r}: use exp, k or pat")
     proj = store.project(project)
+    if commit:
+        git.check_can_commit(store)
     tag_list = [t.strip() for t in tags if t.strip()]
     duplicates = dedup.check_new_atom(proj, atom_kind, summary, tag_list, strict=strict)
     atom = create_atom(proj, NewAtom(atom_kind, summary, tag_list, list(evidence or []),
@@ -191,6 +198,8 @@ def build_server(store: Store) -> Any:
         from cortexfs.index import regenerate as regen
         from cortexfs.recall import open_index
 
+        if commit:
+            git.check_can_commit(store)
         result = regen(store, projects or None)
         committed = False
         if result.written and commit:

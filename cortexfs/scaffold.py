@@ -47,11 +47,16 @@ def _create(path: Path, text: str, created: list[Path]) -> None:
     created.append(path)
 
 
-def init_store(store: Store) -> list[Path]:
-    """Create the layout of a store (idempotent); returns the files it created."""
+def check_home(store: Store) -> None:
+    """Refuse a CORTEX_HOME that is a file (before anything is written)."""
     if store.home.exists() and not store.home.is_dir():
         raise InvalidInputError(f"{store.home} is a file, not a folder: "
                                 "choose another CORTEX_HOME or --home")
+
+
+def init_store(store: Store) -> list[Path]:
+    """Create the layout of a store (idempotent); returns the files it created."""
+    check_home(store)
     created: list[Path] = []
     ctx = store.context
     for folder in (ctx, *(ctx / name for name in STORE_FOLDERS)):

@@ -101,3 +101,53 @@ def test_a_read_only_store_is_one_line_with_exit_1(cli, store, monkeypatch) -> N
     monkeypatch.setattr("cortexfs.scaffold.atomic_write", refuse)
     said = _one_error_line(cli("project", "new", "ro"))
     assert "is on a read-only file system: remount it read-write" in said
+
+
+def _untracked_or_changed(home: Path) -> list[str]:
+    import subprocess
+
+    out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=home,
+                         capture_output=True, text=True, check=True).stdout
+    return out.splitlines()
+
+
+@pytest.mark.parametrize("args", [
+    ["new", "exp", "-p", "flywheel", "-s", "during a merge", "-t", "a"],
+    ["tasks", "add", "during a merge", "-p", "flywheel"],
+    ["decision", "new", "During a merge"],
+    ["project", "new", "other"],
+    ["index", "regen", "--all"],
+])
+def test_a_merge_under_way_refuses_before_writing(cli, project: Project, args: list[str]) -> None:
+    import subprocess
+
+    from cortexfs import git
+
+    home = project.store.home
+    git.commit_paths(project.store, [project.root], "project: add flywheel")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=home, capture_output=True,
+                          text=True, check=True).stdout
+    (home / ".git" / "MERGE_HEAD").write_text(head)
+    said = _one_error_line(cli(*args))
+    assert "in the middle of a merge" in said and "--no-commit" in said
+    # before: the atom (task, record, project) was written, then the commit refused, and a
+    # rerun wrote it a second time under the next id
+    assert _untracked_or_changed(home) == []
+
+
+def test_no_git_identity_refuses_before_writing_and_init_recovers(
+        cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for role in ("AUTHOR", "COMMITTER"):
+        monkeypatch.delenv(f"GIT_{role}_NAME")
+        monkeypatch.delenv(f"GIT_{role}_EMAIL")
+    monkeypatch.delenv("EMAIL", raising=False)
+    gitconfig = tmp_path / "home" / ".gitconfig"
+    # without useConfigOnly git guesses an identity from the host name on some machines
+    gitconfig.write_text("[init]\n\tdefaultBranch = main\n[user]\n\tuseConfigOnly = true\n")
+    said = _one_error_line(cli("init"))
+    assert "git has no identity for commits" in said
+    home = tmp_path / "cortex"
+    assert not (home / "context").exists()
+    gitconfig.write_text(gitconfig.read_text() + "\tname = Late\n\temail = late@x.invalid\n")
+    assert cli("init").exit_code == 0
+    assert _untracked_or_changed(home) == []  # .gitignore of the refused run included

@@ -29,6 +29,20 @@ def unopened_store() -> Store:
     return Store(resolve_home(_state["home"]))
 
 
+def check_can_commit(store: Store, no_commit: bool) -> None:
+    """Before a command writes: refuse now (writing nothing) what its commit would refuse
+    after the writes — a merge under way, no git identity."""
+    if no_commit:
+        return
+    from cortexfs import git
+    from cortexfs.errors import GitError
+
+    try:
+        git.check_can_commit(store)
+    except GitError as e:
+        raise GitError(f"{e} (or pass --no-commit to write without committing)") from None
+
+
 def split_list(values: list[str] | None) -> list[str]:
     """A repeatable, comma-separated option as a list without duplicates:
     `--evidence EXP-001,EXP-002 --evidence EXP-003` → three ids."""

@@ -25,10 +25,16 @@ def init(
     store = common.unopened_store()
     if remote is not None:
         sync.check_url(store, remote)  # a bad URL fails before anything is written
-    created = scaffold.init_store(store)
+    scaffold.check_home(store)
     written = git.ensure_repo(store)
+    common.check_can_commit(store, no_commit)  # before the scaffold is written
+    created = scaffold.init_store(store)
     if not no_commit:
-        git.commit_paths(store, [*created, *written], "chore: initialise cortex store")
+        # .gitignore and .gitattributes even when this run did not write them: a run
+        # refused by check_can_commit had written them already
+        repo_files = [store.home / ".gitignore", store.home / ".gitattributes"]
+        git.commit_paths(store, [*created, *written, *repo_files],
+                         "chore: initialise cortex store")
     if created:
         common.ok(f"initialised a cortex store at {store.home}")
     else:
@@ -47,6 +53,7 @@ def project_new(
     from cortexfs import git, scaffold
 
     store = common.open_store()
+    common.check_can_commit(store, no_commit)
     project, created = scaffold.new_project(store, name)
     if not created:
         common.ok(f"project {name} already exists at {project.root}")
@@ -95,6 +102,7 @@ def new(
         raise InvalidInputError(f"unknown atom type {kind!r}: use exp, k or pat")
     store = common.open_store()
     proj = store.project(project)
+    common.check_can_commit(store, no_commit)
     req = NewAtom(atom_kind, summary, common.split_list([tags]), common.split_list(evidence),
                   common.split_list(sources), common.split_list(links), executor)
     for dup in dedup.check_new_atom(proj, atom_kind, req.summary, req.tags, strict=strict):

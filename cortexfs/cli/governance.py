@@ -122,6 +122,7 @@ def tasks_add(
 
     store = common.open_store()
     proj = _one_project(store, project)
+    common.check_can_commit(store, no_commit)
     result = tasks.add_task(proj, text, priority=priority, why=why, done_when=done_when,
                             depends_on=common.split_list(depends_on), status=status)
     _rewritten_note(result.rewritten, proj)
@@ -142,6 +143,7 @@ def tasks_done(
 
     store = common.open_store()
     proj = _one_project(store, project)
+    common.check_can_commit(store, no_commit)
     result = tasks.set_status(proj, task_id, "done")
     _rewritten_note(result.rewritten, proj)
     task = result.tasks[0]
@@ -166,6 +168,7 @@ def tasks_archive(
 
     store = common.open_store()
     projects = [store.project(project)] if project else store.projects()
+    common.check_can_commit(store, no_commit)
     paths: list[Path] = []
     moved: list[str] = []
     for proj in projects:
@@ -203,6 +206,9 @@ def decision_new(
     from cortexfs import decisions, git
 
     store = common.open_store()
+    if project is not None:
+        store.project(project)  # an unknown project is the first thing to say
+    common.check_can_commit(store, no_commit)
     path = decisions.new_decision(store, title, project)
     if not no_commit:
         git.commit_paths(store, [path], f"decision: add {path.stem}")

@@ -29,6 +29,7 @@ def regen(
 ) -> None:
     """Rebuild index.md of every atom folder from the frontmatter, fold the access logs into
     refs / last-ref, refresh the store-wide files, and commit what changed."""
+    from cortexfs import git
     from cortexfs.errors import InvalidInputError
     from cortexfs.index import regenerate
 
@@ -39,12 +40,11 @@ def regen(
         raise InvalidInputError("say what to regenerate: pass --all, or one or more project "
                                 "names (`cortex project list` shows them)")
     store = common.open_store()
+    common.check_can_commit(store, no_commit or check)
     result = regenerate(store, None if all_ else projects, dry_run=check,
                         progress=fmt == "text")
     committed = False
     if result.written and not check and not no_commit:
-        from cortexfs import git
-
         committed = git.commit_paths(store, result.written,
                                      f"index: regenerate {_describe(result.projects, all_)}")
 

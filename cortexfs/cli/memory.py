@@ -60,6 +60,8 @@ def lint(path: PathArg = None,
 
     common.check_format(fmt)
     target, store = _resolve(path)
+    if fix and store is not None:
+        common.check_can_commit(store, no_commit)
     report, changed = memory_md.lint_file(target, fix=fix)
     if changed:
         _commit(store, [target], "memory: refresh MEMORY.md header counts", no_commit)
@@ -134,6 +136,8 @@ def prune(path: PathArg = None,
         plan = memory_md.plan_prune(memory_md.read(target), today)
         written: list[Path] = []
     else:
+        if store is not None:
+            common.check_can_commit(store, no_commit)
         result = memory_md.apply_prune(target, today)
         plan, written = result.plan, result.written
         if written:
