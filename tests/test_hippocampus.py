@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -315,7 +316,6 @@ def test_incremental_regeneration_equals_a_rebuild_from_nothing(
     (every cache warm) leaves on disk is byte for byte what a run with no cache writes —
     with every file racily fresh (content compared), and with settled stat data (trusted:
     each change then gets an mtime of its own, as time passing gives it)."""
-    import os
     import shutil
     import time
 
@@ -448,3 +448,41 @@ def test_a_new_day_rebuilds_no_entries(store: Store, project: Project,
     written = index.regenerate(store).written
     assert project.root / "experiments" / "index.md" in written  # EXP-001 is cold now
     assert built == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_cold_run_builds_the_entries_on_both_cores(
+        store: Store, project: Project, write_atom: Callable[..., Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a forked worker, each process builds (and caches) the entries of the projects it
+    indexed; the files are those of a run without one."""
+    import shutil
+
+    from cortexfs import index, scaffold
+
+    other, _ = scaffold.new_project(store, "other")
+    for n in range(1, 6):
+        write_atom(f"EXP-{n:03d}", summary=f"Run {n}", date=f"2026-03-0{n}")
+        write_atom(f"EXP-{n:03d}", summary=f"Other {n}", date="2026-02-01", target=other)
+    read(other, "EXP-002.md", "2026-03-20T00:00:00.000Z")
+    pristine = tmp_path / "pristine"
+    shutil.copytree(store.home, pristine)
+    index.regenerate(store)
+    serial = _generated(store)
+    shutil.rmtree(store.home)
+    shutil.copytree(pristine, store.home)
+    parent = os.getpid()
+    built: list[str] = []
+    real = hippocampus.project_part
+
+    def spy(name: str, *args: object) -> hippocampus.Part:
+        if os.getpid() == parent:
+            built.append(name)
+        return real(name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hippocampus, "project_part", spy)
+    monkeypatch.setattr(index, "FORK_MIN_FILES", 1)
+    monkeypatch.setattr(index, "can_fork", lambda: True)
+    index.regenerate(store)
+    assert _generated(store) == serial
+    assert len(built) == 1  # the other project's entries came from the worker
