@@ -13,6 +13,9 @@ For each store, after one regeneration that folds the access logs into the atoms
 - no-op:    the same command again (nothing changed)
 - 1 change: after editing one atom's summary (index re-rendered and committed), and the same
             with --no-commit
+- 1 read:   after one new access-log line newer than anything in the store (--no-commit):
+            the atom's refs are folded and its index re-rendered, and the store clock moves,
+            so every HIPPOCAMPUS.md strength is recomputed and every topic file rewritten
 - floor:    reading and YAML-parsing (CSafeLoader) every atom file in one Python process,
             also timed as a whole process (interpreter start and `import yaml` included)
 - --help:   `cortex --help`
@@ -145,6 +148,17 @@ def bench_store(store: Path, reps: int) -> dict[str, str]:
         noop.append(wall)
         rss.append(peak)
         noop_only.append(run_rss(only, env)[0])
+    reads = []
+    log = sorted((store / "context" / "projects").glob("*/_meta/access-log.jsonl"))[0]
+    for rep in range(reps):
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f'{{"file": "EXP-002.md", "tool": "Read", "ts": "2099-01-01T00:00:{rep:02d}'
+                    f'.000Z", "session": "bench"}}\n')
+        wall, peak = run_rss([*regen, "--no-commit"], env)
+        reads.append(wall)
+        rss.append(peak)
+    for args in (["add", "-A"], ["commit", "-qm", "benchmark: reads"]):  # a clean tree again
+        subprocess.run(["git", *args], cwd=store, env=env, capture_output=True, check=True)
     changed, changed_nc, changed_only = [], [], []
     for rep in range(reps):
         edit_one_atom(store, 3 * rep)
@@ -173,6 +187,7 @@ def bench_store(store: Path, reps: int) -> dict[str, str]:
         "1 changed": median_min(changed),
         "1 changed, --no-commit": median_min(changed_nc),
         "1 changed, indexes only, --no-commit": median_min(changed_only),
+        "1 read, --no-commit": median_min(reads),
         "floor (process)": median_min(floor_wall),
         "floor (parse only)": median_min(floor_inproc),
         "cold / floor": f"{statistics.median(cold) / statistics.median(floor_wall):.2f}",
