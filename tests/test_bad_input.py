@@ -151,3 +151,18 @@ def test_no_git_identity_refuses_before_writing_and_init_recovers(
     gitconfig.write_text(gitconfig.read_text() + "\tname = Late\n\temail = late@x.invalid\n")
     assert cli("init").exit_code == 0
     assert _untracked_or_changed(home) == []  # .gitignore of the refused run included
+
+
+def test_a_reader_that_goes_away_is_not_a_crash(project: Project) -> None:
+    import subprocess
+    import sys
+
+    # `cortex project list | head -0`: stdout is closed before cortex writes to it
+    proc = subprocess.Popen([sys.executable, "-m", "cortexfs", "project", "list"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=30) == 1
+    assert stderr == ""  # was: "internal error: BrokenPipeError … this is a bug"
+    assert not (project.store.logs_dir / "crash.log").exists()

@@ -96,7 +96,7 @@ def uninstall(
 @hooks_app.command("status")
 def status(
     project_dir: ProjectDir = None,
-    fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    fmt: common.Format = "text",
 ) -> None:
     """Where the cortex hooks are installed (user and project settings), and if current."""
     from cortexfs.claude_settings import installed, settings_path

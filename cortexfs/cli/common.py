@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from cortexfs.store import Store
 
 _state: dict[str, str | None] = {"home": None}
+
+# The options several commands share, worded once.
+Format = Annotated[str, typer.Option("--format", "-f", metavar="text|json",
+                                     help="Output: text for people, json for tools.")]
+NoCommit = Annotated[bool, typer.Option("--no-commit",
+                                        help="Write the files but do not commit them.")]
 
 
 def set_home(home: str | None) -> None:

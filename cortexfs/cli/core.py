@@ -10,7 +10,7 @@ from cortexfs.cli import common
 
 project_app = typer.Typer(help="Create and list projects.", no_args_is_help=True)
 
-NoCommit = Annotated[bool, typer.Option("--no-commit", help="Write the files but do not commit.")]
+NoCommit = common.NoCommit
 
 
 def init(

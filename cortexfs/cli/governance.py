@@ -17,9 +17,8 @@ decision_app = typer.Typer(help="Decision records (decisions/NNNN-title.md).",
 
 ProjectOpt = Annotated[str | None, typer.Option(
     "--project", "-p", help="Project (may be left out when the store has only one).")]
-NoCommit = Annotated[bool, typer.Option("--no-commit", help="Write the files but do not commit.")]
-Format = Annotated[str, typer.Option("--format", "-f", metavar="text|json",
-                                     help="Output: text for people, json for tools.")]
+NoCommit = common.NoCommit
+Format = common.Format
 
 
 def _one_project(store: Store, name: str | None) -> Project:

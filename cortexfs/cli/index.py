@@ -21,14 +21,15 @@ def regen(
     projects: Annotated[list[str] | None, typer.Argument(
         help="Projects to regenerate.", show_default=False)] = None,
     all_: Annotated[bool, typer.Option("--all", "-a", help="Regenerate every project.")] = False,
-    no_commit: Annotated[bool, typer.Option(
-        "--no-commit", help="Write the files but do not commit them.")] = False,
+    no_commit: common.NoCommit = False,
     check: Annotated[bool, typer.Option(
         "--check", help="Write nothing; exit 1 if regeneration would change a file.")] = False,
-    fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    fmt: common.Format = "text",
 ) -> None:
-    """Rebuild index.md of every atom folder from the frontmatter, fold the access logs into
-    refs / last-ref, refresh the store-wide files, and commit what changed."""
+    """Rebuild the index.md files from the frontmatter and commit what changed.
+
+    Also folds the access logs into refs / last-ref and refreshes the store-wide files
+    (OVERVIEW.md, HIPPOCAMPUS.md, the CORTEX.md blocks)."""
     from cortexfs import git
     from cortexfs.errors import InvalidInputError
     from cortexfs.index import regenerate

@@ -39,6 +39,11 @@ class CortexGroup(TyperGroup):
             raise typer.Exit(1) from None
         except (typer.Exit, typer.Abort, typer.TyperException, KeyboardInterrupt):
             raise
+        except BrokenPipeError:
+            # the reader went away (`cortex recall x | head`): nothing left to tell it, and
+            # Python's final flush of stdout must not fail again at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(1) from None
         except Exception as e:
             problem = from_os_error(e) if isinstance(e, OSError) else None
             if problem is not None:  # permissions, a read-only or full disk: not a bug

@@ -21,7 +21,7 @@ memory_app = typer.Typer(
 PathArg = Annotated[Path | None, typer.Argument(
     help="The MEMORY.md to use (default: context/user/MEMORY.md of the store).",
     show_default=False)]
-Format = Annotated[str, typer.Option("--format", help="text or json.")]
+Format = common.Format
 NoCommit = Annotated[bool, typer.Option(
     "--no-commit", help="Write the files but do not commit them (inside a store).")]
 
@@ -54,8 +54,10 @@ def lint(path: PathArg = None,
          fix: Annotated[bool, typer.Option(
              "--fix", help="Rewrite the header's entries:/tokens: counts (nothing else).")] = False,
          fmt: Format = "text", no_commit: NoCommit = False) -> None:
-    """Check a MEMORY.md: header, the seven sections in order, entry limits and sizes,
-    nx metadata, total tokens. Exit 1 when there are errors."""
+    """Check a MEMORY.md against neocortex.md v1.0; exit 1 on any error.
+
+    Checks the header, the seven sections in order, entry limits and sizes, nx metadata
+    and the total tokens."""
     from cortexfs import memory_md
 
     common.check_format(fmt)
@@ -123,10 +125,11 @@ def prune(path: PathArg = None,
               "--as-of", metavar="YYYY-MM-DD", help="Judge ages as of this date (default: "
               "today).")] = None,
           fmt: Format = "text", no_commit: NoCommit = False) -> None:
-    """Apply neocortex.md's retention rules: archive entries unused for 90+ days to
-    memory/archive/YYYY.md, list compression candidates (30+ days) and entries to review.
-    Identity, Lessons, user-marked (s=user or keep) and often-used (a > 10) entries are
-    never touched."""
+    """Archive MEMORY.md entries unused for 90+ days, by neocortex.md's retention rules.
+
+    Archived entries go to memory/archive/YYYY.md; compression candidates (30+ days) and
+    entries to review are listed. Identity, Lessons, user-marked (s=user or keep) and
+    often-used (a > 10) entries are never touched."""
     from cortexfs import memory_md
 
     common.check_format(fmt)
@@ -201,9 +204,11 @@ def brief(
         "--budget", metavar="TOKENS", help="Most tokens to print (characters / 4).")] = 4000,
     fmt: Format = "text",
 ) -> None:
-    """Print what a new session should start with: STATUS.md, open tasks, issues, the
-    strongest knowledge and patterns, recent experiments — cut to --budget tokens, ending
-    with a banner that lists what was cut. Usable as a Claude Code SessionStart hook."""
+    """Print what a new session should start with, cut to --budget tokens.
+
+    STATUS.md, open tasks, issues, the strongest knowledge and patterns, recent
+    experiments — ending with a banner that lists what was cut. Usable as a Claude Code
+    SessionStart hook."""
     from cortexfs.brief import build
 
     common.check_format(fmt)

@@ -35,9 +35,7 @@ def recall(
     project: Annotated[str | None, typer.Option(
         "--project", "-p", help="Search this project only (default: every project).")] = None,
     k: Annotated[int, typer.Option("--k", "-k", help="How many atoms to list.")] = 10,
-    fmt: Annotated[str, typer.Option(
-        "--format", "-f", metavar="text|json", help="Output: text for people, json for tools.")]
-        = "text",
+    fmt: common.Format = "text",
     open_rank: Annotated[int | None, typer.Option(
         "--open", metavar="N",
         help="Print the full text of hit N (1 = best) and count it as a read.")] = None,
@@ -93,8 +91,10 @@ def recall(
 
 
 def mcp() -> None:
-    """Serve recall, read_atom, add_atom, validate, regenerate, ready and brief over stdio
-    (the Model Context Protocol) to an agent such as Claude Code."""
+    """Serve the store to an agent over stdio (Model Context Protocol).
+
+    Tools: recall, read_atom, add_atom, validate, regenerate, ready and brief, for an
+    agent such as Claude Code."""
     from cortexfs.mcp_server import serve
 
     serve(common.open_store())

@@ -11,7 +11,7 @@ from cortexfs.cli import common
 remote_app = typer.Typer(help="Configure the git remote the store syncs with.",
                          no_args_is_help=True)
 
-Format = Annotated[str, typer.Option("--format", "-f", help="text or json.")]
+Format = common.Format
 
 
 def sync(fmt: Format = "text") -> None:

@@ -14,9 +14,7 @@ _COLOURS = {"error": "red", "warning": "yellow"}
 def validate(
     projects: Annotated[list[str] | None, typer.Argument(
         metavar="PROJECT", help="Projects to check (default: all).")] = None,
-    fmt: Annotated[str, typer.Option(
-        "--format", "-f", metavar="text|json", help="Output: text for people, json for tools.")]
-        = "text",
+    fmt: common.Format = "text",
 ) -> None:
     """Check every atom's frontmatter (and the governance files); exit 1 on any error."""
     from cortexfs.validate import validate as run
