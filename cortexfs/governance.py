@@ -122,7 +122,11 @@ def project_findings(project: Project) -> Iterator[Finding]:
     store = project.store
     root = project.root
     for name in GOVERNANCE_FILES:
-        if not (root / name).is_file():
+        if (root / name).is_dir():
+            yield Finding(ERROR, "governance-file", _rel(store, root / name), None,
+                          f"{name} is a folder, not a file: move it away, then run `cortex "
+                          f"project new {project.name}` to add the file")
+        elif not (root / name).is_file():
             yield Finding(WARNING, "governance-file", _rel(store, root / name), None,
                           f"project {project.name} has no {name}: run `cortex project new "
                           f"{project.name}` (it adds the missing files and keeps the others)")

@@ -149,6 +149,13 @@ def test_missing_governance_files(project: Project) -> None:
                for f in found)
 
 
+def test_a_governance_file_that_is_a_folder_is_an_error_not_missing(project: Project) -> None:
+    (project.root / "TASKS.yaml").unlink()
+    (project.root / "TASKS.yaml").mkdir()  # `project new` would keep it and add nothing
+    [f] = _findings(project.store, "governance-file")
+    assert f.severity == "error" and f.message.startswith("TASKS.yaml is a folder, not a file")
+
+
 # --- TASKS.yaml and decisions --------------------------------------------------------------------
 
 
