@@ -942,10 +942,10 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
             if set(known) >= generated and FILE_NAME in known \
                     and all(cache.still(context / rel, st) for rel, st in known.items()):
                 return []
-    parts = [_part(ctx, name, code) for name in ctx.projects]
-    index = assemble(part for part, _ in parts)
+    keyed = [_part(ctx, name, code) for name in ctx.projects]
+    index = assemble(part for part, _ in keyed)
     clock = index.reference.isoformat() if index.reference else "never"
-    topic_keys = {part.project: f"{part_key}:{clock}" for part, part_key in parts
+    topic_keys = {part.project: f"{part_key}:{clock}" for part, part_key in keyed
                   if part_key is not None and part.entries}
     known_topics: list[str] = []
     if surely_hierarchical(index) and isinstance(saved, dict) \
@@ -961,7 +961,6 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
             "key": key, "files": states,
             "topics": {p: k for p, k in topic_keys.items() if topic_path(p) in states}})
     return changed
-
 
 
 _HX = re.compile(r"<!--\s*hx:(.*?)-->", re.DOTALL)

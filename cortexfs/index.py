@@ -6,15 +6,21 @@ For each selected project:
 2. fold `_meta/access-log.jsonl` incrementally (the folded counts and the byte offset are
    cached; a log that shrank or was replaced is folded again from the start) and write
    changed `refs` / `last-ref` into the atom frontmatter, touching only those two keys;
-3. render `index.md` of each atom folder through the `index/*.md.j2` templates. The
-   "Last updated" line changes only when the rest of the file does, so a second run writes
-   nothing. A digest of every input of a folder (its atom files, the access counts, the
-   date, the templates, this code) is cached with the index file's stamp: when neither
-   moved, the folder is not even rendered.
+3. render `index.md` of each atom folder through the `index/*.md.j2` templates (the
+   packaged ones without importing Jinja, see `render_packaged`). The "Last updated" line
+   changes only when the rest of the file does, so a second run writes nothing. A digest
+   of every input of a folder (its atom files, the access counts, the date, the templates,
+   this code) is cached with the index file's stamp: when neither moved, the folder is not
+   even rendered.
 Then the store-wide generators of cortexfs.derived run with a RegenContext.
 
 A cold run (atoms not in the cache) of several projects shares them with one forked worker
-process, so that both cores parse and render.
+process, so that both cores parse and render; each process then lets the generators
+prepare what they need of its projects (a generator module's optional `prepare(ctx,
+names)`, which caches it), so that their per-project work is shared too.
+
+`context(store)` gives other readers (the session brief) the same RegenContext without
+regenerating, and `access_stats(project)` a project's log folded from the cached counts.
 """
 
 from __future__ import annotations
