@@ -1021,6 +1021,7 @@ def check_pointers(store: Store) -> list[PointerProblem]:
     files += sorted(p for p in _existing_generated(context) if p.suffix == ".md")
     problems: list[PointerProblem] = []
     exists: dict[str, str | None] = {}  # pointer → why it is dangling (None: it is fine)
+    listed = _Listed(str(context))
     for path in files:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
@@ -1029,7 +1030,7 @@ def check_pointers(store: Store) -> list[PointerProblem]:
         for m in _POINTER.finditer(text):
             for pointer in pointers_of(m.group(0)):
                 if pointer not in exists:
-                    exists[pointer] = _dangling(context, pointer)
+                    exists[pointer] = _dangling(listed, pointer)
                 reason = exists[pointer]
                 if reason is not None:
                     line = text.count("\n", 0, m.start()) + 1
@@ -1037,12 +1038,37 @@ def check_pointers(store: Store) -> list[PointerProblem]:
     return problems
 
 
-def _dangling(context: Path, pointer: str) -> str | None:
+def _dangling(listed: _Listed, pointer: str) -> str | None:
     if not pointer:
         return "is empty"
     normal = os.path.normpath(pointer)
     if os.path.isabs(pointer) or normal == ".." or normal.startswith("../"):
         return "leads out of the knowledge root"
-    if not os.path.exists(context / normal):
+    if not listed.exists(normal):
         return "leads to nothing in the knowledge root"
     return None
+
+
+class _Listed:
+    """os.path.exists under a root, one directory listing per folder rather than a stat per
+    path (an index points at thousands of files in a few dozen folders)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.folders: dict[str, dict[str, bool]] = {}  # folder → name → is a symlink
+
+    def exists(self, rel: str) -> bool:
+        folder, name = os.path.split(rel)
+        entries = self.folders.get(folder)
+        if entries is None:
+            entries = {}
+            try:
+                with os.scandir(os.path.join(self.root, folder)) as it:
+                    entries = {e.name: e.is_symlink() for e in it}
+            except OSError:
+                pass
+            self.folders[folder] = entries
+        if entries.get(name) is False:
+            return True  # listed, and not a link that may lead nowhere
+        # a link, or not listed (which a case-insensitive file system may still find)
+        return os.path.exists(os.path.join(self.root, rel))
