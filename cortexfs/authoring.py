@@ -9,10 +9,12 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cortexfs import templates
 from cortexfs.atoms import (
     EXPERIMENT,
+    KIND_BY_SHORT,
     MAX_SUMMARY,
     PATTERN,
     Atom,
@@ -24,6 +26,9 @@ from cortexfs.errors import InvalidInputError
 from cortexfs.frontmatter import dump_scalar, parse
 from cortexfs.fsutil import file_lock
 from cortexfs.store import Project
+
+if TYPE_CHECKING:
+    from cortexfs.dedup import Duplicate
 
 TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]{0,63}$")
 
@@ -103,8 +108,47 @@ def render_atom(project: Project, req: NewAtom, atom_id: str) -> str:
     )
 
 
-def create_atom(project: Project, req: NewAtom) -> Atom:
-    """Write a new atom with the next free id; never reuses an id, even under concurrency."""
+def kind_named(short: str) -> Kind:
+    """The atom kind `cortex new` and the MCP server take by name: exp, k or pat."""
+    kind = KIND_BY_SHORT.get(short.strip().lower())
+    if kind is None:
+        raise InvalidInputError(f"unknown atom type {short!r}: use exp, k or pat")
+    return kind
+
+
+@dataclass
+class AddedAtom:
+    """What `add_atom` did: the atom, the near-duplicates it warned about, the commit."""
+
+    atom: Atom
+    duplicates: list[Duplicate]
+    committed: bool
+
+
+def add_atom(project: Project, req: NewAtom, *, strict: bool = False, commit: bool = True,
+             body: str | None = None) -> AddedAtom:
+    """`cortex new` as a library call: the duplicate gate, the new file, its commit.
+
+    Everything that could refuse (bad input, a strict near-duplicate, git unable to
+    commit) refuses before the file is written.
+    """
+    from cortexfs import dedup, git
+
+    _check(project, req)
+    if commit:
+        git.check_can_commit(project.store)
+    duplicates = dedup.check_new_atom(project, req.kind, req.summary, req.tags, strict=strict)
+    atom = create_atom(project, req, body=body)
+    committed = commit and git.commit_paths(project.store, [atom.path],
+                                            f"atom: add {atom.id} — {atom.summary}")
+    return AddedAtom(atom, duplicates, committed)
+
+
+def create_atom(project: Project, req: NewAtom, body: str | None = None) -> Atom:
+    """Write a new atom with the next free id; never reuses an id, even under concurrency.
+
+    `body`, when given, replaces the template's body.
+    """
     _check(project, req)
     folder = project.folder(req.kind)
     folder.mkdir(parents=True, exist_ok=True)
@@ -113,6 +157,10 @@ def create_atom(project: Project, req: NewAtom) -> Atom:
         atom_id = req.kind.format_id(next_number(project, req.kind))
         text = render_atom(project, req, atom_id)
         doc = parse(text, f"template atoms/{req.kind.name}.md.j2")
+        if body is not None and body.strip():
+            head = "".join(text.splitlines(keepends=True)[:doc.body_line - 1])
+            text = f"{head}\n{body.strip()}\n"
+            doc = parse(text, str(folder / f"{atom_id}.md"))
         path = folder / f"{atom_id}.md"
         _write_new(path, text)
     return Atom(path, req.kind, doc.meta, doc.body)

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field
 
-from cortexfs.errors import CortexError, InvalidInputError, from_os_error
+from cortexfs.errors import CortexError, from_os_error
 from cortexfs.store import Store
 
 REFRESH_INTERVAL = 1.0  # seconds during which recall trusts its last look at the files
@@ -72,31 +72,15 @@ def add_atom(store: Store, kind: str, project: str, summary: str, tags: list[str
              commit: bool = True) -> dict[str, Any]:
     """Write a new atom as `cortex new` does (gate included); `body`, when given, replaces
     the template's body."""
-    from cortexfs import dedup, git
-    from cortexfs.atoms import KIND_BY_SHORT
-    from cortexfs.authoring import NewAtom, create_atom
-    from cortexfs.frontmatter import parse
-    from cortexfs.fsutil import atomic_write
+    from cortexfs import authoring
     from cortexfs.recall import open_index
 
-    atom_kind = KIND_BY_SHORT.get(kind.lower())
-    if atom_kind is None:
-        raise InvalidInputError(f"unknown atom kind {kind!r}: use exp, k or pat")
     proj = store.project(project)
-    if commit:
-        git.check_can_commit(store)
-    tag_list = [t.strip() for t in tags if t.strip()]
-    duplicates = dedup.check_new_atom(proj, atom_kind, summary, tag_list, strict=strict)
-    atom = create_atom(proj, NewAtom(atom_kind, summary, tag_list, list(evidence or []),
-                                     list(sources or []), list(links or [])))
-    if body is not None and body.strip():
-        text = atom.path.read_text(encoding="utf-8")
-        doc = parse(text, str(atom.path))
-        head = "".join(text.splitlines(keepends=True)[:doc.body_line - 1])
-        atomic_write(atom.path, head + "\n" + body.strip() + "\n")
-    committed = False
-    if commit:
-        committed = git.commit_paths(store, [atom.path], f"atom: add {atom.id} — {atom.summary}")
+    req = authoring.NewAtom(authoring.kind_named(kind), summary,
+                            [t.strip() for t in tags if t.strip()], list(evidence or []),
+                            list(sources or []), list(links or []))
+    added = authoring.add_atom(proj, req, strict=strict, commit=commit, body=body)
+    atom, duplicates, committed = added.atom, added.duplicates, added.committed
     open_index(store, dense=False).invalidate()
     return {"id": atom.id, "project": proj.name, "path": _rel(store, atom.path),
             "committed": committed,

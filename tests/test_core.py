@@ -109,3 +109,22 @@ def test_concurrent_new_never_share_an_id(project) -> None:
     summaries = {p.read_text().split("summary: ")[1].split("\n")[0] for _, p in
                  project.atom_paths()}
     assert len(summaries) == 40
+
+
+def test_add_atom_refuses_before_writing_and_takes_a_body(project) -> None:
+    """The library call behind `cortex new` and MCP add_atom: gate first, one write."""
+    from cortexfs.atoms import EXPERIMENT
+    from cortexfs.authoring import NewAtom, add_atom, kind_named
+    from cortexfs.errors import CortexError, InvalidInputError
+
+    req = NewAtom(EXPERIMENT, "Registry extraction from artifacts", ["registry"], [], [], [])
+    first = add_atom(project, req, body="## Results\n\n573 artifacts.\n")
+    assert first.committed and first.duplicates == []
+    assert first.atom.path.read_text().endswith("---\n\n## Results\n\n573 artifacts.\n")
+    second = add_atom(project, req, commit=False)
+    assert [d.id for d in second.duplicates] == ["EXP-001"]
+    with pytest.raises(CortexError):
+        add_atom(project, req, strict=True)
+    assert sorted(p.name for _, p in project.atom_paths()) == ["EXP-001.md", "EXP-002.md"]
+    with pytest.raises(InvalidInputError, match="use exp, k or pat"):
+        kind_named("zzz")

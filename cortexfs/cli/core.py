@@ -92,25 +92,19 @@ def new(
 
     Warns when an atom of the same kind in the project nearly duplicates it (--strict
     refuses)."""
-    from cortexfs import dedup, git
-    from cortexfs.atoms import KIND_BY_SHORT
-    from cortexfs.authoring import NewAtom, create_atom
-    from cortexfs.errors import InvalidInputError
+    from cortexfs.authoring import NewAtom, add_atom, kind_named
 
-    atom_kind = KIND_BY_SHORT.get(kind.lower())
-    if atom_kind is None:
-        raise InvalidInputError(f"unknown atom type {kind!r}: use exp, k or pat")
+    atom_kind = kind_named(kind)
     store = common.open_store()
     proj = store.project(project)
     common.check_can_commit(store, no_commit)
     req = NewAtom(atom_kind, summary, common.split_list([tags]), common.split_list(evidence),
                   common.split_list(sources), common.split_list(links), executor)
-    for dup in dedup.check_new_atom(proj, atom_kind, req.summary, req.tags, strict=strict):
-        common.warn(f"{dup.describe()} nearly duplicates this atom: update it instead, or "
-                    "pass --strict to refuse near-duplicates")
-    atom = create_atom(proj, req)
-    if not no_commit:
-        git.commit_paths(store, [atom.path], f"atom: add {atom.id} — {atom.summary}")
+    added = add_atom(proj, req, strict=strict, commit=not no_commit)
+    for dup in added.duplicates:
+        common.warn(f"{dup.describe()} nearly duplicates {added.atom.id}: update that atom "
+                    "instead, or pass --strict to refuse near-duplicates")
+    atom = added.atom
     typer.echo(str(atom.path))
 
 
