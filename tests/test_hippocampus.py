@@ -465,6 +465,8 @@ def test_a_cold_run_builds_the_entries_on_both_cores(
         write_atom(f"EXP-{n:03d}", summary=f"Run {n}", date=f"2026-03-0{n}")
         write_atom(f"EXP-{n:03d}", summary=f"Other {n}", date="2026-02-01", target=other)
     read(other, "EXP-002.md", "2026-03-20T00:00:00.000Z")
+    now = index.utc_now()
+    monkeypatch.setattr(index, "utc_now", lambda: now)  # the same "Last updated" both times
     pristine = tmp_path / "pristine"
     shutil.copytree(store.home, pristine)
     index.regenerate(store)
