@@ -40,6 +40,7 @@ the atoms gives; a missing, stale or corrupt cache only costs a rebuild.
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import json
 import os
 import re
@@ -71,6 +72,8 @@ MONTH_DAYS = 30
 MAX_REL_SHOWN = 8
 MAX_SUMMARY = 300
 MAX_LINE_SUMMARY = 120
+MASTER_CAPS = (40, 25, 15, 10, 6, 3, 1, 0)  # list lengths of the master, tried in turn
+MASTER_PER_PROJECT = MASTER_CAPS[0] // 8  # a project's strongest entries shown, at most
 BANDS = (("strong", 0.8), ("moderate", 0.5), ("weak", 0.3), ("decaying", 0.1), ("silent", 0.0))
 
 _UNSAFE_TAG = re.compile(r"[^\w.+#/-]+")
@@ -471,13 +474,16 @@ def one_liner(entry: IndexEntry, detail: str = "") -> str:
 
 
 def quick_access(index: Index) -> list[IndexEntry]:
-    read = [e for e in index.entries if e.hits > 0]
-    read.sort(key=lambda e: (-e.hits, -e.strength, e.key))
-    return read[:QUICK_ACCESS]
+    return heapq.nsmallest(QUICK_ACCESS, (e for e in index.entries if e.hits > 0),
+                           key=lambda e: (-e.hits, -e.strength, e.key))
+
+
+def _strength_order(e: IndexEntry) -> tuple[float, int, str]:
+    return (-e.strength, -e.hits, e.key)
 
 
 def _by_strength(entries: Iterable[IndexEntry]) -> list[IndexEntry]:
-    return sorted(entries, key=lambda e: (-e.strength, -e.hits, e.key))
+    return sorted(entries, key=_strength_order)
 
 
 _NEVER_US = (dt.datetime.min.replace(tzinfo=dt.UTC) - _EPOCH) // _US
@@ -632,12 +638,17 @@ def render_hierarchical(index: Index, known_topics: Iterable[str] = ()) -> dict[
     caller knows to be up to date) are left out."""
     files: dict[str, str] = {}
     by_project: dict[str, list[IndexEntry]] = {}
-    for e in _by_strength(index.entries):  # each project's entries strongest first
+    for e in index.entries:
         by_project.setdefault(e.project, []).append(e)
     skip = set(known_topics)
+    strongest: dict[str, list[IndexEntry]] = {}  # each project's strongest first (a few)
     for project, members in by_project.items():
-        if project not in skip:
-            files[topic_path(project)] = _topic_file(index, project, members)
+        if project in skip:  # the master shows a few of them, at most
+            strongest[project] = heapq.nsmallest(MASTER_PER_PROJECT, members,
+                                                 key=_strength_order)
+        else:
+            strongest[project] = _by_strength(members)
+            files[topic_path(project)] = _topic_file(index, project, strongest[project])
     recent = _recent_first(index.entries)
     by_month: dict[str, list[IndexEntry]] = {}
     for e in recent:
@@ -648,8 +659,8 @@ def render_hierarchical(index: Index, known_topics: Iterable[str] = ()) -> dict[
     files[f"{HIER_DIR}/decay-queue.md"] = _decay_file(index, queue)
     files[f"{HIER_DIR}/meta.json"] = json.dumps(_meta_json(index, by_project, by_month, queue),
                                                 indent=1, sort_keys=True) + "\n"
-    master = _Master(index, by_project, recent, queue)
-    for cap in (40, 25, 15, 10, 6, 3, 1, 0):
+    master = _Master(index, strongest, recent, queue)
+    for cap in MASTER_CAPS:
         text = master.render(cap)
         if estimate(text) <= MASTER_MAX_TOKENS:
             break
@@ -686,10 +697,10 @@ class _Master:
     """The master HIPPOCAMPUS.md of the hierarchical layout at a given size (`cap`): the
     orderings it picks from are computed once, whatever the number of sizes tried."""
 
-    def __init__(self, index: Index, by_project: dict[str, list[IndexEntry]],
+    def __init__(self, index: Index, strongest: dict[str, list[IndexEntry]],
                  recent: list[IndexEntry], queue: list[IndexEntry]) -> None:
-        """`by_project`: each project's entries, strongest first; `recent`: every entry in
-        `_recent_first` order."""
+        """`strongest`: each project's entries strongest first (at least MASTER_PER_PROJECT
+        of them); `recent`: every entry in `_recent_first` order."""
         self.index = index
         self.queue = queue
         self.quick = quick_access(index)
@@ -699,14 +710,15 @@ class _Master:
             if counter is None:
                 counter = topics[e.project] = Counter()
             counter[e.topic] += 1
-        self.projects = [(project, len(members), topics[project].most_common(6), members)
-                         for project, members in sorted(by_project.items(),
-                                                        key=lambda kv: (-len(kv[1]), kv[0]))]
+        self.projects = sorted(((project, counter.total(), counter.most_common(6),
+                                 strongest[project]) for project, counter in topics.items()),
+                               key=lambda p: (-p[1], p[0]))
         self.buckets = time_buckets(index, recent)
         older = Counter(e.event_month for e in self.buckets["Older"])
         self.older = [(m, older[m]) for m in sorted(older, reverse=True)]
-        self.linked = sorted((e for e in index.entries if e.rel),
-                             key=lambda e: (-len(e.rel), e.key))
+        linked = [e for e in index.entries if e.rel]
+        self.linked_count = len(linked)
+        self.linked = heapq.nsmallest(MASTER_CAPS[0], linked, key=lambda e: (-len(e.rel), e.key))
 
     def render(self, cap: int) -> str:
         index, queue = self.index, self.queue
@@ -750,7 +762,7 @@ class _Master:
         out += [f"- {e.key} ↔ {', '.join(e.rel[:MAX_REL_SHOWN])}"
                 f"{f' (+{len(e.rel) - MAX_REL_SHOWN})' if len(e.rel) > MAX_REL_SHOWN else ''}\n"
                 for e in self.linked[:cap]] or ["_None._\n"]
-        out += _more(min(cap, len(self.linked)), len(self.linked), f"{HIER_DIR}/topics/")
+        out += _more(min(cap, self.linked_count), self.linked_count, f"{HIER_DIR}/topics/")
         out += _section("Decay Queue", f"Entries below strength {DECAY_THRESHOLD}, weakest "
                                        "first.")
         out.append("\n")
