@@ -19,6 +19,9 @@ from cortexfs.store import Project, Store
 from cortexfs.validate import ERROR, WARNING, Finding, Severity
 
 STATUS_FILE = "STATUS.md"
+# Rule names are distinct from the atom rules' (validate.py): `status` there is an atom's
+# unknown status, so STATUS.md findings are `status-md`.
+STATUS_RULE = "status-md"
 ISSUES_FILE = "ISSUES.md"
 STATUS_MAX_LINES = 120
 STATUS_WARN_LINES = 80
@@ -90,16 +93,16 @@ def status_findings(rel: str, text: str) -> Iterator[Finding]:
     """Size and section findings for one STATUS.md (`rel` relative to context/)."""
     info = read_status(text)
     if info.lines > STATUS_MAX_LINES:
-        yield Finding(ERROR, "status", rel, None,
+        yield Finding(ERROR, STATUS_RULE, rel, None,
                       f"STATUS.md has {info.lines} lines, over the {STATUS_MAX_LINES}-line "
                       "limit: overwrite it with the current state only (history belongs in "
                       "experiments and decisions)")
     elif info.lines > STATUS_WARN_LINES:
-        yield Finding(WARNING, "status", rel, None,
+        yield Finding(WARNING, STATUS_RULE, rel, None,
                       f"STATUS.md has {info.lines} lines (limit {STATUS_MAX_LINES}): trim it "
                       "to the current state")
     for section in info.missing:
-        yield Finding(ERROR, "status", rel, None,
+        yield Finding(ERROR, STATUS_RULE, rel, None,
                       f"STATUS.md has no '{section}' section: add `## {section}`")
 
 

@@ -333,7 +333,7 @@ def _validation(store: Store, projects: list[Project], loaded: dict[str, LoadedP
             continue  # already a knowledge-evidence gap
         fix = ("rewrite STATUS.md as the current state only: at most 120 lines, with the "
                "sections Current phase, Recent progress, Open blockers, Next steps"
-               if f.rule == "status" else "fix it as the message says (details: `cortex "
+               if f.rule == "status-md" else "fix it as the message says (details: `cortex "
                "validate`)")
         gaps.append(Gap(f"validation:{f.rule}", f"{where}: {f.message}", fix,
                         _project_of(path), path))

@@ -81,7 +81,7 @@ def test_registered_with_validate() -> None:
                                              (121, "error")])
 def test_status_length(project: Project, lines: int, severity: str | None) -> None:
     (project.root / "STATUS.md").write_text(_pad(STATUS, lines))
-    found = _findings(project.store, "status")
+    found = _findings(project.store, "status-md")
     if severity is None:
         assert found == []
     else:
@@ -93,7 +93,7 @@ def test_status_length(project: Project, lines: int, severity: str | None) -> No
 def test_status_sections_missing(project: Project) -> None:
     (project.root / "STATUS.md").write_text("# Status\n\n## Current phase\n\nOne.\n\n"
                                             "## Notes\n\n- next: none\n")
-    found = _findings(project.store, "status")
+    found = _findings(project.store, "status-md")
     assert {f.message for f in found} == {
         "STATUS.md has no 'Recent progress' section: add `## Recent progress`",
         "STATUS.md has no 'Open blockers' section: add `## Open blockers`",
@@ -106,7 +106,7 @@ def test_status_headings_match_loosely(project: Project) -> None:
     (project.root / "STATUS.md").write_text(
         "# Status\n\n## Current Phase: 3 — ship\n\n## PROGRESS this week\n\n"
         "### Blockers\n\n## What's next?\n")
-    assert _findings(project.store, "status") == []
+    assert _findings(project.store, "status-md") == []
     info = governance.read_status((project.root / "STATUS.md").read_text())
     assert info.phase == "3 — ship"
 
@@ -233,7 +233,7 @@ def test_cortex_validate_reports_governance(cli, project: Project) -> None:
     assert r.exit_code == 1
     data = json.loads(r.stdout)
     rules = {(f["rule"], f["path"]) for f in data["findings"]}
-    assert ("status", "projects/flywheel/STATUS.md") in rules
+    assert ("status-md", "projects/flywheel/STATUS.md") in rules
     (project.root / "STATUS.md").write_text(STATUS)
     r = cli("validate")
     assert r.exit_code == 0, r.output

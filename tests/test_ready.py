@@ -154,7 +154,7 @@ def test_status_over_limit_and_missing_section(good: Project) -> None:
     (good.root / "STATUS.md").write_text(text)
     _regen_and_commit(good.store)
     gaps = _gaps(good.store)
-    assert {g.check for g in gaps} == {"validation:status"}
+    assert {g.check for g in gaps} == {"validation:status-md"}
     messages = " ".join(g.message for g in gaps)
     assert "over the 120-line limit" in messages and "no 'Open blockers' section" in messages
     assert all("at most 120 lines" in g.fix for g in gaps)
@@ -322,7 +322,7 @@ def test_end_to_end_like_an_agent(cli, store: Store) -> None:
     status = root / "STATUS.md"
     status.write_text(status.read_text().split("## Next steps")[0])
     _commit_all(store, "status")
-    assert gaps() == {"validation:status"}
+    assert gaps() == {"validation:status-md"}
     status.write_text(STATUS)
     # STATUS.md written days ago; then a new atom, not regenerated, with a broken link
     past = f"{(dt.date.today() - dt.timedelta(days=3)).isoformat()}T12:00:00"
