@@ -118,11 +118,9 @@ def read_bytes(path: Path) -> bytes:
         raise AtomParseError(str(path), f"cannot read: {e.strerror}") from None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            what = ("a directory" if stat.S_ISDIR(st.st_mode)
-                    else "a special file (FIFO, socket or device)")
-            raise AtomParseError(str(path), f"{what}, not an atom file: rename it or move it "
-                                 "out of the atom folder")
+        reason = not_a_file(st.st_mode)
+        if reason:
+            raise AtomParseError(str(path), reason)
         check_size(st.st_size, str(path))
         with os.fdopen(fd, "rb", closefd=False) as f:
             return f.read(MAX_ATOM_BYTES + 1)
@@ -130,6 +128,14 @@ def read_bytes(path: Path) -> bytes:
         raise AtomParseError(str(path), f"cannot read: {e.strerror}") from None
     finally:
         os.close(fd)
+
+
+def not_a_file(mode: int) -> str | None:
+    """Why something named like an atom cannot be one (a directory, a FIFO …), or None."""
+    if stat.S_ISREG(mode):
+        return None
+    what = "a directory" if stat.S_ISDIR(mode) else "a special file (FIFO, socket or device)"
+    return f"{what}, not an atom file: rename it or move it out of the atom folder"
 
 
 def check_size(size: int, path: str) -> None:

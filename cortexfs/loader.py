@@ -31,7 +31,14 @@ from typing import Any
 from cortexfs import cache
 from cortexfs.atoms import KINDS, Atom, Kind
 from cortexfs.errors import AtomParseError
-from cortexfs.frontmatter import MAX_ATOM_BYTES, check_size, decode, load_mapping, locate
+from cortexfs.frontmatter import (
+    MAX_ATOM_BYTES,
+    check_size,
+    decode,
+    load_mapping,
+    locate,
+    not_a_file,
+)
 from cortexfs.store import Project
 
 CACHE_KIND = "atoms-2"
@@ -265,7 +272,7 @@ def _same_content(stamp: Stamp, path: str) -> bool:
 
 def _read(path: str, size_hint: int) -> bytes | None:
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never wait on a FIFO
     except OSError:
         return None
     try:
@@ -305,6 +312,9 @@ def _parse_file(path: str, st: os.stat_result | None) -> tuple[Stamp, Info | Non
         except OSError as e:
             return (0, -1, 0, 0, True, f"cannot read: {e.strerror}", None), None
     stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    reason = not_a_file(st.st_mode)
+    if reason:  # reading a FIFO would block for ever
+        return (*stamp, 0, True, reason, None), None
     try:
         check_size(st.st_size, path)
     except AtomParseError as e:

@@ -166,3 +166,19 @@ def test_a_reader_that_goes_away_is_not_a_crash(project: Project) -> None:
     assert proc.wait(timeout=30) == 1
     assert stderr == ""  # was: "internal error: BrokenPipeError … this is a bug"
     assert not (project.store.logs_dir / "crash.log").exists()
+
+
+def test_fifo_or_folder_named_like_an_atom_is_reported_not_waited_on(cli, project) -> None:
+    """A FIFO named EXP-002.md used to block every command that loads atoms."""
+    import os
+
+    folder = project.root / "experiments"
+    folder.mkdir(exist_ok=True)
+    os.mkfifo(folder / "EXP-002.md")
+    (folder / "EXP-003.md").mkdir()
+    result = cli("validate", "flywheel")
+    assert result.exit_code == 1
+    assert "EXP-002.md" in result.stdout and "special file" in result.stdout
+    assert "EXP-003.md" in result.stdout and "a directory" in result.stdout
+    regen = cli("index", "regen", "flywheel", "--no-commit")
+    assert regen.exit_code == 0, regen.output
