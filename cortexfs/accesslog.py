@@ -149,3 +149,43 @@ def _fold_canonical(data: bytes, stats: AccessStats) -> bool:
         if ts > newest.get(file, ""):
             newest[file] = ts
     return True
+
+
+def resume(log_path: str | os.PathLike[str], saved: object) -> tuple[AccessStats, list]:
+    """Fold an append-only log from where `saved` (a state this function returned) left off.
+
+    Returns the stats and the new state: `[inode, tail, offset, counts, newest, bad_lines]`,
+    plain data any cache can keep, where `tail` is the CRC of up to 256 bytes before
+    `offset`. A log that was replaced (new inode), shrank, or was rewritten in place (a
+    merge) no longer matches its state and is folded again from byte 0. A missing log
+    gives empty stats and the state `[]`.
+    """
+    try:
+        st = os.stat(log_path)
+    except OSError:
+        return AccessStats(), []
+    stats = AccessStats()
+    if (isinstance(saved, list) and len(saved) == 6 and saved[0] == st.st_ino
+            and isinstance(saved[2], int) and 0 < saved[2] <= st.st_size
+            and saved[1] == _tail_crc(log_path, saved[2])
+            and isinstance(saved[3], dict) and isinstance(saved[4], dict)
+            and isinstance(saved[5], int)):
+        stats = AccessStats(dict(saved[3]), dict(saved[4]), saved[2], saved[5])
+    if stats.offset < st.st_size:
+        stats = fold(log_path, stats)
+    state = [st.st_ino, _tail_crc(log_path, stats.offset), stats.offset, stats.counts,
+             stats.newest, stats.bad_lines]
+    return stats, state
+
+
+def _tail_crc(log_path: str | os.PathLike[str], offset: int) -> int:
+    if offset <= 0:
+        return 0
+    import zlib
+
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(max(0, offset - 256))
+            return zlib.crc32(f.read(min(offset, 256)))
+    except OSError:
+        return -1

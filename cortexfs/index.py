@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cortexfs import cache
-from cortexfs.accesslog import AccessStats, fold
+from cortexfs import accesslog, cache
+from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import KINDS, Atom, Kind, as_date, as_list, split_status, status_group
 from cortexfs.errors import AtomParseError, CortexError
 from cortexfs.loader import CRC, ERROR, SIZE, LoadedProject, ProjectScan, child_maker, scan_many
@@ -174,8 +174,8 @@ def access_stats(project: Project) -> AccessStats:
     cached (only what was appended since is read) when they still describe the log's start,
     else from byte 0. Saves nothing."""
     data = cache.load(_state_path(project), STATE_KIND)
-    stats, _ = _fold_incrementally(project.access_log,
-                                   data.get("log") if isinstance(data, dict) else None)
+    stats, _ = accesslog.resume(project.access_log,
+                                data.get("log") if isinstance(data, dict) else None)
     return stats
 
 
@@ -397,8 +397,7 @@ class _Run:
         if project.name in self.stats:
             return self.stats[project.name]
         state = self.state(project)
-        stats, ident = _fold_incrementally(project.access_log, state.get("log"))
-        log_state = _log_state(stats, ident)
+        stats, log_state = accesslog.resume(project.access_log, state.get("log"))
         if state.get("log") != log_state:
             state["log"] = log_state
             state["dirty"] = True
@@ -726,43 +725,6 @@ def utc_now() -> dt.datetime:
 
 def _state_path(project: Project) -> Path:
     return project.store.cache_dir / "regen" / f"{project.name}.bin"
-
-
-def _log_state(stats: AccessStats, ident: list[Any]) -> list[Any]:
-    return [*ident, stats.offset, stats.counts, stats.newest, stats.bad_lines]
-
-
-def _fold_incrementally(log: Path, saved: Any) -> tuple[AccessStats, list[Any]]:
-    """Fold `log` from the saved offset when the saved state still describes its start.
-
-    The saved state is [inode, tail, offset, counts, newest, bad_lines] where `tail` is the
-    CRC of up to 256 bytes before `offset`: a log that was replaced (new inode), shrank or
-    rewritten in place no longer matches and is folded again from byte 0.
-    """
-    try:
-        st = os.stat(log)
-    except OSError:
-        return AccessStats(), [0, 0]
-    stats = AccessStats()
-    if (isinstance(saved, list) and len(saved) == 6 and saved[0] == st.st_ino
-            and isinstance(saved[2], int) and 0 < saved[2] <= st.st_size
-            and saved[1] == _tail_crc(log, saved[2])
-            and isinstance(saved[3], dict) and isinstance(saved[4], dict)):
-        stats = AccessStats(saved[3], saved[4], saved[2], saved[5])
-    if stats.offset < st.st_size:
-        stats = fold(log, stats)
-    return stats, [st.st_ino, _tail_crc(log, stats.offset)]
-
-
-def _tail_crc(log: Path, offset: int) -> int:
-    if offset <= 0:
-        return 0
-    try:
-        with open(log, "rb") as f:
-            f.seek(max(0, offset - 256))
-            return zlib.crc32(f.read(min(offset, 256)))
-    except OSError:
-        return -1
 
 
 def _fold_values(meta: dict[str, Any], count: int, newest: str | None) \

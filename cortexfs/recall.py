@@ -121,7 +121,7 @@ your yours yourself yourselves also just will shall may might must get got
 STOPWORDS = frozenset(_STOP_TEXT.split())
 
 _WORD = re.compile(r"\w+(?:'\w+)*")
-CACHE_VERSION = 5
+CACHE_VERSION = 6
 NO_EMBED_NOTE = ("recall is using the lexical, heat and recency signals only; install the "
                  "`embed` extra (pip install 'cortexfs[embed]') to add dense vectors")
 
@@ -403,54 +403,6 @@ class DocTable:
         return (self[i] for i in range(len(self)))
 
 
-@dataclass
-class _LogState:
-    """An access log folded up to `offset`; `inode` and `tail` detect a rewritten log."""
-
-    inode: int = 0
-    tail: str = ""
-    stats: accesslog.AccessStats = field(default_factory=accesslog.AccessStats)
-
-    def to_json(self) -> dict[str, Any]:
-        s = self.stats
-        return {"inode": self.inode, "tail": self.tail, "offset": s.offset,
-                "counts": s.counts, "newest": s.newest}
-
-    @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> _LogState:
-        stats = accesslog.AccessStats(dict(raw["counts"]), dict(raw["newest"]),
-                                      int(raw["offset"]))
-        return cls(int(raw["inode"]), str(raw["tail"]), stats)
-
-
-def _tail_hash(path: Path, offset: int) -> str:
-    """Hash of the 256 bytes before `offset`: they change when the log is rewritten."""
-    if offset == 0:
-        return ""
-    with open(path, "rb") as f:
-        f.seek(max(offset - 256, 0))
-        return hashlib.sha1(f.read(min(offset, 256))).hexdigest()
-
-
-def _refresh_log(project: Project, state: _LogState | None) -> tuple[_LogState, bool]:
-    """Fold new lines of the project's access log into `state`; (state, changed)."""
-    path = project.access_log
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return _LogState(), state is not None and state.stats.offset > 0
-    if state is not None and (state.inode != st.st_ino or st.st_size < state.stats.offset
-                              or _tail_hash(path, state.stats.offset) != state.tail):
-        state = None  # rewritten (a merge, a truncation): fold it again from the start
-    if state is not None and st.st_size == state.stats.offset:
-        return state, False
-    state = state or _LogState(inode=st.st_ino)
-    accesslog.fold(path, state.stats)
-    state.inode = st.st_ino
-    state.tail = _tail_hash(path, state.stats.offset)
-    return state, True
-
-
 class RecallIndex:
     """The lexical index, vectors and access-log folds of one store, cached on disk.
 
@@ -475,7 +427,8 @@ class RecallIndex:
         self.doc_poff: np.ndarray = np.zeros(1, dtype=np.int64)
         self.powner: np.ndarray = np.zeros(0, dtype=np.int64)  # passage → doc
         self.pbm25: dict[str, np.ndarray] = _build_bm25(self.pterms, self.pterm_off, 0)
-        self.logs: dict[str, _LogState] = {}
+        self.logs: dict[str, accesslog.AccessStats] = {}  # filled by refresh()
+        self.log_states: dict[str, list[Any]] = {}  # accesslog.resume states, saved
         self.by_key: dict[str, int] = {}
         self.vectors: VectorStore | None = None
         self._projects: tuple[dict[str, int], np.ndarray] | None = None
@@ -514,10 +467,10 @@ class RecallIndex:
             self.vocab = vocab
             self.skipped = {k: (int(v[0]), int(v[1]), int(v[2]), str(v[3]))
                             for k, v in meta["skipped"].items()}
-            self.logs = {p: _LogState.from_json(s) for p, s in meta["logs"].items()}
+            self.log_states = {str(p): list(s) for p, s in meta["logs"].items()}
         except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError,
                 zipfile.BadZipFile):
-            self.docs, self.skipped, self.logs = DocTable(), {}, {}  # missing or corrupt
+            self.docs, self.skipped, self.log_states = DocTable(), {}, {}  # missing or corrupt
         self._changed_docs()
 
     def _changed_docs(self) -> None:
@@ -529,7 +482,7 @@ class RecallIndex:
     def _save(self) -> None:
         meta = {"analyzer": self.analyzer.name, "params": _params(),
                 "skipped": {k: list(v) for k, v in self.skipped.items()},
-                "logs": {p: s.to_json() for p, s in self.logs.items()}}
+                "logs": self.log_states}
         arrays: dict[str, Any] = {
             "meta": np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),
             "vocab": self.vocab, "terms": self.terms, "term_off": self.term_off,
@@ -622,11 +575,14 @@ class RecallIndex:
             self._rebuild(replaced, new_docs, new_terms, set(gone))
         names = {p.name for p in projects}
         for project in projects:
-            state, log_changed = _refresh_log(project, self.logs.get(project.name))
-            self.logs[project.name] = state
-            changed |= log_changed
-        for name in [n for n in self.logs if n not in names]:
-            del self.logs[name]
+            saved = self.log_states.get(project.name, [])
+            self.logs[project.name], state = accesslog.resume(project.access_log, saved)
+            if state != saved:
+                self.log_states[project.name] = state
+                changed = True
+        for name in [n for n in self.log_states if n not in names]:
+            del self.log_states[name]
+            self.logs.pop(name, None)
             changed = True
         if changed or not self.path.exists():
             self._save()
@@ -834,14 +790,14 @@ class RecallIndex:
         return np.asarray(per_doc == code.get(project, -1))
 
     def _heat(self, doc: Doc, now: dt.datetime) -> float:
-        state = self.logs.get(doc.project)
-        if state is None:
+        stats = self.logs.get(doc.project)
+        if stats is None:
             return 0.0
         name = doc.key.rsplit("/", 1)[-1]
-        count = state.stats.counts.get(name, 0)
+        count = stats.counts.get(name, 0)
         if not count:
             return 0.0
-        newest = _parse_ts(state.stats.newest.get(name, ""))
+        newest = _parse_ts(stats.newest.get(name, ""))
         hours = (now - newest).total_seconds() / 3600 if newest else 0.0
         return count * strength(hours, priority=doc.priority, src=doc.src, related=doc.links)
 

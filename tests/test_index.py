@@ -429,7 +429,7 @@ def test_access_stats_reads_only_what_was_appended_since_the_last_run(
         offsets.append(stats.offset if stats is not None else 0)
         return real_fold(path, stats)
 
-    monkeypatch.setattr(index, "fold", spy)
+    monkeypatch.setattr(accesslog, "fold", spy)  # what resume() calls
     stats = index.access_stats(project)
     assert stats == real_fold(project.access_log)
     assert stats.counts == {"EXP-001.md": 4} and offsets and offsets[0] > 0

@@ -36,3 +36,20 @@ def test_fold_counts_and_newest_and_resumes(tmp_path: Path) -> None:
     assert stats.counts["K-001.md"] == 2 and stats.newest["K-001.md"].startswith("2026-04")
     line = json.loads(accesslog.format_line("a.md", "Read", "x"))
     assert set(line) == {"file", "tool", "ts", "session"} and line["ts"].endswith("Z")
+
+
+def test_resume_folds_only_new_lines_and_restarts_on_a_rewritten_log(tmp_path: Path) -> None:
+    log = tmp_path / "access-log.jsonl"
+    line = accesslog.format_line
+    accesslog.append(log, [line("EXP-001.md", "Read", "s", "2026-01-01T00:00:00.000Z")])
+    stats, state = accesslog.resume(log, None)
+    assert stats.counts == {"EXP-001.md": 1} and state[2] == log.stat().st_size
+    assert accesslog.resume(log, state) == (stats, state)  # nothing new: same result
+    accesslog.append(log, [line("K-001.md", "Read", "s", "2026-02-01T00:00:00.000Z")])
+    stats2, state2 = accesslog.resume(log, state)
+    assert stats2.counts == {"EXP-001.md": 1, "K-001.md": 1}
+    # a merge rewrote the log in place, same length: the saved tail no longer matches
+    log.write_bytes(log.read_bytes().replace(b"EXP-001", b"EXP-002"))
+    stats3, _ = accesslog.resume(log, state2)
+    assert stats3.counts == {"EXP-002.md": 1, "K-001.md": 1}
+    assert accesslog.resume(tmp_path / "missing.jsonl", state2) == (accesslog.AccessStats(), [])
