@@ -11,13 +11,17 @@ Signals, each ranking the atoms on its own, fused by weighted reciprocal rank fu
   and the signal is the sum of the two scores, each divided by its best over the atoms
   searched (document plus best-passage evidence, Callan 1994): the question is usually about
   one exchange of a long atom, and the passage score rewards the query words found together.
+  Passages also index each line's phrases — pairs of adjacent terms once stop words are out
+  ("online clothing store" → `onlin cloth`, `cloth store`) — and the query's phrases count
+  like its words there (the sequential-dependence idea, Metzler & Croft 2005): of two
+  passages with the same words, the one that says them in the query's order wins.
 - `when`: a query that names a date (`on 9 November, 2022`, `in March 2024`, `2023-06-01`)
   ranks the candidates by how far their date is from it (inside the named day, month or
   year: distance 0).
 - `dense`: cosine similarity of all-MiniLM-L6-v2 vectors (`cortexfs.embed`), when the
   `embed` extra is installed. An atom's vectors are its summary line and passages of its
   text (whole lines packed into PASSAGE_TOKENS word pieces, the first DENSE_BUDGET of them);
-  its similarity is the best of them.
+  its similarity is the best of them, ranked in steps of DENSE_TIE (within a step: a tie).
 - `heat`: how hot the atom is from its access log: reads × power-law strength since the
   newest read (`cortexfs.strength`). Atoms never read have no heat rank.
 - `recency`: the atom's date, newest first.
@@ -73,7 +77,8 @@ class Weights:
     Lexical leads. Dense vectors weigh a quarter: all-MiniLM-L6-v2 alone finds less than
     this BM25 does on conversational memory (LoCoMo dev, benchmarks/locomo.py: turn any@10
     0.65 vs 0.80), and at weight 1 the fusion lost to BM25 alone; at 0.25 it adds the
-    paraphrases BM25 misses (turn any@10 0.80 → 0.82) and breaks near-ties. Heat (0.3) is
+    paraphrases BM25 misses (turn any@10 0.80 → 0.81). The price is at the top of long
+    atoms' rankings (session MRR 0.837 → 0.826, DENSE_TIE already halving it). Heat (0.3) is
     the Cortex paper's balanced default (§6.4.3, §9). Recency is a tie-breaker: an
     atom's date says nothing about the query, and more weight cost LoCoMo MRR. When (a date
     the query names) counts half as much as the words: the date named may be the event's
@@ -102,6 +107,11 @@ TAGS_REPEAT = 1
 PASSAGE_TOKENS = 128  # word pieces per embedded passage: one topic each, not a diluted mix
 DENSE_BUDGET = 2048  # word pieces embedded per atom at most (atoms are meant to be short)
 MAX_K = 1000
+# Cosine similarities closer than this tie in the dense ranking. RRF trusts ranks, and
+# MiniLM's similarities of a handful of related atoms sit within a few hundredths of each
+# other: ranked as they come, that noise reorders the lexical top (LoCoMo dev session MRR
+# 0.814; with ties at 0.1, 0.827 for the same turn-level recall).
+DENSE_TIE = 0.1
 
 # English function words (the usual IR stop list): they carry no topic, and questions are
 # full of them ("what did … do when …").
@@ -121,7 +131,7 @@ your yours yourself yourselves also just will shall may might must get got
 STOPWORDS = frozenset(_STOP_TEXT.split())
 
 _WORD = re.compile(r"\w+(?:'\w+)*")
-CACHE_VERSION = 6
+CACHE_VERSION = 7
 NO_EMBED_NOTE = ("recall is using the lexical, heat and recency signals only; install the "
                  "`embed` extra (pip install 'cortexfs[embed]') to add dense vectors")
 
@@ -243,6 +253,10 @@ class Analyzer:
                 cache.clear()
         return [cache[w] for w in words]
 
+    def query_phrases(self, query: str) -> list[str]:
+        """Distinct phrases of a query (see `phrases`)."""
+        return list(dict.fromkeys(phrases(self._stemmed(_words(query)))))
+
     def query_terms(self, query: str) -> tuple[list[str], dict[str, str]]:
         """Distinct terms of a query, and which query word each came from."""
         words = _words(query)
@@ -276,12 +290,23 @@ def passage_terms(analyzer: Analyzer, body: str) -> list[list[str]]:
 
 
 def passages_of(line_terms: list[list[str]]) -> list[list[str]]:
-    """`passage_terms` from the terms of each line."""
+    """`passage_terms` from the terms of each line: a passage's terms, then its lines'
+    phrases."""
     lines = [terms for terms in line_terms if terms]
-    if len(lines) <= PASSAGE_LINES:
-        return [[t for terms in lines for t in terms]] if lines else []
-    return [[t for terms in lines[j:j + PASSAGE_LINES] for t in terms]
-            for j in range(len(lines) - PASSAGE_LINES + 1)]
+    spans = [(0, len(lines))] if len(lines) <= PASSAGE_LINES else \
+        [(j, j + PASSAGE_LINES) for j in range(len(lines) - PASSAGE_LINES + 1)]
+    if not lines:
+        return []
+    pairs = [phrases(terms) for terms in lines]
+    return [[t for terms in lines[a:b] for t in terms] + [p for ps in pairs[a:b] for p in ps]
+            for a, b in spans]
+
+
+def phrases(terms: list[str]) -> list[str]:
+    """The pairs of adjacent terms (`"onlin cloth"`): a space never occurs in a term. Atom
+    ids (`exp-042`, appended to their line) pair with nothing."""
+    return [f"{a} {b}" for a, b in zip(terms, terms[1:], strict=False)
+            if "-" not in a and "-" not in b]
 
 
 def dense_texts(summary: str, tags: list[str], body: str) -> tuple[str, str]:
@@ -416,19 +441,20 @@ class RecallIndex:
         self.analyzer = Analyzer()
         self.docs = DocTable()
         self.skipped: dict[str, tuple[int, int, int, str]] = {}  # key → mtime, size, ino, why
-        self.terms: np.ndarray = np.zeros(0, dtype=np.int32)  # every doc's term ids, joined
-        self.term_off: np.ndarray = np.zeros(1, dtype=np.int64)  # doc i: [off[i], off[i+1])
-        self.vocab: np.ndarray = np.zeros(0, dtype=np.str_)  # sorted: a term's id is its place
-        self.bm25: dict[str, np.ndarray] = _build_bm25(self.terms, self.term_off, 0)
+        self.terms: np.ndarray  # every doc's term ids, joined
+        self.term_off: np.ndarray  # doc i: [off[i], off[i+1])
+        self.vocab: np.ndarray  # sorted: a term's id is its place
+        self.bm25: dict[str, np.ndarray]
         # Passages (see PASSAGE_LINES): their term ids joined, passage j is
         # [pterm_off[j], pterm_off[j+1]); doc i owns passages [doc_poff[i], doc_poff[i+1]).
-        self.pterms: np.ndarray = np.zeros(0, dtype=np.int32)
-        self.pterm_off: np.ndarray = np.zeros(1, dtype=np.int64)
-        self.doc_poff: np.ndarray = np.zeros(1, dtype=np.int64)
-        self.powner: np.ndarray = np.zeros(0, dtype=np.int64)  # passage → doc
-        self.pbm25: dict[str, np.ndarray] = _build_bm25(self.pterms, self.pterm_off, 0)
+        self.pterms: np.ndarray
+        self.pterm_off: np.ndarray
+        self.doc_poff: np.ndarray
+        self.powner: np.ndarray  # passage → doc
+        self.pbm25: dict[str, np.ndarray]
         self.logs: dict[str, accesslog.AccessStats] = {}  # filled by refresh()
         self.log_states: dict[str, list[Any]] = {}  # accesslog.resume states, saved
+        self._empty()
         self.by_key: dict[str, int] = {}
         self.vectors: VectorStore | None = None
         self._projects: tuple[dict[str, int], np.ndarray] | None = None
@@ -446,18 +472,17 @@ class RecallIndex:
     def _load(self) -> None:
         self._loaded = True
         try:
-            with np.load(self.path, allow_pickle=False) as npz:
-                meta = json.loads(bytes(npz["meta"]).decode("utf-8"))
-                if meta.get("analyzer") != self.analyzer.name or meta.get("params") != \
-                        _params():
-                    return
-                docs = DocTable.from_arrays({k: npz[k] for k in (
-                    "keys", "projects", "vshas", "stamps", "racy", "rows", "row_off")})
-                vocab = npz["vocab"]
-                terms, term_off = npz["terms"], npz["term_off"]
-                bm25 = {k: npz[k] for k in ("data", "indices", "indptr")}
-                pterms, pterm_off, doc_poff = npz["pterms"], npz["pterm_off"], npz["doc_poff"]
-                pbm25 = {k: npz["p_" + k] for k in ("data", "indices", "indptr")}
+            npz = map_npz(self.path)
+            meta = json.loads(bytes(npz["meta"]).decode("utf-8"))
+            if meta.get("analyzer") != self.analyzer.name or meta.get("params") != _params():
+                return
+            docs = DocTable.from_arrays({k: npz[k] for k in (
+                "keys", "projects", "vshas", "stamps", "racy", "rows", "row_off")})
+            vocab = npz["vocab"]
+            terms, term_off = npz["terms"], npz["term_off"]
+            bm25 = {k: npz[k] for k in ("data", "indices", "indptr")}
+            pterms, pterm_off, doc_poff = npz["pterms"], npz["pterm_off"], npz["doc_poff"]
+            pbm25 = {k: npz["p_" + k] for k in ("data", "indices", "indptr")}
             if len(term_off) != len(docs) + 1 or len(bm25["indptr"]) != len(vocab) + 1 \
                     or len(doc_poff) != len(docs) + 1 or int(doc_poff[-1]) + 1 != \
                     len(pterm_off) or len(pbm25["indptr"]) != len(vocab) + 1:
@@ -470,7 +495,7 @@ class RecallIndex:
             self.log_states = {str(p): list(s) for p, s in meta["logs"].items()}
         except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError,
                 zipfile.BadZipFile):
-            self.docs, self.skipped, self.log_states = DocTable(), {}, {}  # missing or corrupt
+            self._empty()  # missing or corrupt
         self._changed_docs()
 
     def _changed_docs(self) -> None:
@@ -504,11 +529,19 @@ class RecallIndex:
         (a long-lived server's choice; `invalidate()` forces the next check).
         """
         now = time.monotonic()
-        now_ns = time.time_ns()
         if max_age > 0 and now - self._checked < max_age:
             if dense and self.vectors is not None and not self.vectors.ready(self):
                 self.vectors.sync(self, progress)
             return
+        try:
+            self._refresh(now, progress, dense)
+        except IndexError:  # damaged bytes in the mapped cache (map_npz): start afresh
+            self.discard()
+            self._refresh(now, progress, dense)
+
+    def _refresh(self, now: float, progress: Callable[[int, int], None] | None,
+                 dense: bool) -> None:
+        now_ns = time.time_ns()
         if not self._loaded:
             self._load()
         changed = False
@@ -592,6 +625,22 @@ class RecallIndex:
         if dense and self.vectors is not None:
             self.vectors.sync(self, progress)
 
+    def discard(self) -> None:
+        """Forget the lexical index, in memory and on disk: the next refresh rebuilds it."""
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        self._empty()
+        self._changed_docs()
+        self.invalidate()
+
+    def _empty(self) -> None:
+        """No docs, no terms, no passages (a new index, or a missing or corrupt cache)."""
+        self.docs, self.skipped, self.log_states = DocTable(), {}, {}
+        self.vocab = np.zeros(0, dtype=np.str_)
+        self.terms, self.term_off = np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64)
+        self.bm25 = _build_bm25(self.terms, self.term_off, 0)
+        self._set_passages(self.terms, self.term_off, np.zeros(1, dtype=np.int64), self.bm25)
+
     def invalidate(self) -> None:
         """Make the next refresh check the files whatever its max_age (after a write)."""
         self._checked = -math.inf
@@ -628,7 +677,8 @@ class RecallIndex:
         arrays into the merged vocabulary (a 10,000-atom store rebuilds in well under a
         second after one edit).
         """
-        fresh_words = sorted({t for terms, _ in new_terms.values() for t in terms})
+        fresh_words = sorted({t for terms, passages in new_terms.values()
+                              for t in (*terms, *(t for p in passages for t in p))})
         vocab = np.union1d(self.vocab, np.array(fresh_words, dtype=np.str_))
         old_to_new = np.searchsorted(vocab, self.vocab)
         lookup = {t: int(i) for t, i in zip(fresh_words, np.searchsorted(vocab, fresh_words),
@@ -664,9 +714,10 @@ class RecallIndex:
         ids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         pids = np.concatenate(pparts) if pparts else np.zeros(0, np.int64)
         # Drop the terms only deleted or rewritten atoms had: keep the vocabulary compact.
-        used = np.bincount(ids, minlength=len(vocab)) > 0 if len(vocab) else \
+        used = (np.bincount(ids, minlength=len(vocab)) > 0) | \
+            (np.bincount(pids, minlength=len(vocab)) > 0) if len(vocab) else \
             np.zeros(0, bool)
-        if not used.all():  # (a passage's terms are some of its doc's)
+        if not used.all():  # (phrases are in passages only)
             remap = np.cumsum(used) - 1
             ids, pids, vocab = remap[ids], remap[pids], vocab[used]
         self.docs = DocTable(docs)
@@ -713,13 +764,15 @@ class RecallIndex:
         known = {t: i for t in terms if (i := self.term_id(t)) is not None}
         term_ids = list(known.values())
         if weights.lexical > 0 and term_ids:
-            lexical = self._lexical_scores(term_ids, allowed)
+            phrase_ids = [i for p in self.analyzer.query_phrases(query)
+                          if (i := self.term_id(p)) is not None]
+            lexical = self._lexical_scores(term_ids, phrase_ids, allowed)
             ranked["lexical"] = (_ranks(lexical, lexical > 0), lexical)
             _add_pool(pool, lexical, lexical > 0)
         if weights.dense > 0 and self.vectors is not None and self.vectors.ready(self):
             sims = self.vectors.similarities(query)
             ok = np.ones(n, dtype=bool) if allowed is None else allowed
-            ranked["dense"] = (_ranks(sims, ok), sims)
+            ranked["dense"] = (dense_ranks(sims, ok), sims)
             _add_pool(pool, sims, ok)
         if not pool:
             return []
@@ -762,11 +815,13 @@ class RecallIndex:
             ))
         return hits
 
-    def _lexical_scores(self, term_ids: list[int], allowed: np.ndarray | None) -> np.ndarray:
-        """BM25 of each doc plus BM25 of its best passage, each over its best (module doc)."""
+    def _lexical_scores(self, term_ids: list[int], phrase_ids: list[int],
+                        allowed: np.ndarray | None) -> np.ndarray:
+        """BM25 of each doc plus BM25 of its best passage (whose phrases count too), each
+        over its best (module doc)."""
         n = len(self.docs)
         whole = _bm25_scores(self.bm25, term_ids, n)
-        passages = _bm25_scores(self.pbm25, term_ids, len(self.powner))
+        passages = _bm25_scores(self.pbm25, term_ids + phrase_ids, len(self.powner))
         hit = np.flatnonzero(passages)
         best = np.zeros(n, dtype=np.float32)
         np.maximum.at(best, self.powner[hit], passages[hit])
@@ -802,9 +857,53 @@ class RecallIndex:
         return count * strength(hours, priority=doc.priority, src=doc.src, related=doc.links)
 
 
+# The big arrays of the lexical cache, memory-mapped by map_npz rather than read.
+MAPPED = frozenset({"terms", "pterms", "data", "indices", "p_data", "p_indices"})
+
+
+def map_npz(path: Path, mapped: frozenset[str] = MAPPED) -> dict[str, np.ndarray]:
+    """The arrays of an uncompressed .npz file (what np.savez writes); those named in
+    `mapped` memory-mapped rather than read: a query touches a few columns of the BM25
+    matrices, and a 10,000-atom index is over 150 MB. The others are read whole, their zip
+    CRC checked. Raises ValueError (or OSError, zipfile.BadZipFile) for a file it cannot use.
+
+    Mapped bytes are not checked: a damaged one shows as an id out of range (IndexError, see
+    `recall`) or a wrong score until the next rebuild. The maps stay valid when the file is
+    replaced (atomic_write renames a new one over it).
+    """
+    out: dict[str, np.ndarray] = {}
+    with open(path, "rb") as f, zipfile.ZipFile(f) as z:
+        for info in z.infolist():
+            name = info.filename
+            if info.compress_type != zipfile.ZIP_STORED or not name.endswith(".npy"):
+                raise ValueError(f"{name}: not a stored .npy member")
+            if name[:-4] not in mapped:
+                out[name[:-4]] = np.load(io.BytesIO(z.read(info)), allow_pickle=False)
+                continue
+            f.seek(info.header_offset)
+            local = f.read(30)  # the local file header: its name and extra field follow
+            if len(local) != 30 or local[:4] != b"PK\x03\x04":
+                raise ValueError(f"{name}: bad local header")
+            name_len, extra_len = int.from_bytes(local[26:28], "little"), \
+                int.from_bytes(local[28:30], "little")
+            f.seek(info.header_offset + 30 + name_len + extra_len)
+            version = np.lib.format.read_magic(f)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) \
+                else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(f)
+            if dtype.hasobject:
+                raise ValueError(f"{name}: holds Python objects")
+            if math.prod(shape) == 0:
+                out[name[:-4]] = np.zeros(shape, dtype)
+                continue
+            out[name[:-4]] = np.memmap(f, dtype=dtype, mode="r", offset=f.tell(), shape=shape,
+                                       order="F" if fortran else "C")
+    return out
+
+
 def _params() -> dict[str, Any]:
     return {"k1": BM25_K1, "b": BM25_B, "summary": SUMMARY_REPEAT, "tags": TAGS_REPEAT,
-            "stop": len(STOPWORDS), "passage": PASSAGE_LINES}
+            "stop": len(STOPWORDS), "passage": PASSAGE_LINES, "phrases": True}
 
 
 def _read_doc(project: Project, key: str, path_str: Path | str,
@@ -894,6 +993,11 @@ def _ranks(scores: np.ndarray, valid: np.ndarray) -> np.ndarray:
     ranks = np.zeros(len(scores), dtype=np.int64)
     ranks[order[:count]] = np.maximum.accumulate(np.where(starts, position, 0))
     return ranks
+
+
+def dense_ranks(sims: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """`_ranks` of cosine similarities in steps of DENSE_TIE: 0.51 and 0.58 tie."""
+    return _ranks(np.floor(sims / DENSE_TIE), valid)
 
 
 def _rank_values(values: dict[int, float]) -> dict[int, SignalMatch]:
@@ -1160,10 +1264,17 @@ def recall(store: Store, query: str, project: str | None = None, k: int = 10,
     weights = weights or DEFAULT_WEIGHTS
     index = open_index(store, dense=weights.dense > 0)
     index.refresh(progress=progress, dense=weights.dense > 0, max_age=max_age)
+    try:
+        hits = index.search(query, project, k, weights)
+    except IndexError:
+        # Damaged bytes in the memory-mapped part of the cache (map_npz) show as ids out
+        # of range: rebuild it, and ask once more.
+        index.discard()
+        index.refresh(progress=progress, dense=weights.dense > 0)
+        hits = index.search(query, project, k, weights)
     use_dense = index.vectors is not None and weights.dense > 0
     used = [s for s in weights.active() if (s != "dense" or use_dense)
             and (s != "when" or query_period(query) is not None)]
-    hits = index.search(query, project, k, weights)
     return RecallResult(query, hits, used, index.vectors is not None,
                         sorted(index.skipped))
 

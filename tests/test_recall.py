@@ -159,6 +159,35 @@ def test_passage_terms_windows() -> None:
     assert an.line_terms(text) == [an.terms(line) for line in text.split("\n")]
 
 
+def test_passage_phrases() -> None:
+    an = rc.Analyzer()
+    assert rc.phrases(["onlin", "cloth", "store"]) == ["onlin cloth", "cloth store"]
+    assert rc.phrases(["see", "exp-042"]) == []  # ids pair with nothing
+    assert an.query_phrases("When did Gina open her online clothing store?") == [
+        "gina open", "open onlin", "onlin cloth", "cloth store"]
+    # phrases stay inside their line: a line is a turn, a bullet, a step
+    assert rc.passage_terms(an, "red car\nblue van") == [
+        ["red", "car", "blue", "van", "red car", "blue van"]]
+
+
+def test_phrase_order_breaks_a_tie_of_words(store: Store, write_atom: Callable[..., Path]) -> None:
+    filler = [f"Note {w}: nothing else." for w in ("one", "two", "three", "four")]
+    write_atom("EXP-001", summary="Session one",
+               body="\n" + "\n".join(["Gina: the store sells clothing online."] + filler) + "\n")
+    write_atom("EXP-002", summary="Session two",
+               body="\n" + "\n".join(["Gina: my online clothing store is open."] + filler) + "\n")
+    result = rc.recall(store, "online clothing store", weights=rc.Weights(
+        dense=0, heat=0, recency=0, when=0))
+    assert ids(result) == ["EXP-002", "EXP-001"]
+    assert result.hits[0].score > result.hits[1].score
+
+
+def test_dense_ranks_tie_within_a_step() -> None:
+    sims = np.array([0.51, 0.58, 0.31, 0.62, -0.2], dtype=np.float32)
+    valid = np.array([True, True, True, True, False])
+    assert rc.dense_ranks(sims, valid).tolist() == [2, 2, 4, 1, 0]
+
+
 @pytest.mark.parametrize(("query", "first", "last"), [
     ("what did we cook on 9 November, 2022?", "2022-11-09", "2022-11-09"),
     ("as said on November 6th, 2023", "2023-11-06", "2023-11-06"),
@@ -507,3 +536,49 @@ def test_touched_files_keep_their_terms_across_processes(store: Store, project: 
     assert index.docs.stamps[index.by_key["flywheel/experiments/EXP-001.md"]][0] == \
         path.stat().st_mtime_ns
     assert [h.summary for h in index.search("stale reads")][0].startswith("Cache invalidation")
+
+
+def test_damaged_bytes_inside_the_cache_are_rebuilt(store: Store,
+                                                   atoms: Callable[..., Path]) -> None:
+    # The cache is memory-mapped (no zip CRC check): ids out of range mean "rebuild".
+    rc.recall(store, "cache")
+    cache = store.cache_dir / "recall" / f"lexical-v{rc.CACHE_VERSION}.npz"
+    arrays = rc.map_npz(cache)
+    offset = arrays["indices"].offset
+    size = arrays["indices"].nbytes
+    del arrays
+    raw = bytearray(cache.read_bytes())
+    raw[offset:offset + size] = b"\x7f" * size
+    cache.write_bytes(bytes(raw))
+    rc._indexes.clear()
+    assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
+    assert rc.map_npz(cache)["indices"].max() < len(rc.open_index(store).docs)
+
+
+def test_map_npz_refuses_what_it_cannot_map(tmp_path: Path) -> None:
+    packed = tmp_path / "packed.npz"
+    np.savez_compressed(packed, a=np.arange(10))
+    with pytest.raises(ValueError, match="not a stored"):
+        rc.map_npz(packed)
+    plain = tmp_path / "plain.npz"
+    np.savez(plain, a=np.arange(10), empty=np.zeros(0, np.int32))
+    arrays = rc.map_npz(plain, mapped=frozenset({"a", "empty"}))
+    assert isinstance(arrays["a"], np.memmap) and arrays["a"].tolist() == list(range(10))
+    assert arrays["empty"].shape == (0,)
+    assert not isinstance(rc.map_npz(plain)["a"], np.memmap)  # not named: read, CRC checked
+
+
+def test_damaged_bytes_found_while_refreshing_are_rebuilt(store: Store,
+                                                         atoms: Callable[..., Path]) -> None:
+    rc.recall(store, "cache")
+    cache = store.cache_dir / "recall" / f"lexical-v{rc.CACHE_VERSION}.npz"
+    terms = rc.map_npz(cache)["terms"]
+    offset, size = terms.offset, terms.nbytes
+    del terms
+    raw = bytearray(cache.read_bytes())
+    raw[offset:offset + size] = b"\x7f" * size
+    cache.write_bytes(bytes(raw))
+    rc._indexes.clear()
+    atoms("EXP-003", summary="Quokka census")  # a change: the cached term ids get remapped
+    assert ids(rc.recall(store, "quokka")) == ["EXP-003"]
+    assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
