@@ -384,3 +384,21 @@ def test_cli_list_unparseable_file(cli, project: Project) -> None:
     r = cli("tasks", "list")
     assert r.exit_code == 0
     assert "run `cortex validate`" in r.stderr
+
+
+def test_cli_list_all_projects_past_an_unreadable_tasks_file(cli, store, project: Project) -> None:
+    from cortexfs import scaffold
+
+    other, _ = scaffold.new_project(store, "other")
+    assert cli("tasks", "add", "Keep going", "-p", "other").exit_code == 0
+    (project.root / "TASKS.yaml").write_bytes(b"tasks:\n  - id: T-1\n    text: caf\xe9\n")
+    listing = cli("tasks", "list")
+    assert listing.exit_code == 0
+    assert listing.stdout.splitlines() == ["other  T-1    todo    -    Keep going"]
+    assert listing.stderr.count("\n") == 1 and "flywheel" in listing.stderr
+    assert "not UTF-8: re-save it as UTF-8" in listing.stderr
+    data = json.loads(cli("tasks", "list", "--format", "json").stdout)
+    assert [p["project"] for p in data["problems"]] == ["flywheel"]
+    single = cli("tasks", "list", "-p", "flywheel")  # one project named: its error is the answer
+    assert single.exit_code == 1 and single.stderr.startswith("error: ")
+    assert other.name == "other"

@@ -55,7 +55,7 @@ def tasks_list(
 ) -> None:
     """List tasks, doing first, then todo, blocked (and done with --all), by priority."""
     from cortexfs import tasks
-    from cortexfs.errors import InvalidInputError
+    from cortexfs.errors import CortexError, InvalidInputError
 
     fmt = common.check_format(fmt)
     if status is not None and status not in tasks.TASK_STATUSES:
@@ -65,8 +65,17 @@ def tasks_list(
     projects = [store.project(project)] if project else store.projects()
     rows: list[dict[str, object]] = []
     problems: list[dict[str, object]] = []
+    unreadable: list[str] = []
     for proj in projects:
-        tf = tasks.load(proj)
+        try:
+            tf = tasks.load(proj)
+        except CortexError as e:  # not UTF-8, unreadable: list the other projects' tasks
+            if project is not None:
+                raise
+            unreadable.append(str(e))
+            problems.append({"project": proj.name, "level": "error", "line": None,
+                             "message": str(e)})
+            continue
         if tf.shape is None and project is not None:
             raise InvalidInputError(tf.first_error())
         for p in tf.problems:
@@ -94,7 +103,9 @@ def tasks_list(
         typer.echo(line)
     if not rows:
         typer.echo("no tasks" if show_all or status else "no open tasks")
-    errors = [p for p in problems if p["level"] == "error"]
+    for message in unreadable:
+        common.warn(message)
+    errors = [p for p in problems if p["level"] == "error" and p["message"] not in unreadable]
     if errors:
         names = sorted({str(p["project"]) for p in errors})
         common.warn(f"TASKS.yaml has {len(errors)} error(s) in {', '.join(names)}: run "
