@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import hashlib
 import io
 import json
@@ -1142,8 +1143,15 @@ class VectorStore:
         shas = list(index.docs.vshas)
         if any(s not in self.rows for s in shas):
             # One process embeds at a time; a waiting one then finds the work done on disk.
-            with file_lock(index.dir / "embed.lock", timeout=3600,
-                           what="the recall vector cache"):
+            with contextlib.ExitStack() as held:
+                try:
+                    held.enter_context(file_lock(index.dir / "embed.lock", timeout=3600,
+                                                 what="the recall vector cache"))
+                except OSError as e:
+                    if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                        raise
+                    # A read-only store: embed for this process alone (_save gives up
+                    # quietly). It costs time on every run, never an answer.
                 self._load()
                 todo = {s: i for i, s in enumerate(shas) if s not in self.rows}
                 if todo:

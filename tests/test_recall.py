@@ -582,3 +582,25 @@ def test_damaged_bytes_found_while_refreshing_are_rebuilt(store: Store,
     atoms("EXP-003", summary="Quokka census")  # a change: the cached term ids get remapped
     assert ids(rc.recall(store, "quokka")) == ["EXP-003"]
     assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
+
+
+def test_dense_on_a_read_only_store_embeds_in_memory(store: Store, tiny_model: Path,
+                                                     atoms: Callable[..., Path],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # (root ignores permissions: the failing writes are simulated)
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", str(args[0]))
+
+    monkeypatch.setattr(rc, "file_lock", refuse)
+    monkeypatch.setattr(rc, "atomic_write", refuse)
+    result = rc.recall(store, "kitten yarn")
+    assert "dense" in result.signals and len(result.hits) == 3
+    assert not list((store.cache_dir / "recall").glob("*.npz"))  # nothing could be saved
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError(5, "Input/output error")  # not a permission: still an error
+
+    monkeypatch.setattr(rc, "file_lock", broken)
+    rc._indexes.clear()
+    with pytest.raises(OSError, match="Input/output"):
+        rc.recall(store, "kitten yarn")
