@@ -538,19 +538,26 @@ def test_touched_files_keep_their_terms_across_processes(store: Store, project: 
     assert [h.summary for h in index.search("stale reads")][0].startswith("Cache invalidation")
 
 
-def test_damaged_bytes_inside_the_cache_are_rebuilt(store: Store,
-                                                   atoms: Callable[..., Path]) -> None:
-    # The cache is memory-mapped (no zip CRC check): ids out of range mean "rebuild".
+def _damage_cached(store: Store, member: str) -> Path:
+    """Build the lexical cache, overwrite one memory-mapped array's bytes with 0x7f (ids far
+    out of range), and forget the in-memory index; returns the cache file."""
     rc.recall(store, "cache")
     cache = store.cache_dir / "recall" / f"lexical-v{rc.CACHE_VERSION}.npz"
-    arrays = rc.map_npz(cache)
-    offset = arrays["indices"].offset
-    size = arrays["indices"].nbytes
-    del arrays
+    array = rc.map_npz(cache)[member]
+    assert isinstance(array, np.memmap)
+    offset, size = array.offset, array.nbytes
+    del array
     raw = bytearray(cache.read_bytes())
     raw[offset:offset + size] = b"\x7f" * size
     cache.write_bytes(bytes(raw))
     rc._indexes.clear()
+    return cache
+
+
+def test_damaged_bytes_inside_the_cache_are_rebuilt(store: Store,
+                                                   atoms: Callable[..., Path]) -> None:
+    # The cache is memory-mapped (no zip CRC check): ids out of range mean "rebuild".
+    cache = _damage_cached(store, "indices")
     assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
     assert rc.map_npz(cache)["indices"].max() < len(rc.open_index(store).docs)
 
@@ -570,15 +577,7 @@ def test_map_npz_refuses_what_it_cannot_map(tmp_path: Path) -> None:
 
 def test_damaged_bytes_found_while_refreshing_are_rebuilt(store: Store,
                                                          atoms: Callable[..., Path]) -> None:
-    rc.recall(store, "cache")
-    cache = store.cache_dir / "recall" / f"lexical-v{rc.CACHE_VERSION}.npz"
-    terms = rc.map_npz(cache)["terms"]
-    offset, size = terms.offset, terms.nbytes
-    del terms
-    raw = bytearray(cache.read_bytes())
-    raw[offset:offset + size] = b"\x7f" * size
-    cache.write_bytes(bytes(raw))
-    rc._indexes.clear()
+    _damage_cached(store, "terms")
     atoms("EXP-003", summary="Quokka census")  # a change: the cached term ids get remapped
     assert ids(rc.recall(store, "quokka")) == ["EXP-003"]
     assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
