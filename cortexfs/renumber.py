@@ -291,9 +291,7 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
     for project, mapping in by_project.items():
         root = store.projects_dir / project
         for old, new in mapping.items():
-            kind = kind_of_filename(f"{old}.md")
-            assert kind is not None
-            old_path, new_path = root / kind.folder / f"{old}.md", root / kind.folder / f"{new}.md"
+            old_path, new_path = _renamed(store, Renumbering(project, old, new))
             if old_path.exists():
                 text = old_path.read_text(encoding="utf-8")
                 atomic_write(new_path, rewrite_text(text, mapping, str(old_path)))
@@ -328,6 +326,18 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
             rewrite_log(log, skip, renames)
         touched.append(log)
     return touched
+
+
+def _renamed(store: Store, r: Renumbering) -> tuple[Path, Path]:
+    kind = kind_of_filename(f"{r.old}.md")
+    assert kind is not None
+    folder = store.projects_dir / r.project / kind.folder
+    return folder / f"{r.old}.md", folder / f"{r.new}.md"
+
+
+def renamed_paths(store: Store, renumberings: list[Renumbering]) -> list[Path]:
+    """The old and the new path of every renumbered atom."""
+    return [path for r in renumberings for path in _renamed(store, r)]
 
 
 def _rewrite_log_unordered(log: Path, base_log: bytes, rename: dict[str, str]) -> None:

@@ -22,9 +22,15 @@ A sync, under the store's git lock:
 5. pushes; a push the remote rejected because it moved meanwhile repeats 3–5 (bounded).
 
 Each step that changes the repository first writes a journal to `.git/cortex-sync.json`;
-a sync killed midway is recovered by the next `cortex sync`, which aborts a merge of its
-own making (keeping any access-log lines appended meanwhile) or finishes a renumbering,
-then runs the whole cycle again.
+a sync killed midway is recovered by the next `cortex sync` (`recover`), then the whole
+cycle runs again. Recovery decides by ancestry, never by "HEAD moved" (anything may commit
+after the kill): a merge whose upstream commit is an ancestor of HEAD landed, and only
+needs regenerating; a merge under way of its own making is finished, or aborted when it
+has a conflict (edits made since are set aside in git's object store, the merge aborted,
+the edits written back); a merge killed while git wrote files has the files it wrote put
+back (edits made since stay); a renumbering is finished, its paths' index entries brought
+back to HEAD first. No access-log line appended meanwhile is lost, and a merge keeps
+every line as often as either side has it, never twice.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ import os
 import re
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -239,12 +246,18 @@ class SyncResult:
                 "attempts": self.attempts, "last_sync": self.last_sync}
 
 
-def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS,
-         timeout: float = NETWORK_TIMEOUT) -> SyncResult:
-    """Commit what cortex owns, fetch, renumber colliding ids, merge, regenerate, push."""
+def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS, timeout: float = NETWORK_TIMEOUT,
+         on_recovered: Callable[[str], None] | None = None) -> SyncResult:
+    """Commit what cortex owns, fetch, renumber colliding ids, merge, regenerate, push.
+
+    `on_recovered` hears at once what an interrupted earlier sync left and what was done
+    about it, before anything that may fail.
+    """
     home = _require_repo(store)
     with git.git_lock(store):
         recovered = recover(store)
+        if recovered and on_recovered:
+            on_recovered(recovered)
         git.check_idle(home)
         tgt = target(store)
         result = SyncResult(tgt.remote, tgt.display, recovered=recovered)
@@ -422,7 +435,7 @@ def _merge(store: Store, tgt: Target, head: str, upstream: str, unrelated: bool)
     if unrelated:
         args.append("--allow-unrelated-histories")
     for _ in range(20):
-        _journal(home, op="merge", head=head, upstream=upstream)
+        _journal(home, op="merge", head=head, upstream=upstream, display=tgt.display)
         # stat data that `git reset` left unset would make git call clean files "not uptodate"
         git.git_run(home, "update-index", "-q", "--refresh", check=False)
         with keep_log_appends(store):
@@ -446,15 +459,14 @@ def _merge(store: Store, tgt: Target, head: str, upstream: str, unrelated: bool)
     if git.in_progress(home) == "merge":
         unresolved = _resolve(store)
         if unresolved:
-            with keep_log_appends(store):
-                _abort_merge(store, head, upstream)
+            _abort_merge(store, head, upstream)
             _journal(home)
             raise SyncConflictError(
                 f"sync stopped: {_names(unresolved)} changed on both sides (here and on "
                 f"{tgt.display}); nothing was lost and the repo is as before the sync. To "
                 f"resolve: `git merge {tgt.display}`, edit the files, `git add` them, "
                 "`git commit`, then `cortex sync`", unresolved)
-        git.git_run(home, "commit", "--quiet", "--no-verify", "--no-edit")
+        _commit_merge(store, upstream, tgt.display)
         _checkpoint("merge-committed")
     _journal(home)
 
@@ -640,39 +652,71 @@ def _regenerate(store: Store, projects: list[str], result: SyncResult) -> None:
 # --- recovering from an interrupted sync -------------------------------------------------------
 
 def recover(store: Store) -> str | None:
-    """Finish or undo what a killed `cortex sync` left; a sentence saying what, or None."""
+    """Finish or undo what a killed `cortex sync` left; a sentence saying what, or None.
+
+    Every decision rests on what git can prove rather than on what moved: HEAD also moves
+    when anything else commits after the kill (`cortex new`, the hook's auto-commit), so
+    "the merge landed" means "the upstream commit the journal names is an ancestor of HEAD".
+    """
     home = store.home
     _remove_stale_temporaries(home)
-    entry = git.read_sync_state(home).get("journal")
-    if not isinstance(entry, dict):
-        return None
-    head = git.head_commit(home)
+    state = git.read_sync_state(home)
+    done: list[str] = []
+    entry = state.get("journal")
+    if isinstance(entry, dict):
+        what = _recover_entry(store, entry)
+        if what:
+            done.append(what)
+        _journal(home)
+    if _aside(home):  # an abort killed before it wrote back the edits it had set aside
+        _restore_aside(store)
+        done.append("wrote back the edits an interrupted sync had set aside")
+    return "; ".join(done) or None
+
+
+def _recover_entry(store: Store, entry: dict[str, Any]) -> str | None:
     op = entry.get("op")
-    done: str | None = None
-    if op == "renumber" and head == entry.get("head"):
-        mapping = [renumber.Renumbering(**r) for r in entry.get("mapping", [])]
-        _renumber(store, mapping, entry.get("base"), str(entry["head"]),
-                  str(entry.get("display", "the remote")))
-        done = f"finished an interrupted renumbering ({renumber.describe(mapping)})"
-    elif op == "merge" and head != entry.get("head") and head is not None:
+    if op == "regenerate":
+        _regenerate(store, list(entry.get("projects") or []), SyncResult("", ""))
+        return "finished the regeneration an interrupted sync had started"
+    head0, head = str(entry.get("head")), git.head_commit(store.home)
+    if head is None or not _is_ancestor(store.home, head0, head):
+        return None  # the history was rewritten since: nothing of the killed sync's to finish
+    display = str(entry.get("display") or "the remote")
+    if op == "renumber":
+        return _recover_renumber(store, entry, head0, display)
+    if op == "merge":
+        return _recover_merge(store, head0, head, str(entry.get("upstream")), display)
+    return None
+
+
+def _recover_renumber(store: Store, entry: dict[str, Any], head0: str, display: str) -> str:
+    home = store.home
+    mapping = [renumber.Renumbering(**r) for r in entry.get("mapping", [])]
+    # a renumbering commit killed after it moved HEAD but before it brought the user's
+    # index up to date leaves a staged reverse rename, and every later commit of those
+    # paths fails ("pathspec … did not match"): their index entries go back to HEAD's
+    rels = [os.path.relpath(p, home) for p in renumber.renamed_paths(store, mapping)]
+    git.git_run(home, "reset", "-q", "HEAD", "--", *rels)
+    # renumbering is idempotent: this commits whatever the killed one had not
+    _renumber(store, mapping, entry.get("base"), head0, display)
+    return f"finished an interrupted renumbering ({renumber.describe(mapping)})"
+
+
+def _recover_merge(store: Store, head0: str, head: str, upstream: str,
+                   display: str) -> str | None:
+    home = store.home
+    if _is_ancestor(home, upstream, head):
         # the merge landed but the sync died before regenerating: regenerate now
-        _regenerate(store, _projects_changed(home, str(entry.get("head")), head),
-                    SyncResult("", ""))
-        done = "regenerated the indexes an interrupted sync had not"
-    elif op == "merge" and head == entry.get("head"):
-        upstream = str(entry.get("upstream"))
-        if git.in_progress(home) == "merge" and _merge_head(home) == upstream:
-            _abort_merge(store, str(head), upstream)
-            done = "aborted the merge an interrupted sync had started"
-        elif git.in_progress(home) is None and _undo_partial_checkout(store, str(head),
-                                                                      upstream):
-            done = "undid the files an interrupted merge had half written"
-    elif op == "regenerate":
-        result = SyncResult("", "")
-        _regenerate(store, list(entry.get("projects") or []), result)
-        done = "finished the regeneration an interrupted sync had started"
-    _journal(home)
-    return done
+        _regenerate(store, _projects_changed(home, head0, head), SyncResult("", ""))
+        return "regenerated the indexes an interrupted sync had not"
+    if git.in_progress(home) == "merge":
+        if _merge_head(home) != upstream:
+            return None  # someone else's merge: check_idle says what to do
+        return _finish_merge(store, head0, upstream, display)
+    if git.in_progress(home) is None and _undo_partial_checkout(store, head0, upstream):
+        return "undid the files an interrupted merge had half written"
+    return None
 
 
 def _remove_stale_temporaries(home: Path, age: float = 600.0) -> None:
@@ -687,22 +731,6 @@ def _remove_stale_temporaries(home: Path, age: float = 600.0) -> None:
                     path.unlink()
 
 
-def _abort_merge(store: Store, head: str, upstream: str) -> None:
-    """`git merge --abort`, keeping the log lines appended since the merge began.
-
-    git refuses to abort over a log with unstaged lines, so those are set aside first.
-    """
-    home = store.home
-    extras = _log_extras(store, head, upstream)
-    on_disk = [os.path.relpath(p, home) for p in store.projects_dir.glob(f"*/_meta/{LOG_NAME}")]
-    logs = [p for p in git.git_run(home, "ls-files", "-z", "--", *on_disk).stdout.split("\0")
-            if p] if on_disk else []
-    if logs:
-        git.git_run(home, "checkout", "-q", "--", *logs, check=False)
-    git.git_run(home, "merge", "--abort")
-    _append_extras(store, extras)
-
-
 def _merge_head(home: Path) -> str | None:
     try:
         return (git.git_dir_of(home) / "MERGE_HEAD").read_text().split()[0]
@@ -710,53 +738,226 @@ def _merge_head(home: Path) -> str | None:
         return None
 
 
-def _log_extras(store: Store, head: str, upstream: str) -> dict[Path, bytes]:
-    """Log lines in the work tree that neither side has: appended by a hook meanwhile."""
-    extras = {}
-    for path in store.projects_dir.glob(f"*/_meta/{LOG_NAME}"):
-        rel = os.path.relpath(path, store.home)
-        current = path.read_bytes()
-        sides = b"".join(git.git_blob(store.home, rev, rel) or b"" for rev in (head, upstream))
-        extra = renumber.missing_lines(sides, current)
-        if extra:
-            extras[path] = extra
-    return extras
+def _finish_merge(store: Store, head: str, upstream: str, display: str) -> str:
+    """A merge of the killed sync's own making is under way: finish it, or abort it when it
+    has a conflict cortex does not resolve (the sync that follows merges again and reports
+    it). Finishing is preferred: edits made since sit on top of the merged files, and
+    commit as they are once the merge is committed."""
+    home = store.home
+    if not _aside(home) and not _edited_conflicts(home) and not _resolve(store):
+        _commit_merge(store, upstream, display)
+        _regenerate(store, _projects_changed(home, head, "HEAD"), SyncResult("", ""))
+        return "finished the merge an interrupted sync had started"
+    _abort_merge(store, head, upstream)
+    return "aborted the merge an interrupted sync had started"
 
 
-def _append_extras(store: Store, extras: dict[Path, bytes]) -> None:
-    from cortexfs.accesslog import append
+def _edited_conflicts(home: Path) -> list[str]:
+    """Conflicted files changed after git wrote them (git writes MERGE_HEAD last):
+    resolving them from their stages would drop that edit."""
+    try:
+        written = (git.git_dir_of(home) / "MERGE_HEAD").stat().st_mtime_ns
+    except OSError:
+        return []
+    return [rel for rel in _stages(home) if not is_log(rel) and _mtime(home / rel) > written]
 
-    for path, data in extras.items():
-        current = path.read_bytes() if path.exists() else b""
-        extra = renumber.missing_lines(current, data)
-        if extra:
-            append(path, [extra])
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+def _commit_merge(store: Store, upstream: str, display: str) -> None:
+    _dedup_logs(store, upstream)
+    git.git_run(store.home, "commit", "--quiet", "--no-verify", "-m", f"sync: merge {display}")
+
+
+def _dedup_logs(store: Store, upstream: str) -> None:
+    """A union merge keeps each line as often as either side has it, no more.
+
+    git's union driver keeps both sides' versions of a hunk, so a line both sides have but
+    at different places (a log that was committed half-merged once) comes out twice.
+    Lines in neither side (appended while the merge ran) are kept as they are.
+    """
+    home = store.home
+    out = git.git_run(home, "diff", "--cached", "--name-only", "-z", "HEAD", "--",
+                      "context/projects/").stdout
+    for rel in [p for p in out.split("\0") if p and is_log(p)]:
+        limit = Counter((git.git_blob(home, "HEAD", rel) or b"").splitlines(keepends=True)) | \
+            Counter((git.git_blob(home, upstream, rel) or b"").splitlines(keepends=True))
+
+        def once(data: bytes, limit: Counter[bytes] = limit) -> bytes:
+            seen: Counter[bytes] = Counter()
+            kept = []
+            for line in data.splitlines(keepends=True):
+                seen[line] += 1
+                if line not in limit or seen[line] <= limit[line]:
+                    kept.append(line)
+            return b"".join(kept)
+
+        if renumber.replace_log(home / rel, once, lambda data: data):
+            git.git_run(home, "add", "--", rel)
+
+
+# Setting edits aside: `git merge --abort` refuses to run over a file the merge changed that
+# has been edited since ("Entry … not uptodate"), and silently resets a conflicted file that
+# has been edited. So every such edit is first hashed into git's object store and recorded
+# in the sync state (both durable before anything changes), then staged, the merge aborted,
+# and the edits written back. A kill at any point leaves the record; the next recovery
+# finishes the abort and writes them back.
+
+def _aside(home: Path) -> dict[str, Any] | None:
+    rec = git.read_sync_state(home).get("aside")
+    return rec if isinstance(rec, dict) and isinstance(rec.get("files"), dict) else None
+
+
+def _set_aside(store: Store, head: str, upstream: str) -> list[str]:
+    """Record and stage the edits that stand in the way of the abort; their paths."""
+    home = store.home
+    staged = set(_z(git.git_run(home, "diff", "--cached", "--name-only", "-z", "HEAD").stdout))
+    unmerged = set(_stages(home))
+    edited = set(_edited_conflicts(home))
+    paths = [p for p in _z(git.git_run(home, "diff", "--name-only", "-z").stdout)
+             if (p in staged and p not in unmerged) or p in edited
+             or (p in unmerged and is_log(p))]
+    if not paths:
+        return []
+    rec = _aside(home) or {"head": head, "upstream": upstream, "files": {}}
+    present = [p for p in paths if (home / p).is_file()]
+    blobs = git.git_run(home, "hash-object", "-w", "--no-filters", "--",
+                        *present).stdout.split() if present else []
+    rec["files"].update({p: None for p in paths})
+    rec["files"].update(dict(zip(present, blobs, strict=True)))
+    git.write_sync_state(home, aside=rec)
+    for chunk in _chunks(paths):
+        git.git_run(home, "add", "--all", "--", *chunk)
+    return paths
+
+
+def _abort_merge(store: Store, head: str, upstream: str) -> None:
+    """`git merge --abort` that loses no edit and no access-log line made meanwhile."""
+    home = store.home
+    for _ in range(5):
+        _set_aside(store, head, upstream)
+        with keep_log_appends(store):
+            proc = git.git_run(home, "merge", "--abort", check=False)
+        if proc.returncode == 0:
+            _restore_aside(store)
+            return
+        if "not uptodate" not in proc.stderr:
+            # the record stays: the next sync aborts again and then writes the edits back
+            raise git.git_error(["merge"], proc.stderr)
+    raise GitError("files kept changing while cortex undid an interrupted merge: run "
+                   "`cortex sync` again")
+
+
+def _restore_aside(store: Store) -> None:
+    """Write back the edits `_set_aside` recorded, now that the merge is aborted."""
+    home = store.home
+    rec = _aside(home)
+    if rec is None:
+        return
+    upstream = str(rec.get("upstream"))
+    for rel, blob in sorted(rec["files"].items()):
+        path = home / rel
+        data = git.git_blob(home, blob) if isinstance(blob, str) else None
+        current = _read(path)
+        if is_log(rel):
+            # only the lines that neither side has: the merge's own lines are not the user's
+            sides = (git.git_blob(home, "HEAD", rel) or b"") + \
+                (git.git_blob(home, upstream, rel) or b"")
+            extra = renumber.missing_lines(current or b"",
+                                           renumber.missing_lines(sides, data or b""))
+            if extra:
+                from cortexfs.accesslog import append
+
+                append(path, [extra])
+        elif current != data and current == git.git_blob(home, "HEAD", rel):
+            # (a file edited yet again since the abort keeps that newer edit)
+            if data is None:
+                path.unlink(missing_ok=True)
+            else:
+                atomic_write(path, data)
+    git.write_sync_state(home, aside=None)
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+
+
+def _z(out: str) -> list[str]:
+    return [p for p in out.split("\0") if p]
+
+
+def _chunks(paths: list[str], size: int = 500) -> list[list[str]]:
+    """Paths in groups small enough for one command line."""
+    return [paths[i:i + size] for i in range(0, len(paths), size)]
 
 
 def _undo_partial_checkout(store: Store, head: str, upstream: str) -> bool:
-    """Put back the files a merge killed before it finished wrote: they hold the upstream's copy.
+    """Put back the files a merge killed while it wrote them had changed.
 
-    Files holding anything else are the user's edits and stay.
+    A file the merge changes holds, after the kill, this side's copy (not reached yet),
+    nothing (git removes a file before writing its new copy), or what the merge writes:
+    the upstream's copy, a clean three-way merge of both, or both with conflict markers.
+    Those go back to HEAD's copy, in the work tree and the user's index; anything else is
+    an edit made since the kill and stays. An access log keeps the lines neither side has.
     """
     home = store.home
-    extras = _log_extras(store, head, upstream)
-    changed = False
-    for rel in git.worktree_state(store).dirty:
-        if not rel.startswith(CONTEXT):
-            continue
+    now = git.head_commit(home) or head  # HEAD moves when anything commits after the kill
+    proc = git.git_run(home, "merge-base", head, upstream, check=False)
+    base = proc.stdout.strip() or None
+    changed = _z(git.git_run(home, "diff", "--name-only", "-z", "--no-renames", head,
+                             upstream).stdout)
+    undone = False
+    for rel in changed:
         path = home / rel
-        mine = git.git_blob(home, head, rel)
+        current = _read(path)
+        mine = git.git_blob(home, now, rel)
+        if current == mine:
+            continue
+        theirs = git.git_blob(home, upstream, rel)
         if is_log(rel):
-            if path.exists() and path.read_bytes() != (mine or b"") + extras.get(path, b""):
-                atomic_write(path, (mine or b"") + extras.get(path, b""))
-                changed = True
-            continue
-        current = path.read_bytes() if path.is_file() else None
-        if current != git.git_blob(home, upstream, rel):
-            continue
-        if mine is None:
-            path.unlink(missing_ok=True)
-        else:
-            atomic_write(path, mine)
-        changed = True
-    return changed
+            _undo_log(path, mine or b"", (mine or b"") + (theirs or b""))
+            undone = True
+        elif current is None or current == theirs or _merge_output(
+                home, current, upstream, base and git.git_blob(home, base, rel),
+                git.git_blob(home, head, rel), theirs):
+            if mine is None:
+                path.unlink(missing_ok=True)
+            else:
+                atomic_write(path, mine)
+            undone = True
+    lagging = git.git_run(home, "diff", "--cached", "--quiet", now, "--", *changed,
+                          check=False).returncode if changed else 0
+    if lagging:  # git got as far as writing the index
+        for chunk in _chunks(changed):
+            git.git_run(home, "reset", "-q", now, "--", *chunk)
+        undone = True
+    return undone
+
+
+def _undo_log(path: Path, mine: bytes, sides: bytes) -> None:
+    """The log as `mine`, plus the lines of it that `sides` lack (appended since)."""
+    def keep(data: bytes) -> bytes:
+        return mine + renumber.missing_lines(sides, data)
+
+    if path.exists():
+        renumber.replace_log(path, keep, lambda data: data)
+    else:
+        atomic_write(path, mine)
+
+
+def _merge_output(home: Path, current: bytes, upstream: str, base: bytes | None,
+                  ours: bytes | None, theirs: bytes | None) -> bool:
+    """Whether `current` is what `git merge` writes for a file both sides changed."""
+    if f"\n>>>>>>> {upstream}\n".encode() in current:
+        return True  # conflict markers git labelled with the upstream commit
+    if ours is None or theirs is None:
+        return False
+    return _merge_file(home, base or b"", ours, theirs) == current

@@ -20,12 +20,12 @@ def sync(fmt: Format = "text") -> None:
     from cortexfs import sync as sync_lib
 
     common.check_format(fmt)
-    result = sync_lib.sync(common.open_store())
+    # said at once: a sync that recovers and then stops on a conflict still tells it
+    told = None if fmt == "json" else (lambda what: common.warn(f"recovered: {what}"))
+    result = sync_lib.sync(common.open_store(), on_recovered=told)
     if fmt == "json":
         common.print_json(result.to_json())
         return
-    if result.recovered:
-        common.warn(f"recovered: {result.recovered}")
     for message in result.committed:
         typer.echo(f"committed: {message}")
     if result.renumbered:
