@@ -48,45 +48,87 @@ def format_line(file: str, tool: str, session: str, ts: str | None = None) -> by
 
 
 def append(log_path: str | os.PathLike[str], lines: Iterable[bytes]) -> int:
-    """Append whole lines to the log in one O_APPEND write; returns bytes written."""
+    """Append whole lines to the log in one O_APPEND write; returns bytes written.
+
+    A log whose last byte is not a newline (a writer killed mid-line, or cut short by a
+    full disk) gets one first, in the same write: the torn line stays one bad line instead
+    of swallowing the first line appended after it.
+    """
     data = b"".join(lines)
     if not data:
         return 0
     os.makedirs(os.path.dirname(os.fspath(log_path)), exist_ok=True)
-    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        # Why the look at the last byte is safe with concurrent appenders: every appender
+        # goes through here and holds the log's flock from its look to the end of its write,
+        # so the look never sees another append half-done (a reader can see the first page
+        # of a write before its last). A log can then end without a newline only after a
+        # writer died mid-line or was cut short by a full disk, and nobody will finish that
+        # line. The wait is bounded (the hook's work must be): past it, the append goes
+        # ahead unlocked, and the worst a race can then cause is an empty line, which the
+        # fold skips — never two entries joined.
+        _lock(fd)
+        end = os.fstat(fd).st_size
+        if end and os.pread(fd, 1, end - 1) != b"\n":
+            data = b"\n" + data
         written = 0
         while written < len(data):
             written += os.write(fd, data[written:])
         return written
     finally:
-        os.close(fd)
+        os.close(fd)  # releases the flock
+
+
+LOCK_WAIT = 0.2  # seconds an append waits for another one's flock (held for microseconds)
+
+
+def _lock(fd: int) -> bool:
+    import fcntl  # a built-in module: no cost to the hook's start-up
+
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.001)
 
 
 class AccessStats:
     """Per-file lifetime read count and newest timestamp, folded from a log.
 
+    `bad_lines` counts the lines that are not log entries (a line torn by a full disk or a
+    killed writer); `first_bad` is the 1-based line number of the first (0: none).
     A plain class rather than a dataclass: importing dataclasses (and with it inspect)
     would add a third to the hook's start-up time.
     """
 
     def __init__(self, counts: dict[str, int] | None = None,
                  newest: dict[str, str] | None = None, offset: int = 0,
-                 bad_lines: int = 0) -> None:
+                 bad_lines: int = 0, lines: int = 0, first_bad: int = 0) -> None:
         self.counts: dict[str, int] = {} if counts is None else counts
         self.newest: dict[str, str] = {} if newest is None else newest
         self.offset = offset  # bytes of the log folded so far (the log is append-only)
         self.bad_lines = bad_lines
+        self.lines = lines  # lines folded so far, blank ones included
+        self.first_bad = first_bad
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.counts, self.newest, self.offset, self.bad_lines, self.lines,
+                self.first_bad)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AccessStats):
             return NotImplemented
-        return (self.counts, self.newest, self.offset, self.bad_lines) == \
-            (other.counts, other.newest, other.offset, other.bad_lines)
+        return self._key() == other._key()
 
     def __repr__(self) -> str:
         return (f"AccessStats(counts={self.counts!r}, newest={self.newest!r}, "
-                f"offset={self.offset!r}, bad_lines={self.bad_lines!r})")
+                f"offset={self.offset!r}, bad_lines={self.bad_lines!r}, "
+                f"lines={self.lines!r}, first_bad={self.first_bad!r})")
 
     def add(self, file: str, ts: str) -> None:
         self.counts[file] = self.counts.get(file, 0) + 1
@@ -97,10 +139,12 @@ class AccessStats:
 def fold(log_path: str | os.PathLike[str], stats: AccessStats | None = None) -> AccessStats:
     """Fold the log's lines from `stats.offset` on into `stats` (a fresh one by default).
 
-    A partial last line (a writer mid-append) is left for the next fold. Lines that are not
-    valid log entries are counted in `bad_lines` and otherwise ignored.
+    A partial last line (a writer mid-append) is left for the next fold. Blank lines are
+    skipped; lines that are not valid log entries are counted in `bad_lines` (the first one's
+    number in `first_bad`) and otherwise ignored.
     """
     import json
+    import re
 
     stats = stats if stats is not None else AccessStats()
     try:
@@ -110,23 +154,33 @@ def fold(log_path: str | os.PathLike[str], stats: AccessStats | None = None) -> 
     except FileNotFoundError:
         return stats
     end = data.rfind(b"\n") + 1
-    if _fold_canonical(data[:end], stats):
-        stats.offset += end
-        return stats
-    for raw in data[:end].splitlines():
-        if not raw.strip():
-            continue
-        try:
-            entry = json.loads(raw)
-            file, ts = entry["file"], entry.get("ts", "")
-            if not isinstance(file, str) or not isinstance(ts, str):
-                raise TypeError
-        except (ValueError, KeyError, TypeError):
-            stats.bad_lines += 1
-            continue
-        stats.add(file, ts)
+    if not _fold_canonical(data[:end], stats):
+        canonical = re.compile(_CANONICAL.encode())
+        for number, raw in enumerate(data[:end].split(b"\n")[:-1], stats.lines + 1):
+            if not raw.strip():
+                continue
+            try:
+                m = canonical.match(raw)
+                if m:
+                    stats.add(m.group(1).decode(), m.group(2).decode())
+                    continue
+                entry = json.loads(raw)
+                file, ts = entry["file"], entry.get("ts", "")
+                if not isinstance(file, str) or not isinstance(ts, str):
+                    raise TypeError
+            except (ValueError, KeyError, TypeError):
+                stats.bad_lines += 1
+                stats.first_bad = stats.first_bad or number
+                continue
+            stats.add(file, ts)
+    stats.lines += data.count(b"\n", 0, end)
     stats.offset += end
     return stats
+
+
+# A line exactly as format_line writes it with no escapes: file and ts captured.
+_CANONICAL = (r'^\{"file": "([^"\\\n]*)", "tool": "[^"\\\n]*", "ts": "([^"\\\n]*)", '
+              r'"session": "[^"\\\n]*"\}$')
 
 
 def _fold_canonical(data: bytes, stats: AccessStats) -> bool:
@@ -139,8 +193,7 @@ def _fold_canonical(data: bytes, stats: AccessStats) -> bool:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return False
-    hits = re.findall(r'^\{"file": "([^"\\\n]*)", "tool": "[^"\\\n]*", "ts": "([^"\\\n]*)", '
-                      r'"session": "[^"\\\n]*"\}$', text, re.MULTILINE)
+    hits = re.findall(_CANONICAL, text, re.MULTILINE)
     if len(hits) != text.count("\n"):
         return False
     counts, newest = stats.counts, stats.newest
@@ -154,9 +207,9 @@ def _fold_canonical(data: bytes, stats: AccessStats) -> bool:
 def resume(log_path: str | os.PathLike[str], saved: object) -> tuple[AccessStats, list]:
     """Fold an append-only log from where `saved` (a state this function returned) left off.
 
-    Returns the stats and the new state: `[inode, tail, offset, counts, newest, bad_lines]`,
-    plain data any cache can keep, where `tail` is the CRC of up to 256 bytes before
-    `offset`. A log that was replaced (new inode), shrank, or was rewritten in place (a
+    Returns the stats and the new state: `[inode, tail, offset, counts, newest, bad_lines,
+    lines, first_bad]`, plain data any cache can keep, where `tail` is the CRC of up to 256
+    bytes before `offset`. A log that was replaced (new inode), shrank, or was rewritten in place (a
     merge) no longer matches its state and is folded again from byte 0. A missing log
     gives empty stats and the state `[]`.
     """
@@ -165,16 +218,16 @@ def resume(log_path: str | os.PathLike[str], saved: object) -> tuple[AccessStats
     except OSError:
         return AccessStats(), []
     stats = AccessStats()
-    if (isinstance(saved, list) and len(saved) == 6 and saved[0] == st.st_ino
+    if (isinstance(saved, list) and len(saved) == 8 and saved[0] == st.st_ino
             and isinstance(saved[2], int) and 0 < saved[2] <= st.st_size
             and saved[1] == _tail_crc(log_path, saved[2])
             and isinstance(saved[3], dict) and isinstance(saved[4], dict)
-            and isinstance(saved[5], int)):
-        stats = AccessStats(dict(saved[3]), dict(saved[4]), saved[2], saved[5])
+            and all(isinstance(n, int) for n in saved[5:])):
+        stats = AccessStats(dict(saved[3]), dict(saved[4]), saved[2], *saved[5:])
     if stats.offset < st.st_size:
         stats = fold(log_path, stats)
     state = [st.st_ino, _tail_crc(log_path, stats.offset), stats.offset, stats.counts,
-             stats.newest, stats.bad_lines]
+             stats.newest, stats.bad_lines, stats.lines, stats.first_bad]
     return stats, state
 
 

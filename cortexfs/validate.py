@@ -608,6 +608,24 @@ def atom_like_files_are_named_right(ctx: Context) -> Iterable[FileIssue]:
                         f"cortex ignores it: rename it (e.g. to {expected}) or move it out")
 
 
+@project_rule("access-log", WARNING)
+def access_log_lines_are_entries(ctx: Context) -> Iterable[FileIssue]:
+    """Every line of the project's access log is a log entry (reads are counted from them)."""
+    from cortexfs.index import access_stats
+
+    stats = access_stats(ctx.project)  # the fold regeneration caches: reads only what is new
+    n = stats.bad_lines
+    if n:
+        what = ("1 line is not a log entry and is not counted as a read" if n == 1 else
+                f"{n} lines are not log entries and are not counted as reads "
+                f"(the first is line {stats.first_bad})")
+        yield FileIssue(f"_meta/{ctx.project.access_log.name}",
+                        f"{what}: torn by a full disk or a killed writer — delete "
+                        f"{'it' if n == 1 else 'them'}, or rewrite "
+                        f"{'it' if n == 1 else 'them'} as JSON lines like the others",
+                        stats.first_bad)
+
+
 # --- running ---------------------------------------------------------------------------------
 
 

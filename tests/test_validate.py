@@ -543,7 +543,8 @@ def test_every_rule_is_documented_and_named_once() -> None:
         "frontmatter", "required", "type", "id-filename", "id-folder", "project", "date",
         "status", "duplicate-id", "evidence", "misplaced"}
     assert {r.name for r in RULES if r.severity == "warning"} == {
-        "links", "status-ref", "anti-pattern", "unknown-key", "summary", "tombstone", "filename"}
+        "links", "status-ref", "anti-pattern", "unknown-key", "summary", "tombstone", "filename",
+        "access-log"}
 
 
 # --- the extension point -------------------------------------------------------------------

@@ -1,0 +1,136 @@
+"""Access logs under real faults: a torn last line, a full disk, lines that are not entries.
+
+An append never joins a torn line (the log gets its missing newline in the same write);
+the fold skips and counts what does not parse; `cortex validate` reports it per log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cortexfs import accesslog, scaffold
+from cortexfs.claude_settings import hook_command
+from cortexfs.store import Project, Store
+
+TORN = b'{"file": "EXP-001.md", "tool": "Re'
+
+
+def _line(n: int) -> bytes:
+    return accesslog.format_line("EXP-001.md", "Read", f"s{n}", "2026-03-01T00:00:00.000Z")
+
+
+def test_an_append_after_a_torn_line_starts_a_new_line(tmp_path: Path) -> None:
+    log = tmp_path / "_meta" / accesslog.LOG_NAME
+    accesslog.append(log, [_line(1)])
+    with open(log, "ab") as f:
+        f.write(TORN)  # a writer killed mid-line
+    accesslog.append(log, [_line(2), _line(3)])
+    assert log.read_bytes() == _line(1) + TORN + b"\n" + _line(2) + _line(3)
+    stats = accesslog.fold(log)
+    assert stats.counts == {"EXP-001.md": 3}
+    assert (stats.bad_lines, stats.first_bad, stats.lines) == (1, 2, 4)
+    accesslog.append(log, [_line(4)])  # an intact log gets no extra newline
+    assert log.read_bytes().endswith(_line(3) + _line(4))
+
+
+def test_the_fold_counts_bad_lines_across_resumes(tmp_path: Path) -> None:
+    log = tmp_path / accesslog.LOG_NAME
+    log.write_bytes(_line(1) + b"\n" + _line(2))
+    stats, state = accesslog.resume(log, None)
+    assert (stats.counts, stats.bad_lines, stats.lines) == ({"EXP-001.md": 2}, 0, 3)
+    with open(log, "ab") as f:
+        f.write(b"[1, 2]\n" + _line(3) + TORN + b"\n\xff\xfe not utf-8\n")
+    stats, state = accesslog.resume(log, state)  # folds only what was appended
+    assert stats.counts == {"EXP-001.md": 3}
+    assert (stats.bad_lines, stats.first_bad, stats.lines) == (3, 4, 7)
+    assert accesslog.resume(log, state)[0] == stats
+
+
+def test_validate_reports_each_log_with_bad_lines_once(store: Store, project: Project,
+                                                        cli: object) -> None:
+    other, _ = scaffold.new_project(store, "other")
+    project.access_log.parent.mkdir(parents=True, exist_ok=True)
+    project.access_log.write_bytes(_line(1) + TORN + b"\n" + _line(2) + b"oops\n" + TORN + b"\n")
+    accesslog.append(other.access_log, [_line(1)])
+    result = cli("validate")  # type: ignore[operator]
+    findings = [line for line in result.stdout.splitlines() if "[access-log]" in line]
+    assert findings == [
+        "warning  projects/flywheel/_meta/access-log.jsonl:2  [access-log] 3 lines are not "
+        "log entries and are not counted as reads (the first is line 2): torn by a full disk "
+        "or a killed writer — delete them, or rewrite them as JSON lines like the others"]
+    data = json.loads(cli("validate", "--format", "json").stdout)  # type: ignore[operator]
+    found = [f for f in data["findings"] if f["rule"] == "access-log"]
+    assert [(f["path"], f["line"]) for f in found] == [
+        ("projects/flywheel/_meta/access-log.jsonl", 2)]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Path:
+    """A 1 MiB tmpfs: a disk that can really fill up."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root and CAP_SYS_ADMIN): "
+                    f"{proc.stderr.strip() or proc.returncode}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(folder: Path) -> Path:
+    """A file taking every free block of the disk `folder` is on."""
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_a_full_disk_tears_a_line_and_the_next_append_does_not_join_it(
+        small_disk: Path) -> None:
+    store = Store(small_disk / "cortex")
+    scaffold.init_store(store)
+    project, _ = scaffold.new_project(store, "flywheel")
+    atom = project.root / "experiments" / "EXP-001.md"
+    atom.write_text("---\nid: EXP-001\n---\nbody\n")
+    payload = json.dumps({"session_id": "session-" + "x" * 37, "cwd": str(project.root),
+                          "hook_event_name": "PostToolUse", "tool_name": "Read",
+                          "tool_input": {"file_path": str(atom)}}).encode()
+    env = {**os.environ, "CORTEX_AUTOCOMMIT": "0"}
+
+    def hook() -> None:  # the real hook process, as Claude Code runs it
+        proc = subprocess.run(shlex.split(hook_command(store.home)), input=payload, env=env,
+                              capture_output=True)
+        assert proc.returncode == 0 and proc.stdout == b""
+
+    hook()
+    filler = _fill(small_disk)
+    log = project.access_log
+    size, calls = log.stat().st_size, 0
+    while calls < 100:  # until the log's last page is full and a line was cut short
+        hook()
+        calls += 1
+        if log.stat().st_size == size:
+            break
+        size = log.stat().st_size
+    assert not log.read_bytes().endswith(b"\n"), "the full disk did not tear a line"
+    before = accesslog.fold(log).counts["EXP-001.md"]
+    filler.unlink()  # space again
+    for _ in range(5):
+        hook()
+    stats = accesslog.fold(log)
+    assert stats.counts["EXP-001.md"] == before + 5  # no line after the torn one was lost
+    assert stats.bad_lines == 1
+    assert all(line.count(b'{"file"') <= 1 for line in log.read_bytes().splitlines())
