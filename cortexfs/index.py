@@ -575,7 +575,7 @@ class _Run:
         if not folded:
             return
         sc = self.scan(project)
-        edits: list[tuple[Kind, str, Path, str, os.stat_result]] = []
+        edits: list[tuple[Kind, str, Path, str, bytes, dict[str, Any]]] = []
         for kind, name, stamp in list(sc.entries()):
             if name not in folded:
                 continue
@@ -589,13 +589,13 @@ class _Run:
             if last is not None:
                 updates["last-ref"] = last
             try:
-                text, st = _with_keys_if_unchanged(path, stamp, updates)
+                text, seen = _with_keys_if_unchanged(path, stamp, updates)
             except AtomParseError as e:
                 result.fold_errors.append(e)
                 continue
-            edits.append((kind, name, path, text, st))
-        done = _replace_files([(path, text, st) for _, _, path, text, st in edits])
-        for (kind, name, path, _, _), error in zip(edits, done, strict=True):
+            edits.append((kind, name, path, text, seen, updates))
+        done = _replace_files([edit[2:] for edit in edits])
+        for (kind, name, path, *_), error in zip(edits, done, strict=True):
             if error is not None:
                 result.fold_errors.append(error)
                 continue
@@ -751,81 +751,73 @@ def _fold_values(meta: dict[str, Any], count: int, newest: str | None) \
 
 
 def _with_keys_if_unchanged(path: Path, stamp: tuple[Any, ...], updates: dict[str, Any]) \
-        -> tuple[str, os.stat_result]:
-    """The file's text with `updates` set, and its stat, provided it is still the file that
-    was scanned: one edited since is left for the next run."""
-    from cortexfs.frontmatter import decode, set_keys
-
+        -> tuple[str, bytes]:
+    """The file's text with `updates` set, and the bytes it was made from, provided it is
+    still the file that was scanned: one edited since is left for the next run."""
     try:
         with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
             raw = f.read()
     except OSError as e:
         raise AtomParseError(str(path), f"cannot read to update refs: {e.strerror}") from None
     if len(raw) != stamp[SIZE] or zlib.crc32(raw) != stamp[CRC]:
         raise AtomParseError(str(path), "changed while cortex was regenerating: its refs "
                              "will be updated by the next `cortex index regen`")
-    return set_keys(decode(raw, str(path)), updates, str(path)), st
+    return _set_keys(raw, updates, path), raw
+
+
+def _set_keys(raw: bytes, updates: dict[str, Any], path: Path) -> str:
+    from cortexfs.frontmatter import decode, set_keys
+
+    return set_keys(decode(raw, str(path)), updates, str(path))
+
+
+def _keys_setter(updates: dict[str, Any], path: Path) -> Callable[[bytes], bytes]:
+    return lambda raw: _set_keys(raw, updates, path).encode("utf-8")
 
 
 BATCH_SYNC_MIN = 8  # from this many files on, one sync(2) for all instead of fsync per file
 
 
-def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomParseError | None]:
+def _replace_files(edits: list[tuple[Path, str, bytes, dict[str, Any]]]) \
+        -> list[AtomParseError | None]:
     """Atomically replace each file with its new text; None per success, else the error.
 
-    Like fsutil.atomic_write (temporary file in the same folder, durable before the rename)
-    but, for many files, with a single sync(2) instead of one fsync each: folding a long
-    log into thousands of atoms must not take a minute. A file modified since it was read
-    (its stat moved) is left alone.
+    Each edit is (path, new text, the bytes it was made from, the keys it sets). Like
+    fsutil.rewrite (temporary file in the same folder, durable before an exchange that keeps
+    any save made meanwhile, see fsutil) but, for many files, with a single sync(2) instead
+    of one fsync each: folding a long log into thousands of atoms must not take a minute. A
+    file saved meanwhile gets its keys set on what it holds now.
     """
-    from cortexfs.fsutil import atomic_write
+    from cortexfs.fsutil import rewrite, swap_in, write_temp
 
     # a symlinked atom: rewrite the file it points to, keeping the link
-    edits = [(Path(os.path.realpath(path)), text, st) for path, text, st in edits]
-    if len(edits) < BATCH_SYNC_MIN:
-        out: list[AtomParseError | None] = []
-        for path, text, st in edits:
-            try:
-                if _moved(path, st):
-                    raise AtomParseError(str(path), "changed while cortex was regenerating: "
-                                         "its refs will be updated by the next run")
-                atomic_write(path, text)
-                out.append(None)
-            except OSError as e:
-                out.append(AtomParseError(str(path), f"cannot write refs: {e.strerror}"))
-            except AtomParseError as e:
-                out.append(e)
-        return out
-    import tempfile
-
+    edits = [(Path(os.path.realpath(path)), text, seen, updates)
+             for path, text, seen, updates in edits]
+    batch = len(edits) >= BATCH_SYNC_MIN
     temps: list[str | None] = []
-    out = []
+    out: list[AtomParseError | None] = []
     try:
-        for path, text, st in edits:
+        for path, text, _, _ in edits:
             try:
-                fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                                            suffix=".tmp")
-                temps.append(name)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(text.encode("utf-8"))
-                os.chmod(name, st.st_mode & 0o7777)
+                temps.append(write_temp(path, text.encode("utf-8"), durable=not batch))
                 out.append(None)
             except OSError as e:
-                if len(temps) == len(out):
-                    temps.append(None)
+                temps.append(None)
                 out.append(AtomParseError(str(path), f"cannot write refs: {e.strerror}"))
-        os.sync()  # every temporary file is on disk before any rename
-        for i, ((path, _, st), temp) in enumerate(zip(edits, temps, strict=True)):
-            if temp is None or out[i] is not None:
-                continue
-            if _moved(path, st):
-                out[i] = AtomParseError(str(path), "changed while cortex was regenerating: "
-                                        "its refs will be updated by the next run")
+        if batch:
+            os.sync()  # every temporary file is on disk before any rename
+        for i, (path, text, seen, updates) in enumerate(edits):
+            temp, temps[i] = temps[i], None
+            if temp is None:
                 continue
             try:
-                os.replace(temp, path)
-                temps[i] = None
+                if not swap_in(temp, path, seen, text.encode("utf-8")):
+                    # saved meanwhile (or removed): set the keys on what it holds now
+                    rewrite(path, _keys_setter(updates, path))
+            except AtomParseError as e:
+                out[i] = e
+            except CortexError as e:  # saved again and again while cortex retried
+                out[i] = AtomParseError(str(path), str(e))
             except OSError as e:
                 out[i] = AtomParseError(str(path), f"cannot write refs: {e.strerror}")
     finally:
@@ -834,14 +826,6 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
                 with contextlib.suppress(OSError):
                     os.unlink(leftover)
     return out
-
-
-def _moved(path: Path, st: os.stat_result) -> bool:
-    try:
-        now = os.stat(path)
-    except OSError:
-        return True
-    return (now.st_mtime_ns, now.st_size, now.st_ino) != (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 # --- rendering -------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ with the same mapping (sync journals the mapping before it starts).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -28,7 +29,7 @@ from typing import Any
 from cortexfs import accesslog, frontmatter
 from cortexfs.atoms import Kind, kind_of_filename
 from cortexfs.errors import AtomParseError
-from cortexfs.fsutil import atomic_write
+from cortexfs.fsutil import atomic_write, rewrite
 from cortexfs.git import git_blob, git_run
 from cortexfs.store import Store
 
@@ -290,12 +291,19 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
         by_project.setdefault(r.project, {})[r.old] = r.new
     for project, mapping in by_project.items():
         root = store.projects_dir / project
+        def change(raw: bytes, mapping: dict[str, str] = mapping) -> bytes:
+            try:
+                return rewrite_text(raw.decode("utf-8"), mapping).encode("utf-8")
+            except UnicodeDecodeError:
+                return raw
+
         for old, new in mapping.items():
             old_path, new_path = _renamed(store, Renumbering(project, old, new))
             if old_path.exists():
-                text = old_path.read_text(encoding="utf-8")
-                atomic_write(new_path, rewrite_text(text, mapping, str(old_path)))
-                old_path.unlink()
+                # a rename, not a copy: an edit saved into the file meanwhile moves with it
+                os.replace(old_path, new_path)
+            with contextlib.suppress(FileNotFoundError):
+                rewrite(new_path, change)  # (never over an edit saved meanwhile: fsutil)
             touched += [old_path, new_path]
         for rel in _changed_since(home, base, tip, project):
             path = home / rel
@@ -304,13 +312,8 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
                 continue
             if name == accesslog.LOG_NAME:
                 continue
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (UnicodeDecodeError, OSError):
-                continue
-            new_text = rewrite_text(text, mapping, rel)
-            if new_text != text:
-                atomic_write(path, new_text)
+            with contextlib.suppress(FileNotFoundError):
+                rewrite(path, change)
             # listed even when unchanged now: a first, interrupted run may have rewritten it
             touched.append(path)
         log = root / "_meta" / accesslog.LOG_NAME
