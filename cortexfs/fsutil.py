@@ -88,7 +88,7 @@ _exchange_unsupported = False
 _renameat2: Any = None
 
 
-def _exchange(a: str | Path, b: str | Path) -> None:
+def _exchange(a: bytes, b: bytes) -> None:
     """Atomically swap the names `a` and `b` (both must exist)."""
     import ctypes
 
@@ -98,12 +98,12 @@ def _exchange(a: str | Path, b: str | Path) -> None:
         _renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", False)
     if not _renameat2:  # not Linux, or a libc older than glibc 2.28
         raise OSError(errno.ENOSYS, "renameat2 is not available")
-    if _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE):
+    if _renameat2(_AT_FDCWD, a, _AT_FDCWD, b, _RENAME_EXCHANGE):
         err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err), str(a), None, str(b))
+        raise OSError(err, os.strerror(err), os.fsdecode(a), None, os.fsdecode(b))
 
 
-def _read(path: str | Path) -> bytes | None:
+def _read(path: str | bytes | Path) -> bytes | None:
     try:
         with open(path, "rb") as f:
             return f.read()
@@ -116,53 +116,55 @@ def swap_in(temp: str, path: Path, expected: bytes, new: bytes) -> bool:
     `expected`; otherwise leave `path` with the newer content it has. `temp` is gone after.
     True when replaced."""
     global _exchange_unsupported
+    t, p = os.fsencode(temp), os.fsencode(path)
     try:
-        with open(path, "rb") as f:
+        with open(p, "rb") as f:
             same = f.read() == expected
             ino = os.fstat(f.fileno()).st_ino
     except FileNotFoundError:
         same = False
     if not same:  # the common way to meet a save: before the exchange
-        os.unlink(temp)
+        os.unlink(t)
         _count("saved-before")
         return False
-    ours = os.stat(temp).st_ino
+    ours = os.stat(t).st_ino
     try:
         if _exchange_unsupported:
             raise OSError(errno.EINVAL, "no exchange")
-        # every step from here to the last exchange is a syscall or two: these are the
-        # microseconds in which the path can show cortex's file over a newer save
-        if os.stat(path).st_ino == ino:
-            _exchange(temp, path)
+        # from here to the last exchange every step is a syscall: these are the microseconds
+        # in which the path can show cortex's file over a newer save
+        if os.stat(p).st_ino == ino:
+            _exchange(t, p)
     except OSError as e:
         if e.errno == errno.ENOENT:  # the file was removed meanwhile: leave it removed
-            os.unlink(temp)
+            os.unlink(t)
             return False
         if e.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
+                os.unlink(t)
             raise
         _exchange_unsupported = True
-        os.replace(temp, path)  # (compared just above: a save since then is lost)
+        os.replace(t, p)  # (compared just above: a save since then is lost)
         _count("replaced")
         return True
-    if os.stat(temp).st_ino == ours:  # the stat found a save: no exchange was made
-        os.unlink(temp)
+    moved = os.stat(t).st_ino  # what now has the temporary name
+    if moved == ours:  # the stat saw a save coming: no exchange was made
+        os.unlink(t)
         _count("saved-before")
         return False
-    if os.stat(temp).st_ino == ino and _read(temp) == expected:
-        os.unlink(temp)
+    if moved == ino and _read(t) == expected:
+        os.unlink(t)
         _count("replaced")
         return True
     # a save landed between the comparison and the exchange (a new file, or written into
     # this one): it goes back into place
-    _exchange(temp, path)
+    _exchange(t, p)
     _count("put-back")
-    if os.stat(temp).st_ino != ours or _read(temp) != new:
+    if os.stat(t).st_ino != ours or _read(t) != new:
         # a save landed between the two exchanges as well: newer still, so it is the one
-        _exchange(temp, path)
+        _exchange(t, p)
         _count("newer-kept")
-    os.unlink(temp)
+    os.unlink(t)
     return False
 
 

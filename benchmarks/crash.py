@@ -1,0 +1,693 @@
+#!/usr/bin/env python3
+"""kill -9 at random points of `cortex index regen`, `cortex new` and `cortex sync`: does the
+next cortex command alone put everything right?
+
+    python benchmarks/crash.py [--kills 100] [--scenario regen new sync] [--atoms 2000]
+                               [--sync-atoms 200] [--edits 2] [--kill group|process]
+                               [--seed 1] [--workdir DIR] [--verbose]
+
+Stores come from scripts/gen_corpus.py (--atoms for regen and new; a bare remote and two
+clones of a --sync-atoms store for sync). For each scenario, until --kills commands were
+killed: prepare the next piece of work, start the command as its own process group, wait a
+random delay (uniform over the command's duration, measured on an uninterrupted run of the
+same work), then SIGKILL the whole group — cortex and the git it runs, as a crash, an OOM
+kill or a closed terminal does (--kill process kills cortex alone and lets its git finish).
+A command that ended before its kill is not counted. Then the next command runs, alone:
+
+    regen   `cortex index regen --all` again
+    new     `cortex commit` (`cortex sync` in a checkout that has no `cortex commit`)
+    sync    `cortex sync` again on the killed clone; then both clones sync until they agree
+
+The work, tracked to tell what must survive: regen — access-log lines (appended and then
+committed, as the hook's auto-commit does) that change the refs of hundreds of atoms, plus
+--edits hand edits of atom summaries; new — one atom per command, plus log lines; sync — on
+each clone a new atom (both take the same id: a renumbering), log lines and, on the killed
+clone, a hand edit, and log lines appended by a hook-like writer while the sync runs.
+
+After the next command, "recovered by the next command alone" means all of:
+- it exited 0 within --timeout seconds (a lock it waited out until then counts as blocking),
+- `git status --porcelain -- context/` is empty and the user's index matches HEAD,
+- no `.*.tmp` under context/, no merge in progress, no .git/index.lock or HEAD.lock left,
+- nothing lost or duplicated in HEAD: every atom the killed command had written to disk is
+  there once (and none it had not), every hand edit is there, every log line is there once;
+  regen: `cortex index regen --all --check` passes; sync: after both clones settle, both
+  have every atom and every log line of both exactly once, and the same tree.
+Otherwise it "needed a person": the reasons are counted, and the benchmark repairs the store
+the way a person would (removes stale locks, aborts a merge, commits what is pending, removes
+temporaries) so that one failure does not cascade into the next kills.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from cortexfs import accesslog, autocommit  # noqa: E402
+
+TAG = "crashbench"
+
+
+# --- running cortex and git ------------------------------------------------------------------
+
+def git(home: Path, *args: str, check: bool = True) -> str:
+    proc = subprocess.run(["git", *args], cwd=home, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} in {home}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def cortex_cmd(home: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "cortexfs", "--home", str(home), *args]
+
+
+@dataclass
+class Run:
+    returncode: int | None  # None: killed
+    seconds: float
+    stderr: str = ""
+
+
+def run(home: Path, args: list[str], timeout: float) -> Run:
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cortex_cmd(home, *args), capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return Run(-1, time.perf_counter() - start, f"did not finish within {timeout:.0f}s")
+    return Run(proc.returncode, time.perf_counter() - start, proc.stderr)
+
+
+def run_killed(home: Path, args: list[str], delay: float, group: bool) -> Run:
+    """Start the command; SIGKILL it (its process group with `group`) after `delay`."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cortex_cmd(home, *args), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=delay)
+        return Run(proc.returncode, time.perf_counter() - start, err)
+    except subprocess.TimeoutExpired:
+        pass
+    if group:
+        os.killpg(proc.pid, signal.SIGKILL)
+    else:
+        proc.kill()
+    proc.communicate()
+    if group:  # the group's git processes too, before anyone looks at the repository
+        _wait_group_gone(proc.pid)
+    return Run(None, time.perf_counter() - start)
+
+
+def _wait_group_gone(pgid: int) -> None:
+    for _ in range(200):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
+
+
+def has_commit_command() -> bool:
+    proc = subprocess.run(cortex_cmd(Path("/nonexistent"), "commit", "--help"),
+                          capture_output=True, text=True)
+    return proc.returncode == 0
+
+
+# --- what must hold after the next command --------------------------------------------------
+
+def head_blob(home: Path, rel: str) -> str:
+    proc = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=home, capture_output=True,
+                          text=True)
+    return proc.stdout if proc.returncode == 0 else ""
+
+
+def files_in_head_with(home: Path, line: str, under: str) -> int:
+    """How many files under `under` in HEAD have the whole line `line`."""
+    pattern = "^" + re.sub(r"([.^$*+?(){}|\[\]\\])", r"\\\1", line) + "$"
+    proc = subprocess.run(["git", "grep", "-l", "-E", "-e", pattern, "HEAD", "--", under],
+                          cwd=home, capture_output=True, text=True)
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"git grep failed: {proc.stderr.strip()}")
+    return len(proc.stdout.splitlines())
+
+
+def files_on_disk_with(folder: Path, line: str) -> int:
+    """How many atom files in `folder` (temporaries included) have the whole line `line`."""
+    found = 0
+    for entry in os.scandir(folder):
+        if entry.name.endswith((".md", ".tmp")):
+            try:
+                with open(entry.path, encoding="utf-8", errors="replace") as f:
+                    found += line in f.read().splitlines()
+            except OSError:
+                pass
+    return found
+
+
+def repo_problems(home: Path) -> list[str]:
+    """What is wrong with the repository as the next command left it (empty: nothing)."""
+    out = []
+    if git(home, "status", "--porcelain", "--untracked-files=all", "--", "context/").strip():
+        out.append("uncommitted changes under context/")
+    if subprocess.run(["git", "diff", "--cached", "--quiet", "HEAD"], cwd=home).returncode:
+        out.append("the user's index differs from HEAD")
+    gitdir = home / ".git"
+    if (gitdir / "MERGE_HEAD").exists():
+        out.append("a merge in progress")
+    for lock in ("index.lock", "HEAD.lock"):
+        if (gitdir / lock).exists():
+            out.append(f".git/{lock} left")
+    if any(p.name.startswith(".") for p in (home / "context").rglob("*.tmp")):
+        out.append(".*.tmp files left under context/")
+    return out
+
+
+def log_counts(text: str, sessions: list[str]) -> tuple[int, int]:
+    """(lost, duplicated) of the tracked log lines (by their session field) in `text`."""
+    have = Counter(re.findall(r'"session": "([^"]*)"', text))
+    lost = sum(1 for s in sessions if have[s] == 0)
+    dup = sum(have[s] - 1 for s in sessions if have[s] > 1)
+    return lost, dup
+
+
+def repair(home: Path) -> None:
+    """What a person would do: stale locks, a merge under way, pending files, temporaries."""
+    gitdir = home / ".git"
+    for lock in ("index.lock", "HEAD.lock"):
+        (gitdir / lock).unlink(missing_ok=True)
+    if (gitdir / "MERGE_HEAD").exists():
+        git(home, "merge", "--abort", check=False)
+    for tmp in (home / "context").rglob(".*.tmp"):
+        tmp.unlink(missing_ok=True)
+    git(home, "add", "-A", "--", "context/")
+    git(home, "commit", "-q", "--no-verify", "-m", "repair by a person", check=False)
+    git(home, "reset", "-q", check=False)
+
+
+# --- the tally -----------------------------------------------------------------------------
+
+@dataclass
+class Tally:
+    name: str
+    killed: int = 0
+    recovered: int = 0
+    finished_first: int = 0  # ended before the kill: not counted
+    reasons: Counter[str] = field(default_factory=Counter)
+    lost: Counter[str] = field(default_factory=Counter)
+    duplicated: Counter[str] = field(default_factory=Counter)
+    delays: list[float] = field(default_factory=list)
+
+    def record(self, problems: list[str]) -> None:
+        self.killed += 1
+        if problems:
+            self.reasons.update(set(problems))
+        else:
+            self.recovered += 1
+
+    def report(self) -> str:
+        person = self.killed - self.recovered
+        lines = [f"{self.name}: {self.killed} killed, {self.recovered} recovered by the next "
+                 f"command alone, {person} needed a person"]
+        for reason, n in self.reasons.most_common():
+            lines.append(f"    {n:4d} × {reason}")
+        what = ("atoms", "edits", "log lines")
+        lines.append("    lost: " + ", ".join(f"{self.lost[w]} {w}" for w in what)
+                     + "; duplicated: " + ", ".join(f"{self.duplicated[w]} {w}"
+                                                    for w in ("atoms", "log lines")))
+        if self.delays:
+            lines.append(f"    kill delays {min(self.delays):.2f}–{max(self.delays):.2f} s "
+                         f"(median {statistics.median(self.delays):.2f}); "
+                         f"{self.finished_first} commands ended before their kill (not counted)")
+        return "\n".join(lines)
+
+
+# --- stores ----------------------------------------------------------------------------------
+
+def make_corpus(out: Path, atoms: int, projects: int, seed: int) -> Path:
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_corpus.py"), str(out),
+                    "--atoms", str(atoms), "--projects", str(projects), "--seed", str(seed)],
+                   check=True, stdout=subprocess.DEVNULL)
+    # the first regeneration folds the generated logs into a thousand atoms: done once here
+    subprocess.run(cortex_cmd(out, "index", "regen", "--all"), check=True,
+                   stdout=subprocess.DEVNULL)
+    return out
+
+
+def projects_of(home: Path) -> list[str]:
+    return sorted(p.name for p in (home / "context" / "projects").iterdir() if p.is_dir())
+
+
+def atom_names(home: Path, project: str) -> list[str]:
+    folder = home / "context" / "projects" / project / "experiments"
+    return sorted(n for n in os.listdir(folder) if re.match(r"EXP-\d+\.md$", n))
+
+
+def append_lines(home: Path, project: str, sessions: list[str], rng: random.Random,
+                 names: list[str]) -> None:
+    lines = [accesslog.format_line(rng.choice(names), "Read", s) for s in sessions]
+    accesslog.append(home / "context" / "projects" / project / "_meta" / accesslog.LOG_NAME,
+                     lines)
+
+
+# --- scenarios -------------------------------------------------------------------------------
+
+class Scenario:
+    name = ""
+    command: list[str] = []
+
+    def __init__(self, args: argparse.Namespace, work: Path, rng: random.Random) -> None:
+        self.args, self.work, self.rng = args, work, rng
+        self.tally = Tally(self.name)
+        self.i = 0
+
+    def prepare(self) -> None:
+        """The next piece of work, before the command runs."""
+
+    def killed_now(self) -> None:
+        """Look at what the killed command left (before anything else runs)."""
+
+    def follow_up(self) -> Run:
+        raise NotImplementedError
+
+    def check(self) -> list[str]:
+        raise NotImplementedError
+
+    def home_of_kill(self) -> Path:
+        raise NotImplementedError
+
+    def during(self) -> threading.Event | None:
+        """Start whatever runs beside the command; an event that stops it."""
+        return None
+
+    def calibrate(self) -> float:
+        """The duration of an uninterrupted run of the same work (the second of two: the
+        first one warms the caches a store has in daily use)."""
+        seconds = 0.0
+        for _ in range(2):
+            self.i += 1
+            self.prepare()
+            stop = self.during()
+            result = run(self.home_of_kill(), self.command, self.args.timeout)
+            if stop:
+                stop.set()
+            if result.returncode != 0:
+                raise SystemExit(f"{self.name}: the uninterrupted run failed: {result.stderr}")
+            self.settle_after_calibration()
+            seconds = result.seconds
+        return seconds
+
+    def settle_after_calibration(self) -> None:
+        pass
+
+    def run(self) -> Tally:
+        duration = self.calibrate()
+        print(f"{self.name}: an uninterrupted run takes {duration:.2f} s", flush=True)
+        attempts = 0
+        while self.tally.killed < self.args.kills and attempts < self.args.kills * 3:
+            attempts += 1
+            self.i += 1
+            self.prepare()
+            delay = self.rng.uniform(0, duration)
+            stop = self.during()
+            result = run_killed(self.home_of_kill(), self.command, delay,
+                                self.args.kill == "group")
+            if stop:
+                stop.set()
+            if result.returncode is not None:
+                self.tally.finished_first += 1
+                if result.returncode != 0:
+                    print(f"  {self.name} #{self.i}: failed without a kill: "
+                          f"{result.stderr.strip()[-300:]}", flush=True)
+                self.follow_up()  # whatever it left half-done: not this benchmark's subject
+                continue
+            self.tally.delays.append(delay)
+            self.killed_now()
+            follow = self.follow_up()
+            problems = []
+            if follow.returncode != 0:
+                first = (follow.stderr.strip().splitlines() or ["(no message)"])[-1]
+                problems.append(f"next command failed: {_generic(first)}")
+            problems += self.check()
+            self.tally.record(problems)
+            if self.args.verbose or problems:
+                print(f"  {self.name} #{self.i} killed at {delay:.2f} s: "
+                      f"{'; '.join(problems) or 'recovered'}{_pending(self.homes())}",
+                      flush=True)
+            if problems:
+                for home in self.homes():
+                    repair(home)
+        return self.tally
+
+    def homes(self) -> list[Path]:
+        return [self.home_of_kill()]
+
+
+def _pending(homes: list[Path]) -> str:
+    """A few of the uncommitted paths, to tell which part of cortex left them."""
+    out = []
+    for home in homes:
+        status = git(home, "status", "--porcelain", "--untracked-files=all", "--",
+                     "context/").splitlines()
+        if status:
+            shown = ", ".join(line[:2] + " " + line[3:].rsplit("/", 1)[-1]
+                              for line in status[:4])
+            out.append(f"{home.name}: {shown}{' …' if len(status) > 4 else ''}")
+    return f" [{'; '.join(out)}]" if out else ""
+
+
+def _generic(message: str) -> str:
+    """A message with its variable parts blanked, so that the same failure counts once."""
+    message = re.sub(r"/\S+", "PATH", message)
+    message = re.sub(r"\b[0-9a-f]{7,40}\b", "SHA", message)
+    return re.sub(r"\b(EXP|K|PAT)-\d+\w?", r"\1-N", message)[:160]
+
+
+class RegenScenario(Scenario):
+    name = "regen"
+    command = ["index", "regen", "--all"]
+
+    def __init__(self, args: argparse.Namespace, work: Path, rng: random.Random,
+                 corpus: Path) -> None:
+        super().__init__(args, work, rng)
+        self.home = work / "regen"
+        shutil.copytree(corpus, self.home, symlinks=True)
+        self.sessions: list[str] = []
+        self.edits: dict[str, str] = {}  # atom path (relative) → the summary it must have
+
+    def home_of_kill(self) -> Path:
+        return self.home
+
+    def prepare(self) -> None:
+        for project in projects_of(self.home):
+            names = atom_names(self.home, project)
+            sessions = [f"{TAG}-regen-{self.i}-{project}-{k}" for k in range(75)]
+            append_lines(self.home, project, sessions, self.rng, names)
+            self.sessions += sessions
+        # the hook's auto-commit commits the logs; the regen then folds them into the atoms
+        autocommit.commit_logs(str(self.home))
+        for _ in range(self.args.edits):
+            project = self.rng.choice(projects_of(self.home))
+            name = self.rng.choice(atom_names(self.home, project))
+            path = self.home / "context" / "projects" / project / "experiments" / name
+            summary = f"{TAG} edit {self.i} {name}"
+            text = path.read_text(encoding="utf-8")
+            path.write_text(re.sub(r"(?m)^summary: .*$", f"summary: {summary}", text, count=1),
+                            encoding="utf-8")
+            self.edits[os.path.relpath(path, self.home)] = summary
+
+    def follow_up(self) -> Run:
+        return run(self.home, self.command, self.args.timeout)
+
+    def check(self) -> list[str]:
+        problems = repo_problems(self.home)
+        lost_lines = dup_lines = 0
+        for project in projects_of(self.home):
+            log = head_blob(self.home, f"context/projects/{project}/_meta/{accesslog.LOG_NAME}")
+            mine = [s for s in self.sessions if f"-{project}-" in s]
+            lost, dup = log_counts(log, mine)
+            lost_lines += lost
+            dup_lines += dup
+        uncommitted = [rel for rel, summary in self.edits.items()
+                       if f"summary: {summary}\n" not in head_blob(self.home, rel)]
+        lost_edits = sum(1 for rel in uncommitted if f"summary: {self.edits[rel]}\n" not in
+                         (self.home / rel).read_text(encoding="utf-8", errors="replace"))
+        self.tally.lost["log lines"] += lost_lines
+        self.tally.duplicated["log lines"] += dup_lines
+        self.tally.lost["edits"] += lost_edits
+        if lost_lines or dup_lines:
+            problems.append("log lines lost or duplicated in HEAD")
+        if lost_edits:
+            problems.append("hand edits lost")
+        elif uncommitted:
+            problems.append("hand edits left uncommitted")
+        check = run(self.home, [*self.command, "--check"], self.args.timeout)
+        if check.returncode != 0:
+            problems.append("`index regen --check` finds stale files (refs or indexes)")
+        if not problems:
+            self.edits.clear()  # committed: later edits of the same atoms supersede them
+        return problems
+
+
+class NewScenario(Scenario):
+    name = "new"
+
+    def __init__(self, args: argparse.Namespace, work: Path, rng: random.Random,
+                 corpus: Path) -> None:
+        super().__init__(args, work, rng)
+        self.home = work / "new"
+        shutil.copytree(corpus, self.home, symlinks=True)
+        remote = work / "new-remote.git"
+        git(work, "init", "-q", "--bare", str(remote))
+        git(self.home, "remote", "add", "origin", str(remote))
+        git(self.home, "push", "-q", "-u", "origin", "HEAD")
+        self.project = projects_of(self.home)[0]
+        self.folder = self.home / "context" / "projects" / self.project / "experiments"
+        self.next = ["commit"] if has_commit_command() else ["sync"]
+        self.sessions: list[str] = []
+        self.on_disk = 0
+
+    @property
+    def command(self) -> list[str]:  # type: ignore[override]
+        return ["new", "exp", "-p", self.project, "-s", self.token, "-t", TAG]
+
+    @property
+    def token(self) -> str:
+        return f"{TAG} new {self.i}"
+
+    def home_of_kill(self) -> Path:
+        return self.home
+
+    def prepare(self) -> None:
+        sessions = [f"{TAG}-new-{self.i}-{k}" for k in range(3)]
+        append_lines(self.home, self.project, sessions, self.rng, atom_names(self.home,
+                                                                             self.project))
+        self.sessions += sessions
+
+    def settle_after_calibration(self) -> None:
+        self.follow_up()
+
+    def killed_now(self) -> None:
+        self.on_disk = files_on_disk_with(self.folder, f"summary: {self.token}")
+
+    def follow_up(self) -> Run:
+        return run(self.home, self.next, self.args.timeout)
+
+    def check(self) -> list[str]:
+        problems = repo_problems(self.home)
+        under = f"context/projects/{self.project}/experiments"
+        in_head = files_in_head_with(self.home, f"summary: {self.token}", under)
+        if in_head > 1:
+            self.tally.duplicated["atoms"] += in_head - 1
+            problems.append("the atom is in HEAD twice")
+        if self.on_disk and not in_head:
+            self.tally.lost["atoms"] += 1
+            problems.append("an atom written before the kill is not in HEAD")
+        if in_head and not self.on_disk:
+            problems.append("an atom nobody saw written is in HEAD")
+        log = head_blob(self.home, f"context/projects/{self.project}/_meta/{accesslog.LOG_NAME}")
+        lost, dup = log_counts(log, self.sessions)
+        self.tally.lost["log lines"] += lost
+        self.tally.duplicated["log lines"] += dup
+        if lost or dup:
+            problems.append("log lines lost or duplicated in HEAD")
+        return problems
+
+
+class SyncScenario(Scenario):
+    name = "sync"
+    command = ["sync"]
+
+    def __init__(self, args: argparse.Namespace, work: Path, rng: random.Random,
+                 corpus: Path) -> None:
+        super().__init__(args, work, rng)
+        remote = work / "sync-remote.git"
+        git(work, "clone", "-q", "--bare", str(corpus), str(remote))
+        self.a, self.b = work / "sync-a", work / "sync-b"
+        for home in (self.a, self.b):
+            git(work, "clone", "-q", str(remote), str(home))
+        self.project = projects_of(self.a)[0]
+        self.summaries: list[str] = []
+        self.sessions: list[str] = []
+        self.edits: list[tuple[str, str]] = []  # (atom rel path, line added by hand)
+
+    def home_of_kill(self) -> Path:
+        return self.b
+
+    def homes(self) -> list[Path]:
+        return [self.a, self.b]
+
+    def _new(self, home: Path, who: str) -> None:
+        summary = f"{TAG} sync {self.i} {who}"
+        result = run(home, ["new", "exp", "-p", self.project, "-s", summary, "-t", TAG],
+                     self.args.timeout)
+        if result.returncode != 0:
+            raise SystemExit(f"cortex new on {who} failed: {result.stderr}")
+        self.summaries.append(summary)
+
+    def _lines(self, home: Path, who: str, n: int) -> None:
+        sessions = [f"{TAG}-sync-{self.i}-{who}-{k}-{time.monotonic_ns()}" for k in range(n)]
+        append_lines(home, self.project, sessions, self.rng, atom_names(home, self.project))
+        self.sessions += sessions
+
+    def prepare(self) -> None:
+        self._new(self.a, "a")
+        self._lines(self.a, "a", 5)
+        result = run(self.a, ["sync"], self.args.timeout)
+        if result.returncode != 0:
+            raise SystemExit(f"sync on a failed: {result.stderr}")
+        self._new(self.b, "b")  # the same id as a's: the sync renumbers it
+        self._lines(self.b, "b", 5)
+        name = self.rng.choice(atom_names(self.b, self.project))
+        rel = f"context/projects/{self.project}/experiments/{name}"
+        line = f"{TAG} hand edit {self.i} on b\n"
+        with open(self.b / rel, "a", encoding="utf-8") as f:
+            f.write(line)
+        self.edits.append((rel, line))
+
+    def during(self) -> threading.Event:
+        """A hook appending a line every --hook-interval seconds to the killed clone while
+        its sync runs."""
+        stop = threading.Event()
+
+        def hook() -> None:
+            while not stop.is_set():
+                self._lines(self.b, "hook", 1)
+                stop.wait(self.args.hook_interval)
+
+        threading.Thread(target=hook, daemon=True).start()
+        return stop
+
+    def settle_after_calibration(self) -> None:
+        self._settle()
+
+    def follow_up(self) -> Run:
+        return run(self.b, ["sync"], self.args.timeout)
+
+    def _settle(self) -> list[str]:
+        failed = []
+        for home in (self.a, self.b, self.a):
+            result = run(home, ["sync"], self.args.timeout)
+            if result.returncode != 0:
+                failed.append(f"settling sync failed: "
+                              f"{_generic(result.stderr.strip().splitlines()[-1])}")
+        return failed
+
+    def check(self) -> list[str]:
+        problems = repo_problems(self.b)
+        problems += self._settle()
+        under = f"context/projects/{self.project}/experiments"
+        log_rel = f"context/projects/{self.project}/_meta/{accesslog.LOG_NAME}"
+        trees = set()
+        for home in (self.a, self.b):
+            trees.add(git(home, "rev-parse", "HEAD^{tree}").strip())
+            for summary in self.summaries:
+                n = files_in_head_with(home, f"summary: {summary}", under)
+                if n == 0:
+                    self.tally.lost["atoms"] += 1
+                    problems.append("an atom is missing after the clones settled")
+                elif n > 1:
+                    self.tally.duplicated["atoms"] += n - 1
+                    problems.append("an atom is duplicated after the clones settled")
+            lost, dup = log_counts(head_blob(home, log_rel), self.sessions)
+            self.tally.lost["log lines"] += lost
+            self.tally.duplicated["log lines"] += dup
+            if lost or dup:
+                problems.append("log lines lost or duplicated after the clones settled")
+            for rel, line in self.edits:
+                if line not in head_blob(home, rel):
+                    self.tally.lost["edits"] += 1
+                    problems.append("a hand edit is missing after the clones settled")
+        if len(trees) != 1:
+            problems.append("the clones did not converge")
+        return sorted(set(problems))
+
+
+# --- main ------------------------------------------------------------------------------------
+
+def isolate(work: Path) -> None:
+    """Own HOME, git config and identity: nothing of the user's is read or written."""
+    home = work / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
+    os.environ.update(HOME=str(home), GIT_CONFIG_NOSYSTEM="1",
+                      GIT_CONFIG_GLOBAL=str(home / ".gitconfig"), CORTEX_AUTOCOMMIT="0",
+                      CORTEX_HOME=str(work / "unused"))
+    for role in ("AUTHOR", "COMMITTER"):
+        os.environ[f"GIT_{role}_NAME"] = "Crash Bench"
+        os.environ[f"GIT_{role}_EMAIL"] = "crash@cortexfs.invalid"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kills", type=int, default=100, help="kills per scenario")
+    parser.add_argument("--scenario", nargs="+", choices=("regen", "new", "sync"),
+                        default=["regen", "new", "sync"])
+    parser.add_argument("--atoms", type=int, default=2000, help="store size for regen and new")
+    parser.add_argument("--sync-atoms", type=int, default=200, help="store size for sync")
+    parser.add_argument("--edits", type=int, default=2, help="hand edits before each regen")
+    parser.add_argument("--hook-interval", type=float, default=0.2,
+                        help="seconds between the hook's appends while a sync runs")
+    parser.add_argument("--kill", choices=("group", "process"), default="group",
+                        help="kill cortex with the git it runs (group) or cortex alone")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds the next command may take")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workdir", type=Path, help="keep the stores here (default: a "
+                        "temporary folder, removed at the end)")
+    parser.add_argument("--verbose", action="store_true", help="one line per kill")
+    args = parser.parse_args()
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="cortex-crash-"))
+    work.mkdir(parents=True, exist_ok=True)
+    isolate(work)
+    rng = random.Random(args.seed)
+    tallies = []
+    try:
+        started = time.perf_counter()
+        if {"regen", "new"} & set(args.scenario):
+            corpus = make_corpus(work / "corpus", args.atoms, 4, args.seed)
+        if "sync" in args.scenario:
+            sync_corpus = make_corpus(work / "sync-corpus", args.sync_atoms, 2, args.seed)
+        for name in args.scenario:
+            if name == "regen":
+                scenario: Scenario = RegenScenario(args, work, rng, corpus)
+            elif name == "new":
+                scenario = NewScenario(args, work, rng, corpus)
+            else:
+                scenario = SyncScenario(args, work, rng, sync_corpus)
+            tallies.append(scenario.run())
+            print(tallies[-1].report(), flush=True)
+        victim = ("process group (cortex and its git)" if args.kill == "group"
+                  else "cortex process")
+        print(f"\n--- {args.kills} kills per scenario, kill -9 of the {victim}, "
+              f"{time.perf_counter() - started:.0f} s in all")
+        for tally in tallies:
+            print(tally.report())
+        print(json.dumps({t.name: {"killed": t.killed, "recovered": t.recovered,
+                                   "needed_a_person": t.killed - t.recovered,
+                                   "lost": dict(t.lost), "duplicated": dict(t.duplicated),
+                                   "reasons": dict(t.reasons)} for t in tallies}))
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
