@@ -178,12 +178,10 @@ def repo_problems(home: Path) -> list[str]:
     return out
 
 
-def log_counts(text: str, sessions: list[str]) -> tuple[int, int]:
-    """(lost, duplicated) of the tracked log lines (by their session field) in `text`."""
+def log_counts(text: str, sessions: list[str]) -> tuple[set[str], set[str]]:
+    """The tracked log lines (by their session field) lost from `text`, and duplicated."""
     have = Counter(re.findall(r'"session": "([^"]*)"', text))
-    lost = sum(1 for s in sessions if have[s] == 0)
-    dup = sum(have[s] - 1 for s in sessions if have[s] > 1)
-    return lost, dup
+    return {s for s in sessions if have[s] == 0}, {s for s in sessions if have[s] > 1}
 
 
 def repair(home: Path) -> None:
@@ -211,7 +209,17 @@ class Tally:
     reasons: Counter[str] = field(default_factory=Counter)
     lost: Counter[str] = field(default_factory=Counter)
     duplicated: Counter[str] = field(default_factory=Counter)
+    seen: set[tuple[str, str, str]] = field(default_factory=set)  # each loss counted once
     delays: list[float] = field(default_factory=list)
+    final: str = ""  # what is missing for good once everything settled (sync)
+
+    def note(self, counter: str, what: str, keys: set[str]) -> bool:
+        """Count the lost (or duplicated) items `keys` not counted yet; True if there were
+        such new ones (an item lost once is not this kill's doing the next time)."""
+        new = {k for k in keys if (counter, what, k) not in self.seen}
+        self.seen.update((counter, what, k) for k in new)
+        (self.lost if counter == "lost" else self.duplicated)[what] += len(new)
+        return bool(new)
 
     def record(self, problems: list[str]) -> None:
         self.killed += 1
@@ -227,9 +235,12 @@ class Tally:
         for reason, n in self.reasons.most_common():
             lines.append(f"    {n:4d} × {reason}")
         what = ("atoms", "edits", "log lines")
-        lines.append("    lost: " + ", ".join(f"{self.lost[w]} {w}" for w in what)
+        lines.append("    lost after the next command: "
+                     + ", ".join(f"{self.lost[w]} {w}" for w in what)
                      + "; duplicated: " + ", ".join(f"{self.duplicated[w]} {w}"
                                                     for w in ("atoms", "log lines")))
+        if self.final:
+            lines.append(f"    for good (at the end, after every repair and sync): {self.final}")
         if self.delays:
             lines.append(f"    kill delays {min(self.delays):.2f}–{max(self.delays):.2f} s "
                          f"(median {statistics.median(self.delays):.2f}); "
@@ -352,7 +363,11 @@ class Scenario:
             if problems:
                 for home in self.homes():
                     repair(home)
+        self.finish()
         return self.tally
+
+    def finish(self) -> None:
+        """Anything to count once all kills are done."""
 
     def homes(self) -> list[Path]:
         return [self.home_of_kill()]
@@ -416,23 +431,21 @@ class RegenScenario(Scenario):
 
     def check(self) -> list[str]:
         problems = repo_problems(self.home)
-        lost_lines = dup_lines = 0
+        lost_lines: set[str] = set()
+        dup_lines: set[str] = set()
         for project in projects_of(self.home):
             log = head_blob(self.home, f"context/projects/{project}/_meta/{accesslog.LOG_NAME}")
-            mine = [s for s in self.sessions if f"-{project}-" in s]
-            lost, dup = log_counts(log, mine)
-            lost_lines += lost
-            dup_lines += dup
+            lost, dup = log_counts(log, [s for s in self.sessions if f"-{project}-" in s])
+            lost_lines |= lost
+            dup_lines |= dup
         uncommitted = [rel for rel, summary in self.edits.items()
                        if f"summary: {summary}\n" not in head_blob(self.home, rel)]
-        lost_edits = sum(1 for rel in uncommitted if f"summary: {self.edits[rel]}\n" not in
-                         (self.home / rel).read_text(encoding="utf-8", errors="replace"))
-        self.tally.lost["log lines"] += lost_lines
-        self.tally.duplicated["log lines"] += dup_lines
-        self.tally.lost["edits"] += lost_edits
-        if lost_lines or dup_lines:
+        lost_edits = {rel for rel in uncommitted if f"summary: {self.edits[rel]}\n" not in
+                      (self.home / rel).read_text(encoding="utf-8", errors="replace")}
+        if self.tally.note("lost", "log lines", lost_lines) | \
+                self.tally.note("duplicated", "log lines", dup_lines):
             problems.append("log lines lost or duplicated in HEAD")
-        if lost_edits:
+        if self.tally.note("lost", "edits", lost_edits):
             problems.append("hand edits lost")
         elif uncommitted:
             problems.append("hand edits left uncommitted")
@@ -492,19 +505,17 @@ class NewScenario(Scenario):
         problems = repo_problems(self.home)
         under = f"context/projects/{self.project}/experiments"
         in_head = files_in_head_with(self.home, f"summary: {self.token}", under)
-        if in_head > 1:
-            self.tally.duplicated["atoms"] += in_head - 1
+        if self.tally.note("duplicated", "atoms", {self.token} if in_head > 1 else set()):
             problems.append("the atom is in HEAD twice")
-        if self.on_disk and not in_head:
-            self.tally.lost["atoms"] += 1
+        if self.tally.note("lost", "atoms", {self.token} if self.on_disk and not in_head
+                           else set()):
             problems.append("an atom written before the kill is not in HEAD")
         if in_head and not self.on_disk:
             problems.append("an atom nobody saw written is in HEAD")
         log = head_blob(self.home, f"context/projects/{self.project}/_meta/{accesslog.LOG_NAME}")
         lost, dup = log_counts(log, self.sessions)
-        self.tally.lost["log lines"] += lost
-        self.tally.duplicated["log lines"] += dup
-        if lost or dup:
+        if self.tally.note("lost", "log lines", lost) | \
+                self.tally.note("duplicated", "log lines", dup):
             problems.append("log lines lost or duplicated in HEAD")
         return problems
 
@@ -551,9 +562,10 @@ class SyncScenario(Scenario):
         result = run(self.a, ["sync"], self.args.timeout)
         if result.returncode != 0:
             raise SystemExit(f"sync on a failed: {result.stderr}")
+        # (an atom older than this round's: the new one is renumbered by the sync)
+        name = self.rng.choice(atom_names(self.b, self.project))
         self._new(self.b, "b")  # the same id as a's: the sync renumbers it
         self._lines(self.b, "b", 5)
-        name = self.rng.choice(atom_names(self.b, self.project))
         rel = f"context/projects/{self.project}/experiments/{name}"
         line = f"{TAG} hand edit {self.i} on b\n"
         with open(self.b / rel, "a", encoding="utf-8") as f:
@@ -588,6 +600,26 @@ class SyncScenario(Scenario):
                               f"{_generic(result.stderr.strip().splitlines()[-1])}")
         return failed
 
+    def finish(self) -> None:
+        """Repair both clones if they need it, sync them, and count what is gone for good
+        (a loss after a failed next command may only be waiting for its sync)."""
+        for home in (self.a, self.b):
+            repair(home)
+        self._settle()
+        gone: Counter[str] = Counter()
+        under = f"context/projects/{self.project}/experiments"
+        log_rel = f"context/projects/{self.project}/_meta/{accesslog.LOG_NAME}"
+        for home in (self.a, self.b):
+            gone["atoms"] += sum(1 for s in self.summaries
+                                 if files_in_head_with(home, f"summary: {s}", under) != 1)
+            lost, dup = log_counts(head_blob(home, log_rel), self.sessions)
+            gone["log lines"] += len(lost) + len(dup)
+            gone["edits"] += sum(1 for rel, line in self.edits
+                                 if line not in head_blob(home, rel))
+        self.tally.final = (f"{gone['atoms']} atoms, {gone['edits']} edits, "
+                            f"{gone['log lines']} log lines missing or duplicated "
+                            "(both clones counted)")
+
     def check(self) -> list[str]:
         problems = repo_problems(self.b)
         problems += self._settle()
@@ -596,23 +628,19 @@ class SyncScenario(Scenario):
         trees = set()
         for home in (self.a, self.b):
             trees.add(git(home, "rev-parse", "HEAD^{tree}").strip())
-            for summary in self.summaries:
-                n = files_in_head_with(home, f"summary: {summary}", under)
-                if n == 0:
-                    self.tally.lost["atoms"] += 1
-                    problems.append("an atom is missing after the clones settled")
-                elif n > 1:
-                    self.tally.duplicated["atoms"] += n - 1
-                    problems.append("an atom is duplicated after the clones settled")
+            counts = {s: files_in_head_with(home, f"summary: {s}", under)
+                      for s in self.summaries}
+            if self.tally.note("lost", "atoms", {s for s, n in counts.items() if n == 0}):
+                problems.append("an atom is missing after the clones settled")
+            if self.tally.note("duplicated", "atoms", {s for s, n in counts.items() if n > 1}):
+                problems.append("an atom is duplicated after the clones settled")
             lost, dup = log_counts(head_blob(home, log_rel), self.sessions)
-            self.tally.lost["log lines"] += lost
-            self.tally.duplicated["log lines"] += dup
-            if lost or dup:
+            if self.tally.note("lost", "log lines", lost) | \
+                    self.tally.note("duplicated", "log lines", dup):
                 problems.append("log lines lost or duplicated after the clones settled")
-            for rel, line in self.edits:
-                if line not in head_blob(home, rel):
-                    self.tally.lost["edits"] += 1
-                    problems.append("a hand edit is missing after the clones settled")
+            if self.tally.note("lost", "edits", {line for rel, line in self.edits
+                                                  if line not in head_blob(home, rel)}):
+                problems.append("a hand edit is missing after the clones settled")
         if len(trees) != 1:
             problems.append("the clones did not converge")
         return sorted(set(problems))

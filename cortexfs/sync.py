@@ -826,8 +826,8 @@ def _set_aside(store: Store, head: str, upstream: str) -> list[str]:
         return []
     rec = _aside(home) or {"head": head, "upstream": upstream, "files": {}}
     present = [p for p in paths if (home / p).is_file()]
-    blobs = git.git_run(home, "hash-object", "-w", "--no-filters", "--",
-                        *present).stdout.split() if present else []
+    blobs = [blob for chunk in _chunks(present) for blob in git.git_run(
+        home, "hash-object", "-w", "--no-filters", "--", *chunk).stdout.split()]
     rec["files"].update({p: None for p in paths})
     rec["files"].update(dict(zip(present, blobs, strict=True)))
     git.write_sync_state(home, aside=rec)

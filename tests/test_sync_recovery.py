@@ -68,6 +68,16 @@ exec cat
     return proc.returncode
 
 
+def _resolve_keeping_both(c: Clone, *paths: Path) -> None:
+    """What the user does after a reported conflict: merge, keep both sides' lines, commit."""
+    subprocess.run(["git", "merge", "-q", "origin/main"], cwd=c.home, capture_output=True)
+    for path in paths:
+        path.write_text("".join(line for line in path.read_text().splitlines(keepends=True)
+                                if not line.startswith(("<<<<<<<", "=======", ">>>>>>>"))))
+    sh(c.home, "add", "-A", "context")
+    sh(c.home, "commit", "-q", "--no-edit")
+
+
 def _atom(c: Clone, atom_id: str) -> Path:
     return c.project_root / "experiments" / f"{atom_id}.md"
 
@@ -129,13 +139,7 @@ def test_a_conflicted_merge_killed_then_edits_is_aborted_losing_nothing(tmp_path
     assert git.read_sync_state(b.home).get("aside") is None
     assert _atom(b, e2).read_text().endswith("Alpha on two.\nBeta's own line.\n")
     assert "Kept by hand.\n" in _atom(b, e1).read_text()
-    # the user resolves by hand (keeping both lines), then syncs
-    subprocess.run(["git", "merge", "-q", "origin/main"], cwd=b.home, capture_output=True)
-    for path in (_atom(b, e1), _atom(b, e2)):
-        path.write_text("".join(line for line in path.read_text().splitlines(keepends=True)
-                                if not line.startswith(("<<<<<<<", "=======", ">>>>>>>"))))
-    sh(b.home, "add", "-A", "context")
-    sh(b.home, "commit", "-q", "--no-edit")
+    _resolve_keeping_both(b, _atom(b, e1), _atom(b, e2))
     settle([a, b])
     check_invariants([a, b])
     text = _atom(a, e1).read_text()
@@ -206,11 +210,7 @@ def test_recovery_keeps_an_edit_made_on_top_of_a_half_written_file(tmp_path: Pat
     if proc.returncode:
         assert "EXP-001.md changed on both sides" in proc.stderr
         assert path.read_text().endswith("Alpha adds.\nBeta builds on it.\n")
-        subprocess.run(["git", "merge", "-q", "origin/main"], cwd=b.home, capture_output=True)
-        path.write_text("".join(line for line in path.read_text().splitlines(keepends=True)
-                                if not line.startswith(("<<<<<<<", "=======", ">>>>>>>"))))
-        sh(b.home, "add", "-A", "context")
-        sh(b.home, "commit", "-q", "--no-edit")
+        _resolve_keeping_both(b, path)
     settle([a, b])
     check_invariants([a, b])
     assert _atom(a, e).read_text().endswith("Alpha adds.\nBeta builds on it.\n")
