@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cortexfs import templates
+from cortexfs import templates, wall
 from cortexfs.atoms import (
     EXPERIMENT,
     KIND_BY_SHORT,
@@ -22,15 +22,15 @@ from cortexfs.atoms import (
     id_number,
     kind_of_filename,
 )
-from cortexfs.errors import InvalidInputError
-from cortexfs.frontmatter import dump_scalar, parse
+from cortexfs.errors import AtomParseError, InvalidInputError
+from cortexfs.frontmatter import decode, dump_scalar, parse
 from cortexfs.fsutil import file_lock
 from cortexfs.store import Project
 
 if TYPE_CHECKING:
     from cortexfs.dedup import Duplicate
 
-TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]{0,63}$")
+TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]{0,63}\Z")
 
 
 @dataclass
@@ -80,7 +80,8 @@ def _check(project: Project, req: NewAtom) -> None:
     for exp in cited:
         if kind_of_filename(f"{exp}.md") is not EXPERIMENT:
             raise InvalidInputError(f"{exp!r} is not an experiment id (EXP-NNN)")
-        if not (project.folder(EXPERIMENT) / f"{exp}.md").is_file():
+        cited_path = project.folder(EXPERIMENT) / f"{exp}.md"
+        if not cited_path.is_file() or wall.reason(project.store.context, cited_path):
             raise InvalidInputError(f"{exp} does not exist in project {project.name}: "
                                     "cite an existing experiment")
     for link in req.links:
@@ -151,17 +152,21 @@ def create_atom(project: Project, req: NewAtom, body: str | None = None) -> Atom
     """
     _check(project, req)
     folder = project.folder(req.kind)
+    wall.check(project.store.context, folder)  # never write through a linked folder
     folder.mkdir(parents=True, exist_ok=True)
     lock = project.store.locks_dir / f"ids-{project.name}-{req.kind.prefix}.lock"
     with file_lock(lock, what=f"{req.kind.folder} ids of {project.name}"):
         atom_id = req.kind.format_id(next_number(project, req.kind))
         text = render_atom(project, req, atom_id)
         doc = parse(text, f"template atoms/{req.kind.name}.md.j2")
+        path = folder / f"{atom_id}.md"
         if body is not None and body.strip():
             head = "".join(text.splitlines(keepends=True)[:doc.body_line - 1])
             text = f"{head}\n{body.strip()}\n"
-            doc = parse(text, str(folder / f"{atom_id}.md"))
-        path = folder / f"{atom_id}.md"
+        try:  # what every reader would refuse (a NUL, over the size limit) is not written
+            doc = parse(decode(text.encode("utf-8", "surrogatepass"), str(path)), str(path))
+        except AtomParseError as e:
+            raise InvalidInputError(f"the new atom would not be readable: {e.reason}") from None
         _write_new(path, text)
     return Atom(path, req.kind, doc.meta, doc.body)
 

@@ -15,6 +15,7 @@ exactly as `yaml.load(…, CSafeLoader)` + `normalize` does.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
@@ -113,8 +114,12 @@ def read_bytes(path: Path) -> bytes:
     when it is not a regular file (a directory, or a FIFO that would block) or is too big."""
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError as e:
+        with contextlib.suppress(OSError):
+            reason = not_a_file(os.lstat(path).st_mode)
+            if reason:  # a link (O_NOFOLLOW refused it)
+                raise AtomParseError(str(path), reason) from None
         raise AtomParseError(str(path), f"cannot read: {e.strerror}") from None
     try:
         st = os.fstat(fd)
@@ -134,6 +139,9 @@ def not_a_file(mode: int) -> str | None:
     """Why something named like an atom cannot be one (a directory, a FIFO …), or None."""
     if stat.S_ISREG(mode):
         return None
+    if stat.S_ISLNK(mode):
+        return ("a symbolic link, not part of the store: cortex does not read through links; "
+                "replace it with the file itself")
     what = "a directory" if stat.S_ISDIR(mode) else "a special file (FIFO, socket or device)"
     return f"{what}, not an atom file: rename it or move it out of the atom folder"
 
@@ -148,13 +156,47 @@ def check_size(size: int, path: str) -> None:
 def decode(raw: bytes, path: str) -> str:
     """Bytes of a markdown file as text, refusing what cannot be a hand-written atom."""
     check_size(len(raw), path)
+    problem = text_problem(raw, "binary file in an atom folder: move it elsewhere")
+    if problem:
+        raise AtomParseError(path, problem)
+    return raw.decode("utf-8")
+
+
+def decode_text(raw: bytes, path: str) -> str:
+    """Bytes of a text file cortex edits (TASKS.yaml …) as text; InvalidInputError naming
+    the real problem (UTF-16, a binary file, bare CR line endings, not UTF-8)."""
+    from cortexfs.errors import InvalidInputError
+
+    problem = text_problem(raw, "a binary file (it holds NUL bytes), not text: replace it "
+                           "with a text file")
+    if problem:
+        raise InvalidInputError(f"{path}: {problem}")
+    return raw.decode("utf-8")
+
+
+def text_problem(raw: bytes, binary: str) -> str | None:
+    """Why `raw` is not UTF-8 text with LF (or CRLF) line endings, in words that name the
+    real problem; `binary` is what to say of NUL bytes that are not UTF-16."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or _utf16_without_bom(raw):
+        return ("UTF-16 text, not UTF-8: re-save the file as UTF-8 "
+                "(e.g. `iconv -f UTF-16 -t UTF-8`)")
     if b"\x00" in raw:
-        raise AtomParseError(path, "binary file in an atom folder: move it elsewhere")
+        return binary
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise AtomParseError(path, f"not UTF-8 (byte {e.start}): re-save the file as UTF-8") \
-            from None
+        return f"not UTF-8 (byte {e.start}): re-save the file as UTF-8"
+    if "\r" in text and "\n" not in text:
+        return ("its lines end with a bare CR (old Mac line endings), which cortex does not "
+                "read as lines: re-save it with LF line endings (e.g. `tr '\\r' '\\n'`)")
+    return None
+
+
+def _utf16_without_bom(raw: bytes) -> bool:
+    head = raw[:64]
+    if len(head) < 4:
+        return False
+    return head[1::2].count(0) == len(head) // 2 or head[0::2].count(0) == (len(head) + 1) // 2
 
 
 def load_mapping(fm_text: str, path: str, first_line: int) -> dict[str, Any]:
@@ -519,8 +561,8 @@ def _reads_back_plain(text: str) -> bool:
         return False
 
 
-_PLAIN_SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_ ./:+-]*$")
-_FLOW_SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+-]*$")
+_PLAIN_SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_ ./:+-]*\Z")
+_FLOW_SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+-]*\Z")
 
 
 def _dump_flow_item(value: Any) -> str:

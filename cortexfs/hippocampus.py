@@ -51,8 +51,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cortexfs import wall
 from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import Atom, as_date, split_status, status_group
+from cortexfs.errors import CortexError
 from cortexfs.strength import strength
 from cortexfs.tokens import chars_for, estimate
 
@@ -77,8 +79,8 @@ MASTER_PER_PROJECT = MASTER_CAPS[0] // 8  # a project's strongest entries shown,
 BANDS = (("strong", 0.8), ("moderate", 0.5), ("weak", 0.3), ("decaying", 0.1), ("silent", 0.0))
 
 _UNSAFE_TAG = re.compile(r"[^\w.+#/-]+")
-_TOPIC_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.md$")
-_TEMPORAL_FILE = re.compile(r"^\d{4}-\d{2}\.md$")
+_TOPIC_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.md\Z")
+_TEMPORAL_FILE = re.compile(r"^\d{4}-\d{2}\.md\Z")
 _DATETIME = dt.datetime  # (remembered: what is parsed once may outlive a patched class)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _US = dt.timedelta(microseconds=1)
@@ -799,12 +801,15 @@ def _existing_generated(context: Path) -> list[Path]:
     found: list[Path] = []
     for sub, pattern in (("topics", _TOPIC_FILE), ("temporal", _TEMPORAL_FILE)):
         folder = root / sub
+        if wall.reason(context, folder):
+            continue  # a linked folder: not part of the store, never listed or cleaned
         try:
             names = os.listdir(folder)
         except (FileNotFoundError, NotADirectoryError):
             continue
         found += [folder / n for n in names if pattern.match(n) or n == "undated.md"]
-    found += [p for p in (root / "decay-queue.md", root / "meta.json") if p.is_file()]
+    found += [p for p in (root / "decay-queue.md", root / "meta.json")
+              if p.is_file() and not wall.reason(context, p)]
     return found
 
 
@@ -832,14 +837,14 @@ def _write_files(context: Path, files: dict[str, str], dry_run: bool,
         same = isinstance(saved, list) and saved[:1] == [hexdigest] and still(path, saved)
         if not same:
             try:
-                same = path.read_bytes() == data
-            except OSError:
+                same = wall.read_bytes(context, path, len(data)) == data
+            except OSError:  # missing, or a link (never read; replaced by the write)
                 same = False
         if not same:
             changed.append(path)
             if dry_run:
                 continue
-            write_if_changed(path, text)
+            write_if_changed(path, text, root=context)
         state = file_state(path, hexdigest, now_ns)
         if state is not None:
             states[rel] = state
@@ -853,7 +858,7 @@ def _write_files(context: Path, files: dict[str, str], dry_run: bool,
     if not dry_run:
         for sub in ("topics", "temporal", ""):
             folder = context / HIER_DIR / sub
-            if folder.is_dir() and not os.listdir(folder):
+            if not wall.reason(context, folder) and folder.is_dir() and not os.listdir(folder):
                 folder.rmdir()
     return changed, states
 
@@ -1036,8 +1041,8 @@ def check_pointers(store: Store) -> list[PointerProblem]:
     listed = _Listed(str(context))
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            text = wall.read_text(context, path, 10 * wall.MAX_TEXT)
+        except (OSError, CortexError):
             continue
         for m in _POINTER.finditer(text):
             for pointer in pointers_of(m.group(0)):

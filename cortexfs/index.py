@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from cortexfs import accesslog, cache
 from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import KINDS, Atom, Kind, as_date, as_list, split_status, status_group
-from cortexfs.errors import AtomParseError, CortexError
+from cortexfs.errors import AtomParseError, CortexError, OutsideStoreError, from_os_error
 from cortexfs.loader import CRC, ERROR, SIZE, LoadedProject, ProjectScan, child_maker, scan_many
 
 if TYPE_CHECKING:
@@ -561,8 +561,13 @@ class _Run:
 
         try:
             write_if_changed(path, text.replace(_PLACEHOLDER, self.now.strftime(
-                "%Y-%m-%dT%H:%M:%SZ")))
+                "%Y-%m-%dT%H:%M:%SZ")), root=self.store.context)
+        except OutsideStoreError:
+            raise
         except OSError as e:
+            problem = from_os_error(e)  # a full disk says so, not "make it writable"
+            if problem is not None:
+                raise problem from None
             raise CortexError(f"cannot write {path}: {e.strerror}; make it a writable file "
                               "(or remove it) and run the regeneration again") from None
         if settled:
@@ -594,7 +599,8 @@ class _Run:
                 result.fold_errors.append(e)
                 continue
             edits.append((kind, name, path, text, st))
-        done = _replace_files([(path, text, st) for _, _, path, text, st in edits])
+        done = _replace_files([(path, text, st) for _, _, path, text, st in edits],
+                              self.store.context)
         for (kind, name, path, _, _), error in zip(edits, done, strict=True):
             if error is not None:
                 result.fold_errors.append(error)
@@ -625,8 +631,7 @@ class _Run:
             return render_packaged(kind, values)
         from cortexfs import templates
 
-        env = templates.environment(self.store)
-        return env.get_template(f"index/{kind.folder}.md.j2").render(**values)
+        return templates.render(self.store, f"index/{kind.folder}.md.j2", **values)
 
 
 # --- the packaged templates without Jinja --------------------------------------------------
@@ -757,10 +762,10 @@ def _with_keys_if_unchanged(path: Path, stamp: tuple[Any, ...], updates: dict[st
     from cortexfs.frontmatter import decode, set_keys
 
     try:
-        with open(path, "rb") as f:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
             st = os.fstat(f.fileno())
             raw = f.read()
-    except OSError as e:
+    except OSError as e:  # (ELOOP: made a link since the scan — never written through)
         raise AtomParseError(str(path), f"cannot read to update refs: {e.strerror}") from None
     if len(raw) != stamp[SIZE] or zlib.crc32(raw) != stamp[CRC]:
         raise AtomParseError(str(path), "changed while cortex was regenerating: its refs "
@@ -771,7 +776,8 @@ def _with_keys_if_unchanged(path: Path, stamp: tuple[Any, ...], updates: dict[st
 BATCH_SYNC_MIN = 8  # from this many files on, one sync(2) for all instead of fsync per file
 
 
-def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomParseError | None]:
+def _replace_files(edits: list[tuple[Path, str, os.stat_result]],
+                   root: Path) -> list[AtomParseError | None]:
     """Atomically replace each file with its new text; None per success, else the error.
 
     Like fsutil.atomic_write (temporary file in the same folder, durable before the rename)
@@ -779,10 +785,9 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
     log into thousands of atoms must not take a minute. A file modified since it was read
     (its stat moved) is left alone.
     """
+    from cortexfs import wall
     from cortexfs.fsutil import atomic_write
 
-    # a symlinked atom: rewrite the file it points to, keeping the link
-    edits = [(Path(os.path.realpath(path)), text, st) for path, text, st in edits]
     if len(edits) < BATCH_SYNC_MIN:
         out: list[AtomParseError | None] = []
         for path, text, st in edits:
@@ -790,10 +795,10 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
                 if _moved(path, st):
                     raise AtomParseError(str(path), "changed while cortex was regenerating: "
                                          "its refs will be updated by the next run")
-                atomic_write(path, text)
+                atomic_write(path, text, root=root)
                 out.append(None)
             except OSError as e:
-                out.append(AtomParseError(str(path), f"cannot write refs: {e.strerror}"))
+                out.append(AtomParseError(str(path), f"cannot write refs: {e.strerror or e}"))
             except AtomParseError as e:
                 out.append(e)
         return out
@@ -804,6 +809,7 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
     try:
         for path, text, st in edits:
             try:
+                wall.check(root, path.parent)
                 fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
                                             suffix=".tmp")
                 temps.append(name)
@@ -814,7 +820,7 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
             except OSError as e:
                 if len(temps) == len(out):
                     temps.append(None)
-                out.append(AtomParseError(str(path), f"cannot write refs: {e.strerror}"))
+                out.append(AtomParseError(str(path), f"cannot write refs: {e.strerror or e}"))
         os.sync()  # every temporary file is on disk before any rename
         for i, ((path, _, st), temp) in enumerate(zip(edits, temps, strict=True)):
             if temp is None or out[i] is not None:
@@ -827,7 +833,7 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
                 os.replace(temp, path)
                 temps[i] = None
             except OSError as e:
-                out[i] = AtomParseError(str(path), f"cannot write refs: {e.strerror}")
+                out[i] = AtomParseError(str(path), f"cannot write refs: {e.strerror or e}")
     finally:
         for leftover in temps:
             if leftover is not None:
@@ -838,7 +844,7 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
 
 def _moved(path: Path, st: os.stat_result) -> bool:
     try:
-        now = os.stat(path)
+        now = os.lstat(path)  # made a link since it was read: moved
     except OSError:
         return True
     return (now.st_mtime_ns, now.st_size, now.st_ino) != (st.st_mtime_ns, st.st_size, st.st_ino)
@@ -998,8 +1004,10 @@ def _stamp(path: Path) -> list[int]:
 
 
 def _read_text(path: Path) -> str | None:
+    """A generated file's text; None when missing, unreadable or a link (never read)."""
     try:
-        return path.read_text(encoding="utf-8")
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
+            return f.read().decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
 

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from cortexfs import cache, templates
+from cortexfs import cache, templates, wall
 from cortexfs.atoms import KINDS, Atom
+from cortexfs.errors import CortexError, OutsideStoreError
 from cortexfs.fsutil import write_if_changed
 from cortexfs.scaffold import GENERATED_END, GENERATED_START, PROJECT_FOLDERS, STORE_FOLDERS
 from cortexfs.store import Store
@@ -50,7 +51,7 @@ _SCAN_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})")
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _ATOM_FOLDERS = {k.folder: k for k in KINDS}
 # exactly the names atoms.kind_of_filename gives that kind (`EXP-042b.md`, `K-7.md` …)
-_ATOM_FILE = {k.prefix: re.compile(k.id_re.pattern.rstrip("$") + r"\.md$") for k in KINDS}
+_ATOM_FILE = {k.prefix: re.compile(k.id_re.pattern.removesuffix(r"\Z") + r"\.md\Z") for k in KINDS}
 # Files other generators write, described without reading them (they may not exist yet in
 # this run, and a description must not depend on the order generators run in).
 _GENERATED = {
@@ -123,7 +124,7 @@ def walk(store: Store, skip: Path | None = None,
                     links = links or entry.is_symlink()
                     if entry.is_dir(follow_symlinks=False):
                         dirs.append(name)
-                    elif entry.is_file():
+                    elif entry.is_file(follow_symlinks=False):  # a link: not in the store
                         files.append(name)
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             return None
@@ -165,7 +166,7 @@ def content_dirs(store: Store, skip: Path | None = None) -> list[Path]:
 
 def _head(path: Path) -> str:
     try:
-        with open(path, "rb") as f:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
             return f.read(HEAD_BYTES).decode("utf-8", "replace")
     except OSError:
         return ""
@@ -388,7 +389,9 @@ def cortex_md_updates(store: Store, folders: Mapping[Path, Listing] | None = Non
     for folder in folders:
         path = folder / CORTEX
         try:
-            texts[path] = path.read_bytes().decode("utf-8")
+            texts[path] = wall.read_bytes(store.context, path, 10 * wall.MAX_TEXT).decode()
+        except OutsideStoreError:
+            continue  # a link: not part of the store, neither read nor replaced
         except FileNotFoundError:
             texts[path] = _new_cortex_md(store, folder)
             new.add(path)
@@ -450,9 +453,9 @@ def _phase(store: Store, name: str) -> str:
     from cortexfs.governance import STATUS_FILE, read_status
 
     try:
-        phase = read_status((store.projects_dir / name / STATUS_FILE).read_text(
-            encoding="utf-8", errors="replace")).phase
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        phase = read_status(wall.read_text(store.context,
+                                           store.projects_dir / name / STATUS_FILE)).phase
+    except (OSError, CortexError):  # missing, a link, a folder, too big: no phase to show
         phase = None
     return _clip(phase) if phase else ""
 
@@ -501,15 +504,16 @@ def _refresh(store: Store, summaries: Mapping[str, AtomSummary], dry_run: bool) 
     overview = store.context / OVERVIEW
     text = render_overview(store, lines)
     try:
-        current = overview.read_bytes().decode("utf-8")
-    except (FileNotFoundError, UnicodeDecodeError):
+        current = wall.read_bytes(store.context, overview, 10 * wall.MAX_TEXT).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
         current = None
     if current != text:
         changes[overview] = text
     changes.update(cortex_md_updates(store))
     if dry_run:
         return sorted(changes)
-    return sorted(p for p, t in changes.items() if write_if_changed(p, t))
+    return sorted(p for p, t in changes.items()
+                  if write_if_changed(p, t, root=store.context))
 
 
 CACHE_KIND = "overview-2"
@@ -553,7 +557,7 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
     else:
         text = render_overview(store, lines)
         try:
-            current = overview.read_bytes().decode("utf-8")
+            current = wall.read_bytes(store.context, overview, 10 * wall.MAX_TEXT).decode()
         except (OSError, UnicodeDecodeError):
             current = None
         if current != text:
@@ -580,7 +584,8 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
         remember = not changes
         written = sorted(changes)
     else:
-        written = sorted(p for p, t in changes.items() if write_if_changed(p, t))
+        written = sorted(p for p, t in changes.items()
+                         if write_if_changed(p, t, root=store.context))
         if overview in changes and key is not None:
             state_now = cache.file_state(overview, cache.digest(
                 changes[overview].encode()).hex(), now)

@@ -94,7 +94,7 @@ def test_a_read_only_store_is_one_line_with_exit_1(cli, store, monkeypatch) -> N
 
     from cortexfs import fsutil
 
-    def refuse(path: Path, data: object) -> None:
+    def refuse(path: Path, data: object, **kwargs: object) -> None:
         raise OSError(errno.EROFS, "Read-only file system", str(path))
 
     monkeypatch.setattr(fsutil, "atomic_write", refuse)
