@@ -413,7 +413,11 @@ def load_yaml_mapping(fm_text: str, path: str, first_line: int) -> dict[str, Any
 
     # python-frontmatter's YAMLHandler does exactly this load; calling yaml directly saves
     # importing that package on the paths that need no other part of it.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    deep = too_deep(fm_text)
+    if deep is not None:
+        raise AtomParseError(path, f"the YAML nests more than {MAX_YAML_DEPTH} levels deep: "
+                             "write the values out plainly", first_line + deep)
+    loader = safe_loader()
     try:
         try:
             data = yaml.load(fm_text, Loader=loader)  # noqa: S506 - a safe loader
@@ -471,11 +475,80 @@ def unbounded(data: Any) -> str | None:
     return None
 
 
+def too_deep(text: str) -> int | None:
+    """The 0-based line where YAML `text` nests deeper than MAX_YAML_DEPTH, else None.
+
+    To be called before any YAML loader sees the text: the C composer recurses once per
+    level, so 30,000 nested `[` crash the process (exit 139) and the Python one raises
+    RecursionError. Every level opens with `[`, `{`, `-`, `?` or a new line, so a text with
+    fewer of those cannot be too deep (the common case costs a few str.count); otherwise
+    the parser's event stream, which does not recurse, is walked until it is.
+    """
+    bound = sum(map(text.count, ("[", "{", "-", "?", "\n")))
+    if bound < MAX_YAML_DEPTH:
+        return None
+    import yaml
+
+    depth = 0
+    opening = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+    closing = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+    try:
+        for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+            if isinstance(event, opening):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    return event.start_mark.line if event.start_mark is not None else 0
+            elif isinstance(event, closing):
+                depth -= 1
+    except yaml.YAMLError:
+        pass  # the load says what is wrong, with its line
+    return None
+
+
+_LOADERS: dict[Any, Any] = {}
+
+
+def safe_loader(base: Any = None) -> Any:
+    """A safe YAML loader (`base`: CSafeLoader where PyYAML has it) for which a key that a
+    mapping repeats is an error with its line, not a silent overwrite (the last `status:`
+    would win)."""
+    import yaml
+
+    base = base or getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    found = _LOADERS.get(base)
+    if found is not None:
+        return found
+
+    class Checked(base):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                seen: dict[Any, Any] = {}
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue  # `<<: *base`: what it merges may be overridden
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        first = seen.setdefault(key, key_node)
+                    except TypeError:  # an unhashable key: the load itself refuses it
+                        continue
+                    if first is not key_node:
+                        above = key_node.start_mark.line - first.start_mark.line
+                        where = (f"{above} line{'s' if above > 1 else ''} above" if above
+                                 else "earlier on this line")
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {str(key)[:60]!r} (also {where}): "
+                            "keep one", key_node.start_mark)
+            return super().construct_mapping(node, deep)
+
+    _LOADERS[base] = Checked
+    return Checked
+
+
 def _lenient_loader() -> Any:
     """A SafeLoader that leaves timestamps it cannot build (month 13, day 45) as strings."""
     import yaml
 
-    class Lenient(yaml.SafeLoader):
+    class Lenient(safe_loader(yaml.SafeLoader)):  # type: ignore[misc]
         pass
 
     def timestamp(loader: yaml.SafeLoader, node: Any) -> Any:

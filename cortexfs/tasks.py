@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING, Any
 from cortexfs import wall
 from cortexfs.atoms import as_date, as_list
 from cortexfs.errors import InvalidInputError, OutsideStoreError
-from cortexfs.frontmatter import decode_text, dump_scalar, normalize, unbounded
+from cortexfs.frontmatter import (
+    MAX_YAML_DEPTH,
+    decode_text,
+    dump_scalar,
+    normalize,
+    safe_loader,
+    too_deep,
+    unbounded,
+)
 from cortexfs.fsutil import atomic_write, file_lock
 from cortexfs.store import Project
 
@@ -143,7 +151,12 @@ def parse(text: str, path: Path, archived: set[str] | None = None) -> TaskFile:
     import yaml
 
     tf = TaskFile(path, text)
-    loader = yaml.SafeLoader(text)
+    deep = too_deep(text)
+    if deep is not None:
+        tf.problems.append(Problem("error", deep + 1, f"the YAML nests more than "
+                                   f"{MAX_YAML_DEPTH} levels deep: write the tasks out plainly"))
+        return tf
+    loader = safe_loader(yaml.SafeLoader)(text)  # a repeated key is an error with its line
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
@@ -620,8 +633,10 @@ class _CannotEdit(Exception):
 def _data_of(text: str) -> list[Any] | None:
     import yaml
 
+    if too_deep(text) is not None:
+        return None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=safe_loader(yaml.SafeLoader))  # noqa: S506 - safe
     except yaml.YAMLError:
         return None
     if data is not None and not isinstance(data, (list, dict)):

@@ -182,3 +182,95 @@ def test_fifo_or_folder_named_like_an_atom_is_reported_not_waited_on(cli, projec
     assert "EXP-003.md" in result.stdout and "a directory" in result.stdout
     regen = cli("index", "regen", "flywheel", "--no-commit")
     assert regen.exit_code == 0, regen.output
+
+
+DEEP = 30_000
+NESTED = {
+    "flow-list": "[" * DEEP + "]" * DEEP,
+    "flow-map": "{a: " * DEEP + "}" * DEEP,
+    "block-list": "\n  " + "- " * DEEP + "x",
+    "block-indented": "\n" + "".join(" " * i + "- \n" for i in range(1, 200)),
+}
+COMMANDS = [["validate"], ["index", "regen", "--all", "--no-commit"],
+            ["recall", "x", "--no-dense"], ["brief"], ["ready"], ["maintain"],
+            ["tasks", "list"], ["tasks", "add", "more", "-p", "flywheel", "--no-commit"]]
+
+
+@pytest.mark.parametrize("shape", sorted(NESTED))
+def test_nesting_past_64_levels_is_refused_before_yaml_sees_it(
+        cli, write_atom: Callable[..., Path], project: Project, shape: str) -> None:
+    # 30,000 nested `[` in one atom crashed every command that parses atoms (exit 139, the
+    # C stack); in TASKS.yaml it was "internal error: RecursionError … a bug"
+    write_atom("EXP-001")
+    write_atom("EXP-002", tags=NESTED[shape])
+    (project.root / "TASKS.yaml").write_text("tasks: " + NESTED[shape] + "\n")
+    for args in COMMANDS:
+        result = cli(*args)
+        assert result.exit_code in (0, 1), (args, result.output)
+        assert "internal error" not in result.stderr and "Traceback" not in result.output
+    import re
+
+    said = cli("validate").stdout
+    line = 6 if shape.startswith("flow") else r"\d+"  # where the 65th level opens
+    assert re.search(rf"EXP-002\.md:{line}  \[frontmatter\] the YAML nests more than 64 "
+                     "levels deep", said), said
+    assert re.search(r"TASKS\.yaml:\d+  \[tasks\] the YAML nests more than 64 levels deep",
+                     said), said
+    regen = cli("index", "regen", "--all", "--no-commit")
+    assert "EXP-002.md:" in regen.stderr and "the YAML nests" in regen.stderr  # skipped
+    assert "EXP-001" in (project.root / "experiments" / "index.md").read_text()
+
+
+def test_nesting_in_a_real_process_is_not_a_crash(project: Project,
+                                                  write_atom: Callable[..., Path]) -> None:
+    import subprocess
+    import sys
+
+    write_atom("EXP-002", tags=NESTED["flow-list"])
+    proc = subprocess.run([sys.executable, "-m", "cortexfs", "--home", str(project.store.home),
+                           "validate"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr  # was -11 (SIGSEGV)
+    assert "nests more than 64 levels deep" in proc.stdout
+
+
+@pytest.mark.parametrize(("extra", "line", "key"), [
+    ("status: active\nsummary: second\n", 8, "summary"),
+    ("status: active\nstatus: invalidated\nrefs: 999\n", 8, "status"),
+    ("links: {a: 1, a: 2}\n", 7, "a"),
+])
+def test_a_duplicate_frontmatter_key_is_an_error_with_its_line(
+        cli, write_atom: Callable[..., Path], extra: str, line: int, key: str) -> None:
+    # the last `summary:` / `status:` silently won (lines: 1 `---`, 2 id … 6 tags)
+    write_atom("EXP-001", extra=extra)
+    said = cli("validate", "flywheel").stdout
+    assert f"EXP-001.md:{line}  [frontmatter] invalid YAML in frontmatter: duplicate key " \
+           f"'{key}'" in said, said
+
+
+def test_a_duplicate_task_key_is_an_error_with_its_line(cli, project: Project) -> None:
+    (project.root / "TASKS.yaml").write_text(
+        "tasks:\n  - id: T-1\n    text: a\n    status: todo\n    status: done\n")
+    said = cli("validate", "flywheel").stdout
+    assert "TASKS.yaml:5  [tasks] invalid YAML: duplicate key 'status' (also 1 line above)" \
+        in said, said
+
+
+@pytest.mark.parametrize("name", ["evil\n", "evil\nx", "a/b", "..", "ok "])
+def test_names_are_full_matches(cli, store, name: str) -> None:
+    # `$` matches before a final newline: "evil\n" made a second folder listing as "evil"
+    result = cli("project", "new", name)
+    assert result.exit_code == 1 and "invalid project name" in result.stderr
+    assert [p.name for p in store.projects_dir.iterdir() if p.is_dir()] == []
+
+
+def test_ids_and_tags_are_full_matches(cli, project: Project) -> None:
+    from cortexfs.atoms import kind_of_filename, kind_of_id
+    from cortexfs.authoring import TAG
+    from cortexfs.decisions import RECORD_NAME
+    from cortexfs.tasks import TASK_ID
+
+    assert kind_of_id("EXP-001\n") is None and kind_of_filename("EXP-001.md\n") is None
+    assert TASK_ID.match("T-1\n") is None and TAG.match("a\n") is None
+    assert RECORD_NAME.match("0001-a.md\n") is None
+    result = cli("new", "exp", "-p", "flywheel", "-s", "x", "-t", "a\nb", "--no-commit")
+    assert result.exit_code == 1 and "invalid tag" in result.stderr
