@@ -508,11 +508,12 @@ def test_fold_leaves_an_atom_edited_meanwhile(tmp_path: Path) -> None:
 
 def test_fold_error_is_reported_not_fatal(store: Store, project: Project,
                                           write_atom: Callable[..., Path]) -> None:
-    path = write_atom("EXP-001", extra="refs: 1\nrefs: 2\n")  # a shape set_keys refuses
+    # a shape set_keys cannot rewrite: a quoted key (a repeated key is now a parse error)
+    path = write_atom("EXP-001", extra='"refs": 1\n')
     write_log(project, *[log_line("EXP-001.md", "2026-04-01T00:00:00.000Z")] * 3)
     result = regenerate(store, ["flywheel"])
     assert [Path(e.path) for e in result.fold_errors] == [path]
-    assert "cannot safely rewrite" in result.fold_errors[0].reason
+    assert "'refs'" in result.fold_errors[0].reason
     assert result.folded == [] and path not in result.written
     assert "| 3 |" in rows(project)[0]  # the index still shows the folded count
     assert [Path(e.path) for e in regenerate(store, ["flywheel"]).fold_errors] == [path]
