@@ -16,7 +16,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from cortexfs import templates, wall
+from cortexfs import escape, templates, wall
 from cortexfs.errors import InvalidInputError
 from cortexfs.fsutil import atomic_write, file_lock
 from cortexfs.store import Store
@@ -218,7 +218,7 @@ def new_decision(store: Store, title: str, project: str | None = None,
                                     "records before adding more")
         path = folder / f"{number:04d}-{slug}.md"
         text = templates.render(store, "project/decision.md.j2", number=f"{number:04d}",
-                                title=title, date=(today or dt.date.today()).isoformat(),
-                                project=project or "")
+                                title=escape.line(title), project=project or "",
+                                date=(today or dt.date.today()).isoformat())
         atomic_write(path, text, root=store.context)
     return path

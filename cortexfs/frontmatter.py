@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import math
 import os
 import re
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cortexfs.errors import AtomParseError
+from cortexfs.escape import yaml_scalar as dump_scalar  # (kept under its old name for callers)
 
 BOM = "\ufeff"
 MAX_ATOM_BYTES = 1_000_000  # bigger files are not atoms someone wrote by hand: skip them
@@ -600,58 +600,6 @@ def normalize(value: Any) -> Any:
 
 
 # --- writing ---------------------------------------------------------------------------------
-
-
-def dump_scalar(value: Any) -> str:
-    """A value as inline YAML that loads back to exactly `value`."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_dump_flow_item(v) for v in value) + "]"
-    text = str(value)
-    if _PLAIN_SAFE.match(text) and _reads_back_plain(text):
-        return text
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _reads_back_plain(text: str) -> bool:
-    """Whether `text` written unquoted after `key: ` loads back as exactly `text`."""
-    if text != text.strip(" ") or _DATE.fullmatch(text):
-        return False  # YAML strips the spaces; a date would load as a date object
-    try:
-        return bool(_value(text) == text)
-    except _Unsure:
-        pass
-    import yaml
-
-    try:
-        return bool(yaml.safe_load(text) == text)
-    except yaml.YAMLError:
-        return False
-
-
-_PLAIN_SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_ ./:+-]*\Z")
-_FLOW_SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+-]*\Z")
-
-
-def _dump_flow_item(value: Any) -> str:
-    if isinstance(value, str) and _FLOW_SAFE.match(value) and not _DATE.fullmatch(value):
-        try:
-            if _plain(value) == value:
-                return value
-        except _Unsure:
-            pass
-        import yaml
-
-        if yaml.safe_load(value) == value:
-            return value
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    return dump_scalar(value)
 
 
 def set_keys(text: str, updates: dict[str, Any], path: str = "<string>") -> str:

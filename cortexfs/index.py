@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cortexfs import accesslog, cache
+from cortexfs import accesslog, cache, escape
 from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import KINDS, Atom, Kind, as_date, as_list, split_status, status_group
 from cortexfs.errors import AtomParseError, CortexError, OutsideStoreError, from_os_error
@@ -621,8 +621,8 @@ class _Run:
         for row in rows:
             groups[row.group].append(row)
         values: dict[str, Any] = dict(
-            title=kind.title, project=cell(project.name),
-            use_when=USE_WHEN[kind.name].format(project=cell(project.name)),
+            title=kind.title, project=escape.cell(project.name),
+            use_when=USE_WHEN[kind.name].format(project=escape.cell(project.name)),
             updated=_PLACEHOLDER, total=len(rows), **groups,
             stats=_stats(rows, groups, self.today))
         if self.native is None:
@@ -852,22 +852,6 @@ def _moved(path: Path, st: os.stat_result) -> bool:
 
 # --- rendering -------------------------------------------------------------------------------
 
-_CELL_SPECIAL = re.compile(r"[|`<>&\\\r\n\t\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
-_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
-
-
-def cell(value: object) -> str:
-    """`value` as the text of one markdown table cell: on one line, with `|`, backticks
-    and HTML made literal, so that no summary can break the table or inject markup."""
-    text = "" if value is None else str(value)
-    if _CELL_SPECIAL.search(text):
-        text = " ".join(text.split())
-        text = _ENTITY.sub("&amp;", text)
-        text = text.replace("<", "&lt;").replace(">", "&gt;")
-        text = text.replace("|", "\\|").replace("`", "\\`")
-    return text.strip()
-
-
 class _Row:
     """One table row: every field is a ready, escaped cell; `atom` is the Atom."""
 
@@ -887,7 +871,7 @@ class _Row:
         self.id = f"[{stem}]({name})"
         self.day, self.date = _day(meta.get("date"))
         summary = meta.get("summary")
-        self.summary = cell(summary) if summary is not None else ""
+        self.summary = escape.cell(summary) if summary is not None else ""
         self.tags = _ids(meta.get("tags"))
         refs = meta.get("refs")
         self.refs = refs if type(refs) is int and refs >= 0 else 0
@@ -898,7 +882,7 @@ class _Row:
         if self.group == "invalidated":
             inv_date = as_date(meta.get("invalidated-date"))
             by = self.status_ref or "—"
-            self.invalidated_by = cell(f"{by} ({inv_date.isoformat()})" if inv_date else by)
+            self.invalidated_by = escape.cell(f"{by} ({inv_date.isoformat()})" if inv_date else by)
         else:
             self.invalidated_by = ""
         m = _ID_ORDER.search(stem)
@@ -923,7 +907,7 @@ def _day(value: object) -> tuple[dt.date | None, str]:
         if len(_DAYS) > _MEMO_MAX:  # a long-running watcher: keep memory bounded
             _DAYS.clear()
         day = as_date(value)
-        found = _DAYS[key] = (day, day.isoformat() if day else cell(value))
+        found = _DAYS[key] = (day, day.isoformat() if day else escape.cell(value))
     return found
 
 
@@ -936,13 +920,13 @@ def _status(value: object) -> tuple[str, str | None, str, str]:
             _STATUSES.clear()
         name, ref = split_status(value)
         found = _STATUSES[key] = (name, ref, status_group(name),
-                                  cell(f"{name} by {ref}" if ref else name))
+                                  escape.cell(f"{name} by {ref}" if ref else name))
     return found
 
 
 # what makes a joined list need the careful path: spaces to strip, empty items, or a
-# character that cell() would escape
-_IDS_ODD = re.compile(r"^[\s,]|\s$|\s,|, [\s,]|[|`<>&\\\r\n\t\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+# character that escape.cell() would escape
+_IDS_ODD = re.compile(r"^[\s,]|\s$|\s,|, [\s,]|" + escape.SPECIAL)
 
 
 def _ids(value: object) -> str:
@@ -957,7 +941,7 @@ def _ids(value: object) -> str:
         else:
             if not _IDS_ODD.search(joined):
                 return joined
-    return cell(", ".join(as_list(value)))
+    return escape.cell(", ".join(as_list(value)))
 
 
 def _capped(items: list[str]) -> str:
@@ -980,7 +964,7 @@ class _Stats:
 
 
 def _stats(rows: list[_Row], groups: dict[str, list[_Row]], today: dt.date) -> _Stats:
-    challenged = [cell(f"{r.stem} (by {r.status_ref})" if r.status_ref else r.stem)
+    challenged = [escape.cell(f"{r.stem} (by {r.status_ref})" if r.status_ref else r.stem)
                   for r in groups["active"] if r.status_name == "challenged"]
     hot = [f"{r.stem} ({r.refs})" for r in rows if r.refs >= HOT_REFS]
     cutoff = today - dt.timedelta(days=COLD_DAYS)

@@ -29,9 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
-from cortexfs import cache, templates, wall
+from cortexfs import cache, escape, templates, wall
 from cortexfs.atoms import KINDS, Atom
 from cortexfs.errors import CortexError, OutsideStoreError
 from cortexfs.fsutil import write_if_changed
@@ -240,17 +239,6 @@ def _describe_file(path: Path) -> str:
     return ""
 
 
-def _cell(text: str) -> str:
-    """Text safe inside a markdown table cell or a list item (one line, no markup breakers)."""
-    text = " ".join(text.split())
-    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
-            .replace(">", "&gt;").replace("`", "'"))
-
-
-def _link(name: str) -> str:
-    return quote(name, safe="/._-~")
-
-
 # --- blocks ------------------------------------------------------------------------------------
 
 
@@ -275,7 +263,7 @@ def _new_cortex_md(store: Store, folder: Path) -> str:
 
     rel = folder.relative_to(store.context).parts
     if len(rel) == 2 and rel[0] == "projects":
-        return templates.render(store, "project/CORTEX.md.j2", project=rel[1],
+        return templates.render(store, "project/CORTEX.md.j2", project=escape.line(rel[1]),
                                 date="", generated_block=EMPTY_BLOCK)
     known = (PROJECT_FOLDERS if len(rel) == 3 and rel[0] == "projects" else
              STORE_FOLDERS if len(rel) == 1 else {})
@@ -285,8 +273,8 @@ def _new_cortex_md(store: Store, folder: Path) -> str:
         "is generated."))
     if len(rel) == 3 and rel[0] == "projects":
         title = f"{title} — {rel[1]}"
-    return templates.render(store, "store/folder-CORTEX.md.j2", title=title, purpose=purpose,
-                            generated_block=EMPTY_BLOCK)
+    return templates.render(store, "store/folder-CORTEX.md.j2", title=escape.line(title),
+                            purpose=purpose, generated_block=EMPTY_BLOCK)
 
 
 def _folder_entries(folder: Path, listing: Listing) -> tuple[list[str], list[str], list[str]]:
@@ -322,7 +310,8 @@ def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
         files.insert(0, "index.md")
     for name in files:
         desc = _describe_file(folder / name)
-        entries.append(f"- [{_cell(name)}]({_link(name)})" + (f" — {_cell(desc)}" if desc else ""))
+        entries.append(f"- [{escape.cell(name)}]({escape.link(name)})"
+                       + (f" — {escape.line(desc)}" if desc else ""))
     if kind is not None and atom_count:
         ordered = sorted(atom_ids, key=_id_sort)
         span = ordered[0] if atom_count == 1 else f"{ordered[0]} … {ordered[-1]}"
@@ -330,8 +319,8 @@ def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
                        f"`{kind.prefix}-NNN.md` ({span}): find them through index.md")
     for name in dirs:
         title = plan.title(folder / name)
-        entries.append(f"- [{_cell(name)}/]({_link(name)}/{CORTEX})"
-                       + (f" — {_cell(title)}" if title else ""))
+        entries.append(f"- [{escape.cell(name)}/]({escape.link(name)}/{CORTEX})"
+                       + (f" — {escape.line(title)}" if title else ""))
     if not entries:
         entries.append("_Nothing here yet._")
     if len(entries) > MAX_ENTRIES:
@@ -475,12 +464,14 @@ def render_overview(store: Store, lines: list[ProjectLine]) -> str:
     match = _SCAN_DATE.match(scan) if scan else None
     return templates.render(
         store, "store/OVERVIEW.md.j2",
-        projects=[{"name": _cell(p.name), "link": _link(p.name), "phase": _cell(p.phase) or "—",
+        projects=[{"name": escape.cell(p.name), "link": escape.link(p.name),
+                   "phase": escape.cell(p.phase) or "—",
                    "experiments": p.counts["experiments"], "knowledge": p.counts["knowledge"],
                    "patterns": p.counts["patterns"], "newest": p.newest or "—"}
                   for p in lines],
         last_scan=match.group(1) if match else None,
-        last_scan_file=scan,
+        last_scan_file=escape.line(scan) if scan else None,
+        last_scan_link=escape.link(scan) if scan else None,
     )
 
 

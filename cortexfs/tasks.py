@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import wall
+from cortexfs import escape, wall
 from cortexfs.atoms import as_date, as_list
 from cortexfs.errors import InvalidInputError, OutsideStoreError
+from cortexfs.escape import yaml_scalar
 from cortexfs.frontmatter import (
     MAX_YAML_DEPTH,
     decode_text,
-    dump_scalar,
     normalize,
     safe_loader,
     too_deep,
@@ -596,7 +596,7 @@ def render_archive_entry(task: Task) -> str:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    return escape.line(text)  # tasks-archive.md is markdown: one line, markup made literal
 
 
 def _append_archive(text: str, tasks: list[Task], today: dt.date) -> str:
@@ -709,7 +709,7 @@ def _dump(value: Any) -> str:
     """Inline YAML for a value; an ISO date stays unquoted (it reads back as the same date)."""
     if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value) and as_date(value):
         return value
-    return dump_scalar(value)
+    return yaml_scalar(value)
 
 
 def _render_block(task: dict[str, Any], indent: str, eol: str) -> str:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cortexfs import derived, index
+from cortexfs import derived, escape, index
 from cortexfs.index import RegenContext, regenerate
 from cortexfs.store import Project, Store
 
@@ -143,10 +143,10 @@ def test_cells_are_escaped(store: Store, project: Project,
 
 
 def test_cell_function() -> None:
-    assert index.cell(None) == ""
-    assert index.cell("  plain  ") == "plain"
-    assert index.cell("a\r\nb\tc\u2028d") == "a b c d"
-    assert index.cell("&#x27; &lt; & ;") == "&amp;#x27; &amp;lt; & ;"
+    assert escape.cell(None) == ""
+    assert escape.cell("  plain  ") == "plain"
+    assert escape.cell("a\r\nb\tc\u2028d") == "a b c d"
+    assert escape.cell("&#x27; &lt; & ;") == "&amp;#x27; &amp;lt; & ;"
 
 
 def test_list_cells_read_lists_as_atoms_do() -> None:
@@ -162,7 +162,7 @@ def test_list_cells_read_lists_as_atoms_do() -> None:
                       for _ in range(rng.randint(0, 4))]
         if rng.random() < 0.1:
             value = [*value, None, 3, True]
-        assert index._ids(value) == index.cell(", ".join(as_list(value))), value
+        assert index._ids(value) == escape.cell(", ".join(as_list(value))), value
     assert index._ids("a, b") == "a, b"
     assert index._ids(None) == ""
 
