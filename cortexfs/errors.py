@@ -74,8 +74,8 @@ def from_os_error(e: OSError) -> EnvironmentProblem | None:
                      "attributes (chattr)",
         errno.EROFS: f"{where} is on a read-only file system: remount it read-write or use "
                      "another CORTEX_HOME / --home",
-        errno.ENOSPC: f"no space left on the device writing {where}: free some space, then "
-                      "run the command again (nothing was half-written)",
+        errno.ENOSPC: f"disk full: no space left on the device writing {where}: free some "
+                      "space, then run the command again (nothing was half-written)",
         errno.EDQUOT: f"disk quota exceeded writing {where}: free some space, then run the "
                       "command again (nothing was half-written)",
         errno.ENOTDIR: f"{where}: part of this path is a file, not a folder: move that file "

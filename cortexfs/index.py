@@ -565,6 +565,8 @@ class _Run:
         except OutsideStoreError:
             raise
         except OSError as e:
+            if e.filename is None:
+                e.filename = str(path)  # (a failed write(2) names no file)
             problem = from_os_error(e)  # a full disk says so, not "make it writable"
             if problem is not None:
                 raise problem from None
@@ -798,7 +800,7 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]],
                 atomic_write(path, text, root=root)
                 out.append(None)
             except OSError as e:
-                out.append(AtomParseError(str(path), f"cannot write refs: {e.strerror or e}"))
+                out.append(AtomParseError(str(path), f"cannot write refs: {_refusal(e)}"))
             except AtomParseError as e:
                 out.append(e)
         return out
@@ -820,7 +822,7 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]],
             except OSError as e:
                 if len(temps) == len(out):
                     temps.append(None)
-                out.append(AtomParseError(str(path), f"cannot write refs: {e.strerror or e}"))
+                out.append(AtomParseError(str(path), f"cannot write refs: {_refusal(e)}"))
         os.sync()  # every temporary file is on disk before any rename
         for i, ((path, _, st), temp) in enumerate(zip(edits, temps, strict=True)):
             if temp is None or out[i] is not None:
@@ -833,13 +835,21 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]],
                 os.replace(temp, path)
                 temps[i] = None
             except OSError as e:
-                out[i] = AtomParseError(str(path), f"cannot write refs: {e.strerror or e}")
+                out[i] = AtomParseError(str(path), f"cannot write refs: {_refusal(e)}")
     finally:
         for leftover in temps:
             if leftover is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(leftover)
     return out
+
+
+def _refusal(e: OSError) -> str:
+    """What the file system said, as the user has to fix it (a full disk: "disk full")."""
+    if isinstance(e, OutsideStoreError):
+        return str(e)
+    problem = from_os_error(e)
+    return str(problem) if problem is not None else str(e.strerror or e)
 
 
 def _moved(path: Path, st: os.stat_result) -> bool:

@@ -274,3 +274,68 @@ def test_ids_and_tags_are_full_matches(cli, project: Project) -> None:
     assert RECORD_NAME.match("0001-a.md\n") is None
     result = cli("new", "exp", "-p", "flywheel", "-s", "x", "-t", "a\nb", "--no-commit")
     assert result.exit_code == 1 and "invalid tag" in result.stderr
+
+
+def test_a_full_disk_says_disk_full(cli, project: Project,
+                                    write_atom: Callable[..., Path]) -> None:
+    import shutil
+    import subprocess
+
+    atoms = project.root / "experiments"
+    text = write_atom("EXP-001").read_bytes()
+    shutil.rmtree(atoms)
+    atoms.mkdir()
+    # a real, tiny tmpfs (needs mount(8) rights: skipped without)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(atoms)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        (atoms / "EXP-001.md").write_bytes(text)
+        with open(atoms / "filler", "wb", buffering=0) as f, pytest.raises(OSError):
+            while True:
+                f.write(b"x" * 4096)
+        said = _one_error_line(cli("index", "regen", "flywheel", "--no-commit"))
+        assert said.startswith("error: disk full: no space left on the device writing "), said
+        assert "index.md" in said and "writable" not in said
+    finally:
+        subprocess.run(["umount", "-l", str(atoms)], capture_output=True)
+
+
+def test_big_files_are_refused_in_bounded_time(cli, store, project: Project) -> None:
+    # a 12 MB MEMORY.md took 11.5 s to lint, a 10 MB STATUS.md 4.2 s in `ready`
+    memory = store.context / "user" / "MEMORY.md"
+    memory.write_text("<!-- neocortex.md v1.0 -->\n# Memory\n## Knowledge\n"
+                      + "- a fact that repeats <!-- nx: id=f -->\n" * 300_000)
+    said = _one_error_line(cli("memory", "lint"))
+    assert "is over 1,000,000 bytes" in said and "split it" in said
+    status = project.root / "STATUS.md"
+    status.write_text(status.read_text() + "- progress on EXP-001\n" * 500_000)
+    ready = cli("ready")
+    assert ready.exit_code == 1 and "over the 1,000,000-byte limit" in ready.stdout
+    assert "STATUS.md  [size]" in cli("validate").stdout
+
+
+@pytest.mark.parametrize(("raw", "says"), [
+    ("---\nid: EXP-001\n---\nbody\n".encode("utf-16"), "UTF-16 text, not UTF-8"),
+    ("---\nid: EXP-001\n---\nbody\n".encode("utf-16-le"), "UTF-16 text, not UTF-8"),
+    (b"---\rid: EXP-001\rdate: 2026-03-09\r---\rbody\r",
+     "its lines end with a bare CR (old Mac line endings)"),
+])
+def test_odd_encodings_and_line_endings_are_named(cli, project: Project, raw: bytes,
+                                                  says: str) -> None:
+    # UTF-16 was "binary file", CR-only "no frontmatter: the file must start with '---'"
+    folder = project.root / "experiments"
+    folder.mkdir(exist_ok=True)
+    (folder / "EXP-001.md").write_bytes(raw)
+    (project.root / "TASKS.yaml").write_bytes(raw)
+    said = cli("validate").stdout
+    assert f"EXP-001.md  [frontmatter] {says}" in said, said
+    assert f"TASKS.yaml: {says}" in said, said
+
+
+def test_an_atom_with_60000_keys_gives_one_capped_list(cli, write_atom: Callable[..., Path]) \
+        -> None:
+    write_atom("EXP-001", extra="".join(f"k{i}: v\n" for i in range(60_000)))
+    said = cli("validate").stdout
+    assert said.count("[unknown-key]") == 11, said[:2000]
+    assert "… and 59,990 more unknown keys" in said
