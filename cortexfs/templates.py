@@ -120,7 +120,7 @@ def render(store: Store | None, name: str, **context: Any) -> str:
             AttributeError, RecursionError) as e:  # a template is data: its failure too
         where = store.templates_dir / name if store is not None and (
             store.templates_dir / name).exists() else name
-        what = "is not allowed in a template" if type(e).__name__ == "SecurityError" \
+        what = "does what a template may not" if type(e).__name__ == "SecurityError" \
             else "failed"
         problem = " ".join(str(e).split())[:300]
         raise InvalidInputError(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,65 +18,8 @@ from cortexfs import wall
 from cortexfs.errors import OutsideStoreError
 from cortexfs.store import Project, Store
 
-MARKER = "SECRET-OUTSIDE-THE-STORE"
-OUTSIDE_ATOM = (f"---\nid: EXP-002\ndate: 2026-03-01\nproject: flywheel\nsummary: \"{MARKER}\"\n"
-                f"tags: [a]\n---\n{MARKER}\n")
-OLD_ATIME = 1_000_000  # older than every mtime: any read moves it (relatime)
 
-
-class Outside:
-    """Files and folders outside the store, and a check that nothing touched them."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        root.mkdir()
-        (root / "passwd").write_text(f"root:x:0:0:{MARKER}:/root:/bin/sh\n")
-        (root / "atom.md").write_text(OUTSIDE_ATOM)
-        (root / "log.jsonl").write_text(json.dumps(
-            {"file": "EXP-001.md", "tool": "Read", "ts": "2026-03-02T00:00:00.000Z",
-             "session": MARKER}) + "\n")
-        for name in ("project", "meta", "folder", "hippocampus"):
-            (root / name).mkdir()
-        (root / "folder" / "PAT-001.md").write_text(OUTSIDE_ATOM.replace("EXP-002", "PAT-001"))
-        self.before = self.snapshot()
-        self.paths = list(self.entries())
-        # atime is only a witness where the file system keeps it (relatime: when older than
-        # the mtime); a probe file says whether it does here
-        probe = root.parent / "atime-probe"
-        probe.write_text("x")
-        os.utime(probe, (OLD_ATIME, probe.stat().st_mtime))
-        probe.read_text()
-        self.atime_works = probe.stat().st_atime != OLD_ATIME
-        probe.unlink()
-        self.reset_atimes()
-
-    def entries(self) -> Iterator[Path]:
-        yield self.root
-        yield from sorted(self.root.rglob("*"))
-
-    def snapshot(self) -> dict[str, tuple[bytes | None, int]]:
-        return {str(p.relative_to(self.root)): (p.read_bytes() if p.is_file() else None,
-                                                p.stat().st_mtime_ns) for p in self.entries()}
-
-    def reset_atimes(self) -> None:
-        for p in self.paths:
-            os.utime(p, ns=(OLD_ATIME * 10**9, p.stat().st_mtime_ns))
-
-    def assert_untouched(self, what: str) -> None:
-        # the atimes first (stat only): the snapshot itself lists and reads everything
-        read = [str(p) for p in self.paths if p.stat().st_atime != OLD_ATIME]
-        assert self.snapshot() == self.before, f"{what} wrote outside the store"
-        self.reset_atimes()
-        if self.atime_works:
-            assert read == [], f"{what} read (or listed) outside the store: {read}"
-
-
-@pytest.fixture
-def outside(tmp_path: Path) -> Outside:
-    return Outside(tmp_path / "outside")
-
-
-def plant(store: Store, project: Project, outside: Outside) -> None:
+def plant(store: Store, project: Project, outside: Any) -> None:
     """Links of every kind the issue names, pointing out of the store."""
     from cortexfs import scaffold
 
@@ -121,7 +63,7 @@ COMMANDS = [
 ]
 
 
-def _run_everything(cli: Any, store: Store, project: Project, outside: Outside) -> list[str]:
+def _run_everything(cli: Any, store: Store, project: Project, outside: Any) -> list[str]:
     from cortexfs import hook, mcp_server, recall
 
     said = []
@@ -129,7 +71,7 @@ def _run_everything(cli: Any, store: Store, project: Project, outside: Outside) 
         result = cli(*args)
         assert result.exit_code in (0, 1), (args, result.output)
         assert "internal error" not in result.stderr and "Traceback" not in result.output
-        assert MARKER not in result.stdout, args
+        assert outside.MARKER not in result.stdout, args
         said.append(result.stdout + result.stderr)
         outside.assert_untouched(" ".join(args))
     # MCP: read_atom returns only atoms of the store; add_atom never writes through a link
@@ -155,7 +97,7 @@ def _run_everything(cli: Any, store: Store, project: Project, outside: Outside) 
 
 
 def test_links_out_of_the_store_are_never_followed(
-        cli: Any, store: Store, project: Project, write_atom: Any, outside: Outside,
+        cli: Any, store: Store, project: Project, write_atom: Any, outside: Any,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CORTEX_AUTOCOMMIT", "0")
     write_atom("EXP-001")
