@@ -156,8 +156,10 @@ def parse(text: str, path: Path, archived: set[str] | None = None) -> TaskFile:
         tf.problems.append(Problem("error", deep + 1, f"the YAML nests more than "
                                    f"{MAX_YAML_DEPTH} levels deep: write the tasks out plainly"))
         return tf
-    loader = safe_loader(yaml.SafeLoader)(text)  # a repeated key is an error with its line
+    loader = None
     try:
+        # (the reader refuses control characters as soon as it is made)
+        loader = safe_loader(yaml.SafeLoader)(text)  # a repeated key: an error with its line
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as e:
@@ -167,7 +169,8 @@ def parse(text: str, path: Path, archived: set[str] | None = None) -> TaskFile:
                                    f"invalid YAML: {problem}"))
         return tf
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     problem = unbounded(data)
     if problem:
         tf.problems.append(Problem("error", None, f"{problem}: write the tasks out plainly"))
