@@ -64,7 +64,7 @@ def main() -> int:
     parser.add_argument("--home", help="an existing store (default: a throw-away one)")
     parser.add_argument("--no-git", action="store_true", help="throw-away store without git")
     parser.add_argument("--tool", choices=("Read", "Bash"), default="Read",
-                        help="the payload: a Read of the atom, or `cat ATOM | head` (shlex)")
+                        help="the payload: a Read of the atom, or `cat ATOM | head`")
     parser.add_argument("--commit-cycle", type=int, default=0, metavar="N",
                         help="measure auto-commit batching over N reads instead")
     args = parser.parse_args()

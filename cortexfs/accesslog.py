@@ -60,7 +60,8 @@ def store_root(log_path: str | os.PathLike[str]) -> str | None:
 
 def open_log(log_path: str | os.PathLike[str], flags: int) -> int:
     """Open a log, never through a link: a store's log must be part of it (cortexfs.wall),
-    so an access log or `_meta` that is a link raises OutsideStoreError (an OSError)."""
+    so an access log or `_meta` that is a link raises OutsideStoreError, which is a
+    FileNotFoundError: for a reader, such a log is none."""
     root = store_root(log_path)
     if root is None:
         return os.open(log_path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -127,14 +128,12 @@ def fold(log_path: str | os.PathLike[str], stats: AccessStats | None = None) -> 
     """
     import json
 
-    from cortexfs.errors import OutsideStoreError
-
     stats = stats if stats is not None else AccessStats()
     try:
         with open(open_log(log_path, os.O_RDONLY), "rb") as f:
             f.seek(stats.offset)
             data = f.read()
-    except (FileNotFoundError, OutsideStoreError):  # a linked log is none (validate says)
+    except FileNotFoundError:  # (a linked log too: validate reports it)
         return stats
     end = data.rfind(b"\n") + 1
     if _fold_canonical(data[:end], stats):
@@ -188,10 +187,13 @@ def resume(log_path: str | os.PathLike[str], saved: object) -> tuple[AccessStats
     gives empty stats and the state `[]`.
     """
     try:
-        st = os.fstat(fd := open_log(log_path, os.O_RDONLY))
-        os.close(fd)
+        fd = open_log(log_path, os.O_RDONLY)
     except OSError:  # missing, or a link (not part of the store)
         return AccessStats(), []
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
     stats = AccessStats()
     if (isinstance(saved, list) and len(saved) == 6 and saved[0] == st.st_ino
             and isinstance(saved[2], int) and 0 < saved[2] <= st.st_size
@@ -221,10 +223,8 @@ def _tail_crc(log_path: str | os.PathLike[str], offset: int) -> int:
 
 def read(log_path: str | os.PathLike[str]) -> bytes:
     """The whole log; b"" when there is none or it is a link (not part of the store)."""
-    from cortexfs.errors import OutsideStoreError
-
     try:
         with open(open_log(log_path, os.O_RDONLY), "rb") as f:
             return f.read()
-    except (FileNotFoundError, OutsideStoreError):
+    except FileNotFoundError:
         return b""

@@ -190,7 +190,9 @@ class Knowledge:
         self._dirs: dict[str, tuple[str, str] | None] = {}  # folder → (project, kind folder)
 
     def exists(self) -> bool:
-        return os.path.isdir(os.path.join(self.root, "projects"))
+        """A store whose knowledge root is a folder, not a link (cortexfs.wall)."""
+        return os.path.isdir(os.path.join(self.root, "projects")) \
+            and not os.path.islink(os.path.join(self.home, "context"))
 
     def parts(self, path: str) -> list[str] | None:
         """The real path's components below the knowledge root; None when outside it (or
@@ -715,6 +717,8 @@ def record(payload: bytes, home: str) -> int:
     session = data.get("session_id")
     session = session if isinstance(session, str) else "" if session is None else str(session)
     knowledge = Knowledge(home)
+    if os.path.islink(os.path.join(home, "context")):
+        raise PayloadError(f"{home}/context is a symbolic link: not a store cortex writes to")
     if not knowledge.exists():
         raise PayloadError(f"no cortex store at {home} (no context/projects/): run `cortex "
                            "init` or fix the --home of the installed hook")

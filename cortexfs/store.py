@@ -68,6 +68,11 @@ class Store:
                 f"no cortex store at {self.home}: run `cortex init` "
                 "(or point CORTEX_HOME / --home at an existing store)"
             )
+        if self.context.is_symlink():  # (context/ is the wall's root: cortexfs.wall)
+            from cortexfs.errors import OutsideStoreError
+            from cortexfs.wall import LINK
+
+            raise OutsideStoreError(str(self.context), LINK)
 
     def project_names(self) -> list[str]:
         """Names of the projects, sorted (a linked folder is not one: cortexfs.wall)."""

@@ -36,7 +36,7 @@ def package_dir(name: str) -> Path:
 
 
 @lru_cache(maxsize=8)
-def _environment(override: str | None) -> jinja2.Environment:
+def _environment(override: str | None, home: str | None) -> jinja2.Environment:
     import jinja2
     from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
@@ -50,8 +50,8 @@ def _environment(override: str | None) -> jinja2.Environment:
                 from cortexfs import wall
 
                 path = os.path.join(override, *template.split("/"))
-                if os.path.lexists(path):
-                    reason = wall.reason(override, path)
+                if os.path.lexists(path):  # (from the store's root: templates/ may be a link)
+                    reason = wall.reason(home or override, path)
                     if reason:
                         raise SecurityError(f"{path} is {reason}")
             return super().get_source(environment, template)
@@ -89,7 +89,9 @@ def _environment(override: str | None) -> jinja2.Environment:
 
 def environment(store: Store | None) -> jinja2.Environment:
     override = store.templates_dir if store is not None else None
-    return _environment(str(override) if override and override.is_dir() else None)
+    if store is None or override is None or not override.is_dir():
+        return _environment(None, None)
+    return _environment(str(override), str(store.home))
 
 
 def stamps(store: Store, now_ns: int) -> list[Any] | None:

@@ -339,7 +339,7 @@ def test_rendering_without_jinja_is_what_jinja_renders(kind: str, **values: Any)
     from cortexfs.atoms import KINDS
 
     folder_kind = next(k for k in KINDS if k.folder == kind)
-    expected = templates._environment(None).get_template(f"index/{kind}.md.j2").render(**values)
+    expected = templates.environment(None).get_template(f"index/{kind}.md.j2").render(**values)
     assert index.render_packaged(folder_kind, values) == expected
 
 

@@ -84,3 +84,18 @@ def test_a_harmless_override_still_renders(cli: Any, project: Project, write_ato
     assert result.exit_code == 0, result.output
     text = (project.root / "experiments" / "index.md").read_text()
     assert text.startswith("Custom: 1\n# Experiments Index") and "the first" in text
+
+
+def test_a_linked_templates_folder_is_not_loaded(cli: Any, project: Project, write_atom: Any,
+                                                 tmp_path: Path) -> None:
+    # a synced `templates` link to ~/.ssh with an include would copy a key into index.md,
+    # which the next sync pushes
+    write_atom("EXP-001")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "index").mkdir(parents=True)
+    (elsewhere / "index" / "key").write_text("PRIVATE KEY")
+    (elsewhere / "index" / "experiments.md.j2").write_text('{% include "index/key" %}\n')
+    project.store.templates_dir.symlink_to(elsewhere)
+    result = cli("index", "regen", "--all", "--no-commit")
+    assert result.exit_code == 1 and "inside templates, which is a symbolic link" in result.stderr
+    assert not any("PRIVATE KEY" in p.read_text() for p in project.root.rglob("*.md"))

@@ -142,3 +142,18 @@ def test_reason_names_the_link(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):  # a reader skipping missing files skips links
         wall.read_bytes(root, root / "link" / "x", 10)
     assert wall.links(root) == [str(root / "a" / "flink"), str(root / "link")]
+
+
+def test_a_linked_knowledge_root_is_not_a_store(cli: Any, store: Store, tmp_path: Path) -> None:
+    # context/ arriving as a link (a synced tree can hold one) would move the wall itself
+    real = tmp_path / "elsewhere"
+    store.context.rename(real)
+    store.context.symlink_to(real)
+    result = cli("validate")
+    assert result.exit_code == 1 and "context is a symbolic link" in result.stderr
+    from cortexfs import hook
+
+    payload = json.dumps({"tool_name": "Read", "tool_input": {
+        "file_path": str(store.context / "projects" / "x" / "experiments" / "EXP-1.md")}})
+    assert hook.main(["--home", str(store.home)], payload.encode()) == 0
+    assert "context is a symbolic link" in (store.logs_dir / "hook.log").read_text()
