@@ -2,7 +2,9 @@
 
     .venv/bin/python benchmarks/fuzz.py [--payloads 5000] [--files 200] [--seed 12]
 
-Draws hostile hook payloads from the strategies of tests/fuzz_inputs.py (the ones
+First runs a fixed set of worst cases (a glob over the disk, 1 MB commands, 600k-name
+Grep results, 400k output lines, a 60 MB payload, 1,000,000-level JSON), each timed. Then
+draws hostile hook payloads from the strategies of tests/fuzz_inputs.py (the ones
 tests/test_fuzz.py runs, derandomized, in-process) and feeds each to the hook exactly as
 `cortex hooks install` runs it (`python -I -S hooks/memory-ref-tracker --home STORE`), one
 process each, against a throw-away store holding atoms and links out of it. Prints
@@ -20,6 +22,7 @@ machine is shared and busy: wall times vary with it; CPU times much less.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -65,6 +68,50 @@ def make_store(base: Path) -> tuple[Path, list[str], Path]:
 
 def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
     return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+def worst_cases(paths: list[str]) -> dict[str, bytes]:
+    """Payloads built to cost the most (the issue's measurements, and each bound's edge)."""
+    atom = paths[0]
+    folder = os.path.dirname(atom)
+
+    def call(tool: str, tool_input: dict[str, Any], response: Any) -> bytes:
+        return json.dumps({"session_id": "s", "cwd": folder, "tool_name": tool,
+                           "tool_input": tool_input, "tool_response": response}).encode()
+
+    return {
+        "glob over the disk": call("Bash", {"command": "cat /*/*/*/*/*/zz*"}, {}),
+        "1 MB command, one word": call("Bash", {"command": "cat " + "a" * 1_000_000}, {}),
+        "1 MB command, 250k words": call("Bash", {"command": "cat " + "a " * 500_000}, {}),
+        "1 MB of pipes and globs": call("Bash", {"command": "cat */*.md | " * 80_000}, {}),
+        "600k Grep names": call("Grep", {"pattern": "x", "path": "/"}, {
+            "filenames": [f"/x/d{i % 1000}/EXP-{i}.md" for i in range(600_000)]}),
+        "600k Grep names, one folder": call("Grep", {"pattern": "x", "path": folder}, {
+            "filenames": [f"{folder}/EXP-{i}.md" for i in range(600_000)]}),
+        "400k content lines": call("Grep", {"pattern": "x", "path": folder}, {
+            "content": "\n".join(f"{folder}/EXP-{i}.md:1:x" for i in range(400_000))}),
+        "60 MB string": call("Read", {"file_path": atom}, {"content": "x" * 60_000_000}),
+        "deep JSON": b"[" * 1_000_000 + b"]" * 1_000_000,
+    }
+
+
+def run_worst(home: Path, paths: list[str]) -> None:
+    hook = [sys.executable, "-I", "-S", str(ROOT / "hooks" / "memory-ref-tracker"),
+            "--home", str(home)]
+    env = dict(os.environ, CORTEX_AUTOCOMMIT="0")
+    slowest = (0.0, 0.0, "")
+    for name, raw in worst_cases(paths).items():
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        proc = subprocess.run(hook, input=raw, capture_output=True, env=env, check=False)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        print(f"  worst case {name:<28} exit {proc.returncode}  {wall:5.2f} s wall  "
+              f"{cpu:5.2f} s CPU  ({len(raw) / 1e6:.1f} MB)")
+        slowest = max(slowest, (wall, cpu, name))
+    print(f"{len(worst_cases(paths))} worst cases, slowest {slowest[0]:.2f} s (wall), "
+          f"{slowest[1]:.2f} s (CPU): {slowest[2]}")
 
 
 def fuzz_hook(home: Path, paths: list[str], n: int, seed_value: int) -> None:
@@ -148,6 +195,7 @@ def main() -> int:
     try:
         home, paths, outside = make_store(base)
         before = snapshot(outside)
+        run_worst(home, paths)
         if args.payloads:
             fuzz_hook(home, paths, args.payloads, args.seed)
         if args.files:
