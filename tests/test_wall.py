@@ -157,3 +157,16 @@ def test_a_linked_knowledge_root_is_not_a_store(cli: Any, store: Store, tmp_path
         "file_path": str(store.context / "projects" / "x" / "experiments" / "EXP-1.md")}})
     assert hook.main(["--home", str(store.home)], payload.encode()) == 0
     assert "context is a symbolic link" in (store.logs_dir / "hook.log").read_text()
+
+
+def test_read_atom_returns_only_files_that_parse_as_atoms(store: Store, project: Project,
+                                                         write_atom: Any) -> None:
+    from cortexfs import recall
+    from cortexfs.errors import InvalidInputError
+
+    write_atom("EXP-001", frontmatter="id: EXP-001\nsummary: [unclosed\n")
+    with pytest.raises(InvalidInputError, match="not returned until it is fixed"):
+        recall.read_atom(store, "EXP-001", "flywheel")
+    (project.root / "experiments" / "EXP-002.md").mkdir()
+    with pytest.raises(InvalidInputError, match="not an atom file"):
+        recall.read_atom(store, "EXP-002", "flywheel")
