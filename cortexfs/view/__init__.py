@@ -1,0 +1,22 @@
+"""`cortex view`: the store as a static, offline HTML site.
+
+Pages: the store (projects, totals, HIPPOCAMPUS.md's decay queue), each project (STATUS.md,
+mission and roadmap, the TASKS.yaml board, sortable and filterable atom tables, a timeline
+of experiments, the heat of reads), each atom (its body, frontmatter card, backlinks,
+evidence chain and read history), a graph per project, and search. Modules:
+
+- model: what the site shows, read through the library (loader, index context, tasks,
+  governance, hippocampus) and history (reads per day from the access logs);
+- pages: each page's data, key and rendering (templates/view/, sandboxed and escaped);
+  markdown, charts and escape render what is HTML already;
+- search: the sharded, incremental index the browser queries;
+- site: the output folder, its manifest of page keys, atomic writes and the sweep;
+- build: puts it together, rewriting only the pages whose inputs changed;
+- server: `--serve`, read-only, on loopback only.
+
+Nothing here is imported by `cortex --help`: the command imports it when it runs.
+"""
+
+from cortexfs.view.build import BuildResult, build, default_dir
+
+__all__ = ["BuildResult", "build", "default_dir"]
