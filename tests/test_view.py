@@ -13,7 +13,8 @@ import pytest
 from view_store import BODY_WORD, age, populate, site_files
 
 from cortexfs.store import Project, Store
-from cortexfs.view import build, default_dir, search
+from cortexfs.view import search
+from cortexfs.view.build import build, default_dir
 from cortexfs.view.escape import script_json
 
 
@@ -292,3 +293,15 @@ def test_server_serves_the_site_and_nothing_else(served) -> None:
     assert _get(served, "/", method="PUT")[0] == 501
     assert _get(served, "/", host="evil.example:80")[0] == 403  # DNS rebinding
     assert _get(served, "/", host=f"localhost:{served.server_address[1]}")[0] == 200
+
+
+def test_a_forked_worker_builds_the_same_site(store: Store, viewed: Project, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from cortexfs.view import build as build_module
+
+    serial = build(store, out=tmp_path / "serial")
+    monkeypatch.setattr(build_module, "PARALLEL_MIN", 2)  # fork for these few atoms too
+    parallel = build(store, out=tmp_path / "parallel")
+    assert site_files(serial.root) == site_files(parallel.root)
+    assert parallel.written == serial.written
+    assert build(store, out=tmp_path / "parallel").written == 0  # its manifest is whole

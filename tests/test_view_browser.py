@@ -21,7 +21,7 @@ from chromium import Browser, find
 from view_store import BODY_WORD, populate
 
 from cortexfs.store import Project, Store
-from cortexfs.view import build
+from cortexfs.view.build import build
 
 CHROMIUM = find()
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed: "

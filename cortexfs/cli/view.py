@@ -35,7 +35,7 @@ def view(
     import webbrowser
 
     from cortexfs.errors import InvalidInputError
-    from cortexfs.view import build
+    from cortexfs.view.build import build
 
     common.check_format(fmt)
     if not 0 <= port <= 65535:

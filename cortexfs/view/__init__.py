@@ -14,9 +14,6 @@ evidence chain and read history), a graph per project, and search. Modules:
 - build: puts it together, rewriting only the pages whose inputs changed;
 - server: `--serve`, read-only, on loopback only.
 
-Nothing here is imported by `cortex --help`: the command imports it when it runs.
+The entry point is `cortexfs.view.build.build`. Nothing here is imported by
+`cortex --help`: the command imports it when it runs.
 """
-
-from cortexfs.view.build import BuildResult, build, default_dir
-
-__all__ = ["BuildResult", "build", "default_dir"]

@@ -102,6 +102,11 @@ def build(store: Store, projects: list[str] | None = None, out: Path | None = No
                        run.reloaded, sorted(site.written), run.warnings)
 
 
+# (project, file name, its stamp to remember (None: racy or unread), the ids its body
+# names, its search terms (None: not asked for))
+_JobResult = tuple[str, str, Any, list[str], "search.Terms | None"]
+
+
 @dataclass
 class _Job:
     """One atom page to look at with its body: rendered if its key moved, tokenized for
@@ -153,7 +158,7 @@ class _Build:
             changed.append((pm, fp))
             self.reloaded.append(pm.name)
             self.atoms += len(pm.atoms)
-            docs += [search.Doc(f"{pm.name}/{am.atom.path.name}", am.stamp, _doc_row(pm, am))
+            docs += [search.Doc(_doc_key(pm, am), am.stamp, _doc_row(pm, am))
                      for am in pm.atoms]
         need_terms = index.plan(docs, self.site.intact)
         # an unchanged project whose search segment was lost must be read for its terms
@@ -169,8 +174,7 @@ class _Build:
                 self._project(pm)
 
         self._atom_pages(changed, index, need_terms, meanwhile=project_pages)
-        for rel, content in index.files().items():
-            self.site.put(rel, cache.digest(content.encode()).hex(), partial(str, content))
+        self._put_all(index.table_files())
         for rel in index.kept():
             self.site.keep(rel)
         index.save()
@@ -225,16 +229,14 @@ class _Build:
         known = {pm.name: self._known(pm) for pm, _ in changed}
         for pm, _ in changed:
             for am in pm.atoms:
-                doc_key = f"{pm.name}/{am.atom.path.name}"
+                doc_key = _doc_key(pm, am)
                 named = None if self._racy(am) else known[pm.name].get(am.atom.path.name)
                 if named is not None and named[0] == am.stamp and doc_key not in need_terms:
                     self.site.put(_atom_rel(pm, am), self._atom_key(pm, am, named[1], 0),
                                   partial(self._render_atom, pm, am, named[1], None))
                     continue
                 jobs.append(_Job(pm, am, doc_key in need_terms))
-        for (project, file, stamp, named, terms) in self._run_jobs(jobs, meanwhile):
-            if terms is not None:
-                index.add_terms(f"{project}/{file}", terms)
+        for (project, file, stamp, named, _) in self._run_jobs(jobs, index, meanwhile):
             if stamp is not None:
                 known[project][file] = [stamp, named]
         for pm, _ in changed:
@@ -261,7 +263,7 @@ class _Build:
         key = pages.atom_key(self.ident, pm, am, named)
         return f"{key}:{content:x}" if content else key
 
-    def _job(self, job: _Job) -> tuple[str, str, Any, list[str], search.Terms | None]:
+    def _job(self, job: _Job) -> _JobResult:
         pm, am = job.pm, job.am
         body = read_body(am)
         text = body or ""
@@ -281,25 +283,59 @@ class _Build:
             body = read_body(am) or ""
         return pages.render_atom(self.md, pm, pages.atom_data(pm, am, named), body)
 
-    def _run_jobs(self, jobs: list[_Job], meanwhile: Callable[[], Any]) \
-            -> list[tuple[str, str, Any, list[str], Any]]:
-        """Do the atom jobs, and `meanwhile` — in parallel, when there are many jobs: a
-        forked worker takes a share of the jobs (a little over half, as `meanwhile` is
-        this process's)."""
+    def _run_jobs(self, jobs: list[_Job], index: search.Index, meanwhile: Callable[[], Any]) \
+            -> list[_JobResult]:
+        """Do the atom jobs, `meanwhile`, and the search segments that changed — in two
+        processes when there are many jobs: a forked worker takes a little over half of
+        the jobs (`meanwhile` is this process's), in whole search segments where it can,
+        and makes those segments' files itself."""
         from cortexfs.index import can_fork
 
         if len(jobs) < PARALLEL_MIN or not can_fork():
             meanwhile()
-            return [self._job(j) for j in jobs]
+            return self._work(jobs, index, set(index.dirty))
+        jobs = sorted(jobs, key=lambda j: index.segment(_doc_key(j.pm, j.am)))
         split = len(jobs) * 9 // 20
         mine, theirs = jobs[:split], jobs[split:]
-        worker = _fork(lambda: [self._job(j) for j in theirs], self.site)
+        shared = {index.segment(_doc_key(j.pm, j.am)) for j in mine}
+        their_segments = {index.segment(_doc_key(j.pm, j.am)) for j in theirs} - shared
+
+        def work() -> tuple[list[_JobResult], dict[int, list[str]]]:
+            done = self._work(theirs, index, their_segments)
+            return done, {seg: index.buckets[seg] for seg in their_segments}
+
+        worker = _fork(work, self.site)
         meanwhile()
-        results = [self._job(j) for j in mine]
-        done = worker.join(self.site) if worker is not None else None
-        if done is None:  # no worker, or it failed: do its share here
-            done = [self._job(j) for j in theirs]
+        results = self._work(mine, index, set())
+        reported = worker.join(self.site) if worker is not None else None
+        if reported is None:  # no worker, or it failed: do its share here
+            done = self._work(theirs, index, set())
+            their_segments = set()
+        else:
+            done, buckets = reported
+            index.buckets.update(buckets)
+            for project, file, _, _, terms in done:  # of the segments it shared with us
+                if terms is not None:
+                    index.add_terms(f"{project}/{file}", terms)
+        self._put_all(index.segment_files(index.dirty - their_segments))
         return results + done
+
+    def _work(self, jobs: list[_Job], index: search.Index, segments: set[int]) \
+            -> list[_JobResult]:
+        """Do `jobs`, then make the files of the search `segments` (which these jobs hold
+        all the new terms of); the results keep the terms of the other segments only."""
+        results = [self._job(j) for j in jobs]
+        for project, file, _, _, terms in results:
+            if terms is not None:
+                index.add_terms(f"{project}/{file}", terms)
+        self._put_all(index.segment_files(segments))
+        return [(p, f, s, n, None if index.segment(f"{p}/{f}") in segments else t)
+                for p, f, s, n, t in results]
+
+    def _put_all(self, files: dict[str, str]) -> None:
+        """Put files made whole (the site keys them by their content)."""
+        for rel, content in files.items():
+            self.site.put(rel, cache.digest(content.encode()).hex(), partial(str, content))
 
     # --- the other pages -------------------------------------------------------------------
 
@@ -323,6 +359,11 @@ class _Build:
                 self.site.put(rel, cache.digest(raw).hex(), partial(bytes, raw))
 
 
+def _doc_key(pm: ProjectModel, am: AtomModel) -> str:
+    """An atom's key in the search index."""
+    return f"{pm.name}/{am.atom.path.name}"
+
+
 def _atom_rel(pm: ProjectModel, am: AtomModel) -> str:
     return f"p/{url_part(pm.name)}/{url_part(am.stem)}.html"
 
@@ -344,7 +385,9 @@ class _Worker:
     def __init__(self, pid: int, fd: int) -> None:
         self.pid, self.fd = pid, fd
 
-    def join(self, site: Site) -> list[Any] | None:
+    def join(self, site: Site) -> Any:
+        """What the worker's work returned (None if it failed); what it wrote is the
+        site's."""
         chunks = []
         with contextlib.suppress(OSError):
             while chunk := os.read(self.fd, 1 << 20):
@@ -354,14 +397,16 @@ class _Worker:
         if status != 0:
             return None
         try:
-            entries, written, results = marshal.loads(b"".join(chunks))
+            entries, written, result = marshal.loads(b"".join(chunks))
         except (ValueError, EOFError, TypeError):
             return None
         site.adopt(entries, written)
-        return list(results)
+        return result
 
 
-def _fork(work: Any, site: Site) -> _Worker | None:
+def _fork(work: Callable[[], Any], site: Site) -> _Worker | None:
+    """Start `work` in a forked process that writes into `site` (its result and what it
+    wrote come back through a pipe, marshalled); None when no process can be forked."""
     try:
         read_fd, write_fd = os.pipe()
     except OSError:

@@ -136,19 +136,24 @@ class Index:
         number = self.numbers[key]
         self._segments[number // SEGMENT][number] = doc_terms
 
-    def files(self) -> dict[str, str]:
-        """rel path → content of the index files to (re)write: the buckets of the segments
-        that changed, every docs table and the index file (the site skips unchanged ones
-        by their content)."""
+    def segment(self, key: str) -> int:
+        """The segment of a document (after `plan`)."""
+        return self.numbers[key] // SEGMENT
+
+    def segment_files(self, segments: Iterable[int]) -> dict[str, str]:
+        """rel path → content of the bucket files of `segments` (changed ones, with their
+        terms added), whose terms are saved with the site's state. Segments are
+        independent: two processes may each make their own."""
         from cortexfs.view.escape import data_script
 
         out: dict[str, str] = {}
-        by_segment: dict[int, list[Doc]] = {}
+        members: dict[int, set[int]] = {}
         for doc in self._docs:
-            by_segment.setdefault(self.numbers[doc.key] // SEGMENT, []).append(doc)
-        for seg in sorted(self.dirty):
-            members = {self.numbers[d.key] for d in by_segment.get(seg, [])}
-            seg_terms = {n: t for n, t in self._segments.get(seg, {}).items() if n in members}
+            number = self.numbers[doc.key]
+            members.setdefault(number // SEGMENT, set()).add(number)
+        for seg in sorted(segments):
+            seg_terms = {n: t for n, t in self._segments.get(seg, {}).items()
+                         if n in members.get(seg, ())}
             self._segments[seg] = seg_terms
             by_term: dict[str, list[int]] = {}
             for number in sorted(seg_terms):
@@ -165,6 +170,17 @@ class Index:
                 out[self._bucket_rel(seg, b)] = data_script(f"search/s{seg}/{b}", table)
             self.buckets[seg] = sorted(postings)
             cache.save(self.state_dir / f"search-{seg}.bin", SEGMENT_KIND, seg_terms)
+        return out
+
+    def table_files(self) -> dict[str, str]:
+        """rel path → content of every docs table and of the index file (the site skips
+        the unchanged ones by their content)."""
+        from cortexfs.view.escape import data_script
+
+        out: dict[str, str] = {}
+        by_segment: dict[int, list[Doc]] = {}
+        for doc in self._docs:
+            by_segment.setdefault(self.numbers[doc.key] // SEGMENT, []).append(doc)
         for seg in [s for s in self.buckets if s not in by_segment]:
             del self.buckets[seg]
         for seg, seg_docs in by_segment.items():
