@@ -14,6 +14,7 @@ from cortexfs.view.model import status_class
 
 WIDTH, DOT, MAX_STACK, BAR_HEIGHT = 960, 8, 24, 160
 LEFT, BOTTOM = 10, 24
+TICK_GAP = 64  # pixels between two date labels of the timeline
 GROUPS = ("active", "challenged", "superseded", "invalidated")
 HEAT_ROWS = 30
 HEAT_LEVELS = 5
@@ -61,9 +62,12 @@ def timeline(experiments: Sequence[dict[str, Any]]) -> Markup:
             parts.append(f'<rect class="st-{group}" x="{x - DOT // 2 + 1}" y="{y}" '
                          f'width="{DOT - 2}" height="{h}"><title>{html(day)}: {n} {group}'
                          f'</title></rect>')
+    last_x = -TICK_GAP
     for label, offset in _ticks(first, span):
         x = LEFT + offset * bins // span * DOT
-        parts.append(f'<text x="{x}" y="{height - 6}" class="tick">{html(label)}</text>')
+        if x - last_x >= TICK_GAP:  # labels that would overlap are left out
+            parts.append(f'<text x="{x}" y="{height - 6}" class="tick">{html(label)}</text>')
+            last_x = x
     parts.append("</svg>")
     return Markup("".join(parts))
 

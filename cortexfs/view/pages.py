@@ -42,13 +42,13 @@ def digest(*parts: Any) -> str:
 
 
 def identity() -> str:
-    """What every page also depends on: this package's code, templates and assets."""
+    """What every page also depends on: this package's code and its templates. (The
+    assets are not: a page only names them, and they are keyed by their own content.)"""
     from cortexfs.templates import package_dir
 
     here = os.path.dirname(os.path.abspath(__file__))
     stamps: list[Any] = [RENDER_VERSION]
-    for folder in (here, os.path.join(here, "static"), os.path.join(here, "static", "vendor"),
-                   str(package_dir("templates") / "view")):
+    for folder in (here, str(package_dir("templates") / "view")):
         for entry in sorted(os.scandir(folder), key=lambda e: e.name):
             if entry.is_file():
                 st = entry.stat()

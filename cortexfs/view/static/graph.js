@@ -37,8 +37,8 @@
     var find = document.getElementById("graph-find");
     var ids = document.getElementById("graph-ids");
     var byId = Object.create(null);
-    nodes.forEach(function (n) {
-      byId[n.id.toLowerCase()] = n;
+    nodes.forEach(function (n) { byId[n.id.toLowerCase()] = n; });
+    hottest.slice(0, 2000).forEach(function (n) {  // suggestions: a long list only slows typing
       var option = document.createElement("option");
       option.value = n.id;
       ids.appendChild(option);
@@ -85,7 +85,19 @@
       .cooldownTime(6000)
       .width(el.clientWidth)
       .height(el.clientHeight);
+    // a little gravity: atoms that cite nothing shown would otherwise drift out of sight
+    var gravityNodes = [];
+    var gravity = function (alpha) {
+      gravityNodes.forEach(function (n) { n.vx -= n.x * 0.04 * alpha; n.vy -= n.y * 0.04 * alpha; });
+    };
+    gravity.initialize = function (ns) { gravityNodes = ns; };
+    graph.d3Force("gravity", gravity);
     window.cortexGraph = graph;
+    var fit = true;  // after the layout settles, once per new selection: show all of it
+    graph.onEngineStop(function () {
+      if (fit) graph.zoomToFit(400, 30);
+      fit = false;
+    });
     var drawn = false;
     graph.onRenderFramePost(function () {
       if (drawn) return;
@@ -98,6 +110,7 @@
         nodes: nodes.filter(function (n) { return shown.has(n.i); }),
         links: links.filter(function (l) { return shown.has(l.source.i) && shown.has(l.target.i); })
       };
+      fit = true;
       graph.warmupTicks(data.nodes.length > 2000 ? 0 : 40).graphData(data);
       counter.textContent = data.nodes.length + " of " + nodes.length + " atoms, " + data.links.length + " edges";
       document.body.dataset.graphNodes = String(data.nodes.length);
@@ -131,6 +144,7 @@
       expand.addEventListener("click", function () {
         neighbours[n.i].forEach(function (j) { shown.add(j); });
         update();
+        fit = false;  // keep the view where the reader is
       });
       info.appendChild(expand);
     }
@@ -142,6 +156,7 @@
       shown.add(n.i);
       neighbours[n.i].forEach(function (j) { shown.add(j); });
       update();
+      fit = false;  // it zooms to the atom instead
       select(n);
       setTimeout(function () { graph.centerAt(n.x, n.y, 600); graph.zoom(4, 600); }, 400);
     });
