@@ -17,9 +17,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import marshal
 import os
 import time
 import zlib
@@ -29,7 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import cache
+from cortexfs import cache, forked
 from cortexfs.store import Project, Store
 from cortexfs.view import model, pages, search
 from cortexfs.view.escape import data_script, url_part
@@ -300,19 +298,22 @@ class _Build:
         shared = {index.segment(_doc_key(j.pm, j.am)) for j in mine}
         their_segments = {index.segment(_doc_key(j.pm, j.am)) for j in theirs} - shared
 
-        def work() -> tuple[list[_JobResult], dict[int, list[str]]]:
+        def work() -> tuple[Any, ...]:  # in the worker, which writes into the site too
+            self.site.new, self.site.written = {}, []
             done = self._work(theirs, index, their_segments)
-            return done, {seg: index.buckets[seg] for seg in their_segments}
+            return (self.site.new, self.site.written, done,
+                    {seg: index.buckets[seg] for seg in their_segments})
 
-        worker = _fork(work, self.site)
+        worker = forked.start(work)
         meanwhile()
         results = self._work(mine, index, set())
-        reported = worker.join(self.site) if worker is not None else None
+        reported = worker.join() if worker is not None else None
         if reported is None:  # no worker, or it failed: do its share here
             done = self._work(theirs, index, set())
             their_segments = set()
         else:
-            done, buckets = reported
+            entries, written, done, buckets = reported
+            self.site.adopt(entries, written)
             index.buckets.update(buckets)
             for project, file, _, _, terms in done:  # of the segments it shared with us
                 if terms is not None:
@@ -376,61 +377,3 @@ def _doc_row(pm: ProjectModel, am: AtomModel) -> list[Any]:
     """What a search hit shows: [project, page stem, id, kind prefix, summary, status class]."""
     a = am.atom
     return [pm.name, am.stem, a.id, a.kind.prefix, a.summary[:200], am.status_class]
-
-
-class _Worker:
-    """A forked process doing part of the atom pages; it writes them into the site itself
-    and reports what it wrote and the per-atom results."""
-
-    def __init__(self, pid: int, fd: int) -> None:
-        self.pid, self.fd = pid, fd
-
-    def join(self, site: Site) -> Any:
-        """What the worker's work returned (None if it failed); what it wrote is the
-        site's."""
-        chunks = []
-        with contextlib.suppress(OSError):
-            while chunk := os.read(self.fd, 1 << 20):
-                chunks.append(chunk)
-        os.close(self.fd)
-        _, status = os.waitpid(self.pid, 0)
-        if status != 0:
-            return None
-        try:
-            entries, written, result = marshal.loads(b"".join(chunks))
-        except (ValueError, EOFError, TypeError):
-            return None
-        site.adopt(entries, written)
-        return result
-
-
-def _fork(work: Callable[[], Any], site: Site) -> _Worker | None:
-    """Start `work` in a forked process that writes into `site` (its result and what it
-    wrote come back through a pipe, marshalled); None when no process can be forked."""
-    try:
-        read_fd, write_fd = os.pipe()
-    except OSError:
-        return None
-    gc.freeze()  # pages shared with the child stay shared while nobody writes them
-    try:
-        pid = os.fork()
-    except OSError:
-        gc.unfreeze()
-        os.close(read_fd)
-        os.close(write_fd)
-        return None
-    if pid == 0:  # the worker: do the work, report, leave without any cleanup
-        status = 1
-        try:
-            os.close(read_fd)
-            site.new, site.written = {}, []
-            results = work()
-            view = memoryview(marshal.dumps((site.new, site.written, results)))
-            while view:
-                view = view[os.write(write_fd, view):]
-            status = 0
-        finally:
-            os._exit(status)
-    gc.unfreeze()
-    os.close(write_fd)
-    return _Worker(pid, read_fd)

@@ -252,21 +252,9 @@ def _tasks(project: Project) -> tuple[TaskFile | None, str | None]:
 def _read_text(path: Any) -> str | None:
     """A governance file's text; None when it is missing, a symlink, not a regular file
     or too big to be one a person wrote."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_TEXT_BYTES:
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            raw = f.read(MAX_TEXT_BYTES + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return raw.decode("utf-8", errors="replace")
+    raw = _read_regular(path, MAX_TEXT_BYTES)
+    return None if raw is None or len(raw) > MAX_TEXT_BYTES else raw.decode(
+        "utf-8", errors="replace")
 
 
 def read_body(am: AtomModel) -> str | None:
@@ -275,6 +263,19 @@ def read_body(am: AtomModel) -> str | None:
     from cortexfs.frontmatter import MAX_ATOM_BYTES, decode, locate
 
     path = str(am.atom.path)
+    raw = _read_regular(path, MAX_ATOM_BYTES)
+    if raw is None:
+        return None
+    try:
+        text = decode(raw, path)
+        return text[locate(text, path).body_start:]
+    except AtomParseError:
+        return None
+
+
+def _read_regular(path: Any, limit: int) -> bytes | None:
+    """Up to `limit` + 1 bytes of the regular file at `path`, not following a symlink (nor
+    waiting on a FIFO); None when there is no such file or it cannot be read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -283,13 +284,8 @@ def read_body(am: AtomModel) -> str | None:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         with os.fdopen(fd, "rb", closefd=False) as f:
-            raw = f.read(MAX_ATOM_BYTES + 1)
+            return f.read(limit + 1)
     except OSError:
         return None
     finally:
         os.close(fd)
-    try:
-        text = decode(raw, path)
-        return text[locate(text, path).body_start:]
-    except AtomParseError:
-        return None
