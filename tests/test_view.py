@@ -305,3 +305,30 @@ def test_a_forked_worker_builds_the_same_site(store: Store, viewed: Project, tmp
     assert site_files(serial.root) == site_files(parallel.root)
     assert parallel.written == serial.written
     assert build(store, out=tmp_path / "parallel").written == 0  # its manifest is whole
+
+
+def test_an_empty_store_has_a_site(store: Store, cli) -> None:
+    result = cli("view")
+    assert result.exit_code == 0, result.output
+    page = (default_dir(store) / "index.html").read_text()
+    assert "No projects yet" in page
+    assert "0 atoms in 0 project(s)" in result.stdout
+
+
+def test_damaged_state_only_costs_a_rebuild(store: Store, viewed: Project) -> None:
+    first = build(store)
+    before = site_files(first.root)
+    for path in [*(first.root / ".cortex-view").iterdir(),
+                 *(store.cache_dir / "view").rglob("*.bin")]:
+        if path.is_file():
+            path.write_bytes(b"not a cache")
+    (first.root / "p/flywheel/EXP-001.html").write_text("torn")  # a build killed mid-write
+    again = build(store)
+    assert site_files(again.root) == before
+    assert build(store).written == 0
+
+
+def test_out_may_not_be_a_file(store: Store, viewed: Project, tmp_path: Path, cli) -> None:
+    (tmp_path / "file").write_text("x")
+    result = cli("view", "--out", str(tmp_path / "file"))
+    assert result.exit_code == 1 and "is a file: choose a folder" in result.stderr
