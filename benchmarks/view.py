@@ -18,6 +18,8 @@ Figures (median of --reps runs, min in brackets):
 - the site: files and bytes (as `cortex view` reports them), and its biggest pages;
 - create floor: creating as many files of the same sizes in a scratch folder on the same
   file system, in one process: what the first build cannot go below on this machine.
+Each time is followed by the CPU seconds (user + system) the process and its forked worker
+used: a first build spreads them over two cores, so on an idle machine it takes about half.
 The machine's load is printed: figures taken on a shared machine are noisy.
 """
 
@@ -27,6 +29,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -43,18 +46,26 @@ def cortex_bin() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "cortexfs"]
 
 
+CPU: list[float] = []  # CPU seconds (user + system, its worker included) of each run
+
+
 def run(cmd: list[str], env: dict[str, str]) -> tuple[float, dict]:
-    """(wall seconds, the JSON it printed) of one whole `cortex view -f json` process."""
+    """(wall seconds, the JSON it printed) of one whole `cortex view -f json` process; its
+    CPU seconds go to CPU (on a loaded machine they tell more than the wall time)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return wall, json.loads(proc.stdout)
 
 
-def stats(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f} s ({min(values):.2f})"
+def stats(values: list[float], cpu: list[float]) -> str:
+    return (f"{statistics.median(values):.2f} s ({min(values):.2f})   "
+            f"CPU {statistics.median(cpu):.2f} s")
 
 
 def edit_one_atom(store: Path, rep: int) -> None:
@@ -100,35 +111,43 @@ def bench(store: Path, site: Path | None, reps: int) -> None:
         cmd += ["--out", str(site)]
     site_dir = site if site is not None else store / ".cache" / "site"
     full, noop, changed, reads = [], [], [], []
+    cpu: dict[str, list[float]] = {"full": [], "noop": [], "changed": [], "reads": []}
     result: dict = {}
     for _ in range(reps):
         shutil.rmtree(site_dir, ignore_errors=True)
         shutil.rmtree(store / ".cache" / "view", ignore_errors=True)
         wall, result = run(cmd, env)
         full.append(wall)
+        cpu["full"].append(CPU[-1])
     time.sleep(2.1)  # past the racy-mtime window of what the first build read
     for _ in range(reps):
         noop.append(run(cmd, env)[0])
+        cpu["noop"].append(CPU[-1])
     for rep in range(reps):
         edit_one_atom(store, rep)
         time.sleep(2.1)  # an edit seconds old, as a person's would be
         wall, out = run(cmd, env)
         changed.append(wall)
+        cpu["changed"].append(CPU[-1])
         changed_written = out["written"]
     for rep in range(reps):
         read_one_atom(store, rep)
         wall, out = run(cmd, env)
         reads.append(wall)
+        cpu["reads"].append(CPU[-1])
         reads_written = out["written"]
     floor, files = create_floor(site_dir, site_dir.parent)
     pages = sorted(((p.stat().st_size, p.relative_to(site_dir)) for p in site_dir.rglob("*.html")),
                    reverse=True)[:3]
     print(f"\n{store}: {result['atoms']:,} atoms in {result['projects']} projects, "
           f"load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
-    print(f"  full build:            {stats(full)}   ({result['written']:,} files written)")
-    print(f"  no-op:                 {stats(noop)}")
-    print(f"  1 changed:             {stats(changed)}   ({changed_written} files written)")
-    print(f"  1 read:                {stats(reads)}   ({reads_written} files written)")
+    print(f"  full build:            {stats(full, cpu['full'])}   "
+          f"({result['written']:,} files written)")
+    print(f"  no-op:                 {stats(noop, cpu['noop'])}")
+    print(f"  1 changed:             {stats(changed, cpu['changed'])}   "
+          f"({changed_written} files written)")
+    print(f"  1 read:                {stats(reads, cpu['reads'])}   "
+          f"({reads_written} files written)")
     print(f"  site:                  {result['files']:,} files, {result['bytes'] / 1e6:.1f} MB "
           f"in {site_dir}")
     print("  biggest pages:         " + ", ".join(f"{p} {n / 1e3:.0f} KB" for n, p in pages))
