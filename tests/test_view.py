@@ -220,6 +220,8 @@ def test_out_folder_is_checked(store: Store, viewed: Project, tmp_path: Path, cl
     assert cli("view", "--out", str(out)).exit_code == 0  # its own site: rebuilt in place
     assert cli("view", "nosuch").exit_code == 1
     assert cli("view", "--port", "70000", "--serve").exit_code == 1
+    result = cli("view", "--port", "8000")
+    assert result.exit_code == 1 and "--port goes with --serve" in result.stderr
 
 
 def test_cli_reports_and_opens(store: Store, viewed: Project, cli,

@@ -24,12 +24,15 @@ def view(
     = False,
     serve: Annotated[bool, typer.Option(
         "--serve", help="Serve it read-only on http://127.0.0.1 until Ctrl-C.")] = False,
-    port: Annotated[int, typer.Option(
-        "--port", help="The port for --serve (0: any free port).")] = 8765,
+    port: Annotated[int | None, typer.Option(
+        "--port", help="The port for --serve (default 8765; 0: any free port).",
+        show_default=False)] = None,
     fmt: common.Format = "text",
 ) -> None:
-    """See the store: a static, offline HTML site of projects, atoms, graph and search.
+    """See the store: an offline HTML site with its graph and search.
 
+    Pages for the store, each project (status, tasks, atom tables, timeline, heat), each
+    atom (body, frontmatter, backlinks, evidence chain, reads) and each project's graph.
     Rebuilds only the pages whose inputs changed since the last run.
     """
     import webbrowser
@@ -38,7 +41,9 @@ def view(
     from cortexfs.view.build import build
 
     common.check_format(fmt)
-    if not 0 <= port <= 65535:
+    if port is not None and not serve:
+        raise InvalidInputError("--port goes with --serve: add --serve, or leave --port out")
+    if port is not None and not 0 <= port <= 65535:
         raise InvalidInputError(f"--port {port} is not a port: use 1 to 65535 (or 0 for any)")
     store = common.open_store()
     result = build(store, projects or None, out)
@@ -57,7 +62,7 @@ def view(
         return
     from cortexfs.view import server
 
-    httpd = server.server(result.root, port)
+    httpd = server.server(result.root, server.DEFAULT_PORT if port is None else port)
     address = server.url(httpd)
     typer.echo(f"serving {address} (read-only, 127.0.0.1 only); Ctrl-C to stop", err=True)
     if open_:

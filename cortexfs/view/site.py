@@ -110,8 +110,10 @@ class Site:
             try:
                 st = os.lstat(path)
             except FileNotFoundError:
-                os.mkdir(path)
-                continue
+                # (a build's worker process may be making the same folder)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(path)
+                st = os.lstat(path)
             if not stat.S_ISDIR(st.st_mode):
                 os.unlink(path)
                 os.mkdir(path)
