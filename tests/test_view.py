@@ -334,3 +334,31 @@ def test_out_may_not_be_a_file(store: Store, viewed: Project, tmp_path: Path, cl
     (tmp_path / "file").write_text("x")
     result = cli("view", "--out", str(tmp_path / "file"))
     assert result.exit_code == 1 and "is a file: choose a folder" in result.stderr
+
+
+def test_a_watcher_does_not_count_the_reads_of_a_build(store: Store, viewed: Project,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from watchdog.events import FileClosedNoWriteEvent
+
+    from cortexfs import watch
+    from cortexfs.autocommit import is_locked
+    from cortexfs.view import LOCK_NAME, pages
+
+    watcher = watch.Watcher(store, debounce=0.0, regenerate=lambda s, p: None)
+    monkeypatch.setattr(watch, "HOLD", 0.0)
+    log = viewed.access_log.read_text()
+    render = pages.render_atom
+    locked: list[bool] = []
+
+    def render_atom(*args: object, **kwargs: object) -> str:
+        # what inotify would report of the body the build just read
+        locked.append(is_locked(store.locks_dir / LOCK_NAME))
+        watcher.on_event(FileClosedNoWriteEvent(str(viewed.root / "experiments" / "EXP-001.md")))
+        return render(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pages, "render_atom", render_atom)
+    build(store)
+    watcher._busy_until = 0.0  # (the grace period after a build: over)
+    watcher.tick()
+    assert locked and all(locked)
+    assert viewed.access_log.read_text() == log

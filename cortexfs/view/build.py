@@ -79,6 +79,7 @@ def build(store: Store, projects: list[str] | None = None, out: Path | None = No
         -> BuildResult:
     """Build (or bring up to date) the site of `projects` (all when None) in `out`."""
     from cortexfs.fsutil import file_lock
+    from cortexfs.view import LOCK_NAME
 
     started = time.perf_counter()
     store.require()
@@ -88,7 +89,7 @@ def build(store: Store, projects: list[str] | None = None, out: Path | None = No
     collecting = gc.isenabled()
     gc.disable()  # many small objects and no cycles: the collector would only slow it down
     try:
-        with file_lock(site.state_dir / "build.lock", timeout=60, what="the site"):
+        with file_lock(store.locks_dir / LOCK_NAME, timeout=60, what="the site (cortex view)"):
             run = _Build(store, site, shown, skipped)
             run.run()
             removed = site.finish()
