@@ -187,6 +187,9 @@ def test_rebuilds_rewrite_only_what_changed(store: Store, viewed: Project,
     page.write_text("damaged")
     assert "p/flywheel/EXP-003.html" in build(store).changed
     assert "damaged" not in page.read_text()
+    # after all that, the site is what a first build makes (pages that shrank included)
+    fresh = build(store, out=result.root.parent / "fresh")
+    assert site_files(result.root) == site_files(fresh.root)
 
 
 

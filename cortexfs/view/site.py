@@ -82,12 +82,13 @@ class Site:
         raw = data.encode("utf-8") if isinstance(data, str) else data
         path = self._prefix + rel
         self._folder(os.path.dirname(rel))
-        fd = _open_own(path)
+        fd, old_size = _open_own(path)
         try:
-            os.ftruncate(fd, 0)
             view = memoryview(raw)
             while view:
                 view = view[os.write(fd, view):]
+            if old_size > len(raw):  # (truncating a new, empty file would cost a journal entry)
+                os.ftruncate(fd, len(raw))
             st = os.fstat(fd)
         finally:
             os.close(fd)
@@ -146,9 +147,10 @@ class Site:
         return sum(entry[2] for entry in self.new.values())
 
 
-def _open_own(path: str) -> int:
-    """A descriptor on the regular file `path` that only the site holds, made if needed: a
-    symlink or a second hard link there is replaced, never written through."""
+def _open_own(path: str) -> tuple[int, int]:
+    """A descriptor for writing from the start of the regular file `path`, which only the
+    site holds (made if needed: a symlink or a second hard link there is replaced, never
+    written through), and the file's size."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(path, flags, 0o644)
@@ -156,13 +158,13 @@ def _open_own(path: str) -> int:
         if e.errno != errno.ELOOP:  # ELOOP: a symlink
             raise
         os.unlink(path)
-        return os.open(path, flags | os.O_EXCL, 0o644)
+        return os.open(path, flags | os.O_EXCL, 0o644), 0
     st = os.fstat(fd)
     if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
-        return fd
+        return fd, st.st_size
     os.close(fd)
     os.unlink(path)
-    return os.open(path, flags | os.O_EXCL, 0o644)
+    return os.open(path, flags | os.O_EXCL, 0o644), 0
 
 
 def open_site(root: Path, store_home: Path, cache_dir: Path) -> Site:
