@@ -88,7 +88,7 @@
     // a little gravity: atoms that cite nothing shown would otherwise drift out of sight
     var gravityNodes = [];
     var gravity = function (alpha) {
-      gravityNodes.forEach(function (n) { n.vx -= n.x * 0.04 * alpha; n.vy -= n.y * 0.04 * alpha; });
+      gravityNodes.forEach(function (n) { n.vx -= n.x * 0.1 * alpha; n.vy -= n.y * 0.1 * alpha; });
     };
     gravity.initialize = function (ns) { gravityNodes = ns; };
     graph.d3Force("gravity", gravity);
