@@ -56,6 +56,8 @@ def test_the_site_has_every_page(store: Store, viewed: Project) -> None:
     # tasks board: columns, dependencies (a known one links, an unknown one is marked)
     assert 'id="task-T-2"' in project and 'href="#task-T-1"' in project
     assert '<span class="missing">T-9</span>' in project
+    assert 'Why: <a class="atom-ref" href="EXP-001.html">EXP-001</a> showed' in project
+    assert "Write the &lt;loader&gt;" in project
     # atom tables with what the filters need; the timeline and the heat view
     assert 'data-status="invalidated"' in project and 'data-tags="registry\nbaseline"' in project
     assert 'href="EXP-002.html"><circle class="st-invalidated"' in project

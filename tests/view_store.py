@@ -35,6 +35,7 @@ tasks:
     text: Write the <loader>
     status: doing
     priority: P1
+    why: EXP-001 showed the cache matters
     depends-on: [T-1]
   - id: T-3
     text: Benchmark it

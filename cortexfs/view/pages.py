@@ -287,13 +287,31 @@ def _tasks(pm: ProjectModel) -> dict[str, Any]:
                                                                 "done")}
     for task in sorted(tf.tasks, key=sort_key):
         columns.setdefault(task.status if task.status in TASK_STATUSES else "todo", []).append({
-            "id": task.id, "text": task.text, "priority": "" if task.priority is None
-            else str(task.priority), "why": task.why or "", "done_when": task.done_when or "",
+            "id": task.id, "text": _linked(pm, task.text), "priority": "" if task.priority is None
+            else str(task.priority), "why": _linked(pm, task.why or ""),
+            "done_when": _linked(pm, task.done_when or ""),
             "completed": task.completed_at.isoformat() if task.completed_at else "",
             "depends": [{"id": d, "known": d in status_of, "status": status_of.get(d, "")}
                         for d in task.depends_on]})
     return {"task_columns": [{"status": s, "tasks": ts} for s, ts in columns.items()],
             "task_problems": [{"line": p.line, "message": p.message} for p in tf.problems]}
+
+
+def _linked(pm: ProjectModel, text: str) -> list[dict[str, Any]]:
+    """A line of text in parts, the ids of atoms of the project as links to their pages."""
+    parts: list[dict[str, Any]] = []
+    pos = 0
+    for m in ATOM_ID.finditer(text):
+        target = pm.resolve(m.group())
+        if target is None:
+            continue
+        if m.start() > pos:
+            parts.append({"text": text[pos:m.start()], "href": None})
+        parts.append({"text": m.group(), "href": target.href})
+        pos = m.end()
+    if pos < len(text):
+        parts.append({"text": text[pos:], "href": None})
+    return parts
 
 
 def render_project(md: MarkdownIt, pm: ProjectModel, data: dict[str, Any]) -> str:
