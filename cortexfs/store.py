@@ -12,7 +12,7 @@ from cortexfs.atoms import KINDS, Kind, kind_of_filename
 from cortexfs.errors import InvalidInputError, NotAStoreError, ProjectNotFoundError
 
 DEFAULT_HOME = "~/.cortex"
-PROJECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # (fullmatch: no final "\n")
+PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")  # (\Z: no final "\n")
 
 
 def resolve_home(option: str | os.PathLike[str] | None = None) -> Path:
