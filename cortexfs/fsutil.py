@@ -6,21 +6,28 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from cortexfs import wall
 from cortexfs.errors import LockTimeoutError
 
 
-def atomic_write(path: Path, data: str | bytes) -> None:
+def atomic_write(path: Path, data: str | bytes, *, root: Path | None = None) -> None:
     """Write `data` to `path` through a temporary file in the same folder and a rename.
 
     A crash or kill at any point leaves either the old file or the new one, never a mix.
+    With `root` (a store's context/), the folder must be part of the store (cortexfs.wall:
+    OutsideStoreError before anything is written); a link at `path` itself is replaced by
+    the file, never written through.
     """
     raw = data.encode("utf-8") if isinstance(data, str) else data
+    if root is not None:
+        wall.check(root, path.parent)
     tmp = write_temp(path, raw)
     try:
         os.replace(tmp, path)
@@ -105,10 +112,14 @@ def _exchange(a: bytes, b: bytes) -> None:
 
 def _read(path: str | bytes | Path) -> bytes | None:
     try:
-        with open(path, "rb") as f:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
             return f.read()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return None  # a link is no file's content
+        raise
 
 
 def swap_in(temp: str, path: Path, expected: bytes, new: bytes) -> bool:
@@ -117,23 +128,29 @@ def swap_in(temp: str, path: Path, expected: bytes, new: bytes) -> bool:
     True when replaced."""
     global _exchange_unsupported
     t, p = os.fsencode(temp), os.fsencode(path)
-    try:
-        with open(p, "rb") as f:
+    try:  # (never through a link: a link made meanwhile is not the file that was read)
+        with open(os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
             same = f.read() == expected
             ino = os.fstat(f.fileno()).st_ino
     except FileNotFoundError:
+        same = False
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(t)
+            raise
         same = False
     if not same:  # the common way to meet a save: before the exchange
         os.unlink(t)
         _count("saved-before")
         return False
-    ours = os.stat(t).st_ino
+    ours = os.lstat(t).st_ino
     try:
         if _exchange_unsupported:
             raise OSError(errno.EINVAL, "no exchange")
         # from here to the last exchange every step is a syscall: these are the microseconds
         # in which the path can show cortex's file over a newer save
-        if os.stat(p).st_ino == ino:
+        if os.lstat(p).st_ino == ino:
             _exchange(t, p)
     except OSError as e:
         if e.errno == errno.ENOENT:  # the file was removed meanwhile: leave it removed
@@ -147,7 +164,7 @@ def swap_in(temp: str, path: Path, expected: bytes, new: bytes) -> bool:
         os.replace(t, p)  # (compared just above: a save since then is lost)
         _count("replaced")
         return True
-    moved = os.stat(t).st_ino  # what now has the temporary name
+    moved = os.lstat(t).st_ino  # what now has the temporary name
     if moved == ours:  # the stat saw a save coming: no exchange was made
         os.unlink(t)
         _count("saved-before")
@@ -160,7 +177,7 @@ def swap_in(temp: str, path: Path, expected: bytes, new: bytes) -> bool:
     # this one): it goes back into place
     _exchange(t, p)
     _count("put-back")
-    if os.stat(t).st_ino != ours or _read(t) != new:
+    if os.lstat(t).st_ino != ours or _read(t) != new:
         # a save landed between the two exchanges as well: newer still, so it is the one
         _exchange(t, p)
         _count("newer-kept")
@@ -177,8 +194,8 @@ def rewrite(path: Path, change: Callable[[bytes], bytes], attempts: int = 20) ->
     such an edit is kept and `change` applied to it in turn. False when `change` leaves the
     file as it is. Raises FileNotFoundError when there is no file."""
     for _ in range(attempts):
-        with open(path, "rb") as f:
-            seen = f.read()
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
+            seen = f.read()  # (a link: ELOOP, never rewritten through)
         new = change(seen)
         if new == seen:
             return False
@@ -189,15 +206,23 @@ def rewrite(path: Path, change: Callable[[bytes], bytes], attempts: int = 20) ->
                            "again")
 
 
-def write_if_changed(path: Path, data: str | bytes) -> bool:
-    """Atomically write `data` unless the file already holds exactly it; True when written."""
+def write_if_changed(path: Path, data: str | bytes, *, root: Path | None = None) -> bool:
+    """Atomically write `data` unless the file already holds exactly it; True when written.
+    `root`: as for atomic_write (the old content is never read through a link)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        if path.read_bytes() == raw:
-            return False
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC) \
+            if root is None or not wall.reason(root, path.parent) else -1
+        if fd >= 0:
+            with os.fdopen(fd, "rb") as f:
+                if stat.S_ISREG(os.fstat(f.fileno()).st_mode) and f.read(len(raw) + 1) == raw:
+                    return False
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         pass
-    atomic_write(path, raw)
+    except OSError as e:
+        if e.errno != errno.ELOOP:  # ELOOP: a link, which the write below replaces
+            raise
+    atomic_write(path, raw, root=root)
     return True
 
 

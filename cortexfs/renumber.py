@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cortexfs import accesslog, frontmatter
+from cortexfs import accesslog, frontmatter, wall
 from cortexfs.atoms import Kind, kind_of_filename
 from cortexfs.errors import AtomParseError
 from cortexfs.fsutil import atomic_write, rewrite
@@ -227,7 +227,7 @@ def replace_log(path: Path, whole: Callable[[bytes], bytes],
     `tail` transforms lines that a writer appended to the old file after it was read.
     """
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = accesslog.open_log(path, os.O_RDONLY)  # never a linked log (cortexfs.wall)
     except FileNotFoundError:
         return False
     try:
@@ -291,6 +291,7 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
         by_project.setdefault(r.project, {})[r.old] = r.new
     for project, mapping in by_project.items():
         root = store.projects_dir / project
+
         def change(raw: bytes, mapping: dict[str, str] = mapping) -> bytes:
             try:
                 return rewrite_text(raw.decode("utf-8"), mapping).encode("utf-8")
@@ -299,16 +300,17 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
 
         for old, new in mapping.items():
             old_path, new_path = _renamed(store, Renumbering(project, old, new))
-            if old_path.exists():
+            if old_path.exists() and not wall.reason(store.context, old_path):
                 # a rename, not a copy: an edit saved into the file meanwhile moves with it
                 os.replace(old_path, new_path)
-            with contextlib.suppress(FileNotFoundError):
+            if new_path.exists() and not wall.reason(store.context, new_path):
                 rewrite(new_path, change)  # (never over an edit saved meanwhile: fsutil)
             touched += [old_path, new_path]
         for rel in _changed_since(home, base, tip, project):
             path = home / rel
             name = path.name
-            if name in _SKIP_NAMES or not name.endswith(_TEXT_SUFFIXES) or not path.is_file():
+            if name in _SKIP_NAMES or not name.endswith(_TEXT_SUFFIXES) or not path.is_file() \
+                    or wall.reason(store.context, path):  # a link: not part of the store
                 continue
             if name == accesslog.LOG_NAME:
                 continue
@@ -319,7 +321,7 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
         log = root / "_meta" / accesslog.LOG_NAME
         rel_log = f"{PROJECTS}/{project}/_meta/{accesslog.LOG_NAME}"
         base_log = (git_blob(home, base, rel_log) if base else None) or b""
-        current = log.read_bytes() if log.exists() else b""
+        current = accesslog.read(log)
         # the local side's lines are those after the merge base's copy of the log
         skip = len(base_log) if current.startswith(base_log) else 0
         renames = {f"{old}.md": f"{new}.md" for old, new in mapping.items()}

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cortexfs import git, renumber
+from cortexfs import accesslog, git, renumber, wall
 from cortexfs.accesslog import LOG_NAME
 from cortexfs.atoms import KINDS, kind_of_filename
 from cortexfs.errors import AtomParseError, CortexError, GitError, InvalidInputError
@@ -57,11 +57,11 @@ NETWORK_TIMEOUT = 300.0  # seconds a fetch or push may take
 MAX_ATTEMPTS = 5  # fetch–merge–push cycles before giving up on a remote that keeps moving
 CONTEXT = "context/"
 _GENERATED = re.compile(r"^context/(?:OVERVIEW\.md|HIPPOCAMPUS\.md|projects/[^/]+/"
-                        r"(?:experiments|knowledge|patterns)/index\.md)$")
-_LOG = re.compile(rf"^context/projects/[^/]+/_meta/{re.escape(LOG_NAME)}$")
+                        r"(?:experiments|knowledge|patterns)/index\.md)\Z")
+_LOG = re.compile(rf"^context/projects/[^/]+/_meta/{re.escape(LOG_NAME)}\Z")
 _TOOL_KEYS = ("refs", "last-ref")
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+$")
-_SCP = re.compile(r"^(?:[^@/\s:]+@)?[A-Za-z0-9][A-Za-z0-9.-]*:(?!//)\S+$")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+\Z")
+_SCP = re.compile(r"^(?:[^@/\s:]+@)?[A-Za-z0-9][A-Za-z0-9.-]*:(?!//)\S+\Z")
 
 
 class SyncConflictError(GitError):
@@ -522,7 +522,7 @@ def _resolve(store: Store) -> list[str]:
         if merged is None:
             unresolved.append(rel)
             continue
-        atomic_write(home / rel, merged)
+        atomic_write(home / rel, merged, root=_wall_root(home, rel))
         git.git_run(home, "add", "--", rel)
     return unresolved
 
@@ -530,10 +530,7 @@ def _resolve(store: Store) -> list[str]:
 def _union(ours: bytes, theirs: bytes, path: Path) -> bytes:
     """Every line of both sides, and any line appended to the work-tree file meanwhile."""
     merged = ours + renumber.missing_lines(ours, theirs)
-    try:
-        current = path.read_bytes()
-    except OSError:
-        current = b""
+    current = accesslog.read(path)  # (never through a link: cortexfs.wall)
     return merged + renumber.missing_lines(merged, current)
 
 
@@ -598,9 +595,9 @@ def keep_log_appends(store: Store) -> Iterator[None]:
     stay open here, and whatever reached them during the operation is appended again.
     """
     held: list[tuple[Path, int, int, int]] = []
-    for path in store.projects_dir.glob(f"*/_meta/{LOG_NAME}"):
+    for path in _logs(store):
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = accesslog.open_log(path, os.O_RDONLY)
         except OSError:
             continue
         st = os.fstat(fd)
@@ -613,7 +610,7 @@ def keep_log_appends(store: Store) -> Iterator[None]:
                 with contextlib.suppress(FileNotFoundError):
                     if os.stat(path).st_ino != ino:
                         late = renumber.read_from(fd, size)
-                        current = path.read_bytes() if path.exists() else b""
+                        current = accesslog.read(path)
                         extra = renumber.missing_lines(current, late)
                         if extra:
                             from cortexfs.accesslog import append
@@ -862,6 +859,8 @@ def _restore_aside(store: Store) -> None:
     upstream = str(rec.get("upstream"))
     for rel, blob in sorted(rec["files"].items()):
         path = home / rel
+        if wall.reason(_wall_root(home, rel), path):
+            continue  # a link now: not part of the store, never written through
         data = git.git_blob(home, blob) if isinstance(blob, str) else None
         current = _read(path)
         if is_log(rel):
@@ -879,13 +878,15 @@ def _restore_aside(store: Store) -> None:
             if data is None:
                 path.unlink(missing_ok=True)
             else:
-                atomic_write(path, data)
+                atomic_write(path, data, root=_wall_root(home, rel))
     git.write_sync_state(home, aside=None)
 
 
 def _read(path: Path) -> bytes | None:
+    """The file's bytes; None when there is none (callers skip links: cortexfs.wall)."""
     try:
-        return path.read_bytes()
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
+            return f.read()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
 
@@ -917,6 +918,8 @@ def _undo_partial_checkout(store: Store, head: str, upstream: str) -> bool:
     undone = False
     for rel in changed:
         path = home / rel
+        if wall.reason(_wall_root(home, rel), path):
+            continue  # a link: not part of the store, never written through
         current = _read(path)
         mine = git.git_blob(home, now, rel)
         if current == mine:
@@ -931,7 +934,7 @@ def _undo_partial_checkout(store: Store, head: str, upstream: str) -> bool:
             if mine is None:
                 path.unlink(missing_ok=True)
             else:
-                atomic_write(path, mine)
+                atomic_write(path, mine, root=_wall_root(home, rel))
             undone = True
     lagging = git.git_run(home, "diff", "--cached", "--quiet", now, "--", *changed,
                           check=False).returncode if changed else 0
@@ -950,7 +953,7 @@ def _undo_log(path: Path, mine: bytes, sides: bytes) -> None:
     if path.exists():
         renumber.replace_log(path, keep, lambda data: data)
     else:
-        atomic_write(path, mine)
+        atomic_write(path, mine, root=path.parents[3])  # (context/, four folders up)
 
 
 def _merge_output(home: Path, current: bytes, upstream: str, base: bytes | None,
@@ -961,3 +964,14 @@ def _merge_output(home: Path, current: bytes, upstream: str, base: bytes | None,
     if ours is None or theirs is None:
         return False
     return _merge_file(home, base or b"", ours, theirs) == current
+
+
+def _logs(store: Store) -> list[Path]:
+    """The projects' access logs that are part of the store (cortexfs.wall: no link)."""
+    return [p for p in store.projects_dir.glob(f"*/_meta/{LOG_NAME}")
+            if not wall.reason(store.context, p)]
+
+
+def _wall_root(home: Path, rel: str) -> Path:
+    """The root whose wall a write of `rel` must not cross: context/, else the store."""
+    return home / "context" if rel.startswith(CONTEXT) else home
