@@ -383,6 +383,9 @@ def _pending(homes: list[Path]) -> str:
             shown = ", ".join(line[:2] + " " + line[3:].rsplit("/", 1)[-1]
                               for line in status[:4])
             out.append(f"{home.name}: {shown}{' …' if len(status) > 4 else ''}")
+        temps = [os.path.relpath(t, home) for t in (home / "context").rglob(".*.tmp")]
+        if temps:
+            out.append(f"{home.name}: {len(temps)} temporaries, e.g. {temps[0]}")
     return f" [{'; '.join(out)}]" if out else ""
 
 
