@@ -16,6 +16,8 @@ from tiny_model import make_tiny_model
 from cortexfs import accesslog, embed
 from cortexfs import recall as rc
 from cortexfs.errors import InvalidInputError, ProjectNotFoundError
+from cortexfs.recall import dense as rdense
+from cortexfs.recall import lexical as rlex
 from cortexfs.store import Project, Store
 
 FIXTURES = Path(__file__).parent / "fixtures" / "embed"
@@ -240,10 +242,10 @@ def test_rrf_arithmetic(store: Store, write_atom: Callable[..., Path]) -> None:
 def test_cache_is_incremental(store: Store, project: Project,
                               atoms: Callable[..., Path]) -> None:
     rc.recall(store, "cache")
-    cache = store.cache_dir / "recall" / f"lexical-v{rc.CACHE_VERSION}.npz"
+    cache = store.cache_dir / "recall" / f"lexical-v{rlex.CACHE_VERSION}.npz"
     assert cache.is_file()
     stamp = cache.stat().st_mtime_ns
-    rc._indexes.clear()  # a new process: loads the cache, parses nothing
+    rc.forget_open_indexes()  # a new process: loads the cache, parses nothing
     index = rc.open_index(store)
     index.refresh()
     assert cache.stat().st_mtime_ns == stamp
@@ -260,7 +262,7 @@ def test_cache_is_incremental(store: Store, project: Project,
     assert set(ids(rc.recall(store, "quokka"))) == {"EXP-002", "EXP-003"}
     path.unlink()
     assert ids(rc.recall(store, "quokka")) == ["EXP-003"]
-    rc._indexes.clear()  # and the saved cache agrees
+    rc.forget_open_indexes()  # and the saved cache agrees
     assert ids(rc.recall(store, "quokka")) == ["EXP-003"]
 
 
@@ -280,9 +282,9 @@ def test_same_size_same_mtime_rewrite_is_seen(store: Store, project: Project,
 def test_corrupt_cache_is_rebuilt(store: Store, atoms: Callable[..., Path],
                                   damage: bytes) -> None:
     rc.recall(store, "cache")
-    cache = store.cache_dir / "recall" / f"lexical-v{rc.CACHE_VERSION}.npz"
+    cache = store.cache_dir / "recall" / f"lexical-v{rlex.CACHE_VERSION}.npz"
     cache.write_bytes(damage)
-    rc._indexes.clear()
+    rc.forget_open_indexes()
     assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
     assert cache.stat().st_size > 1000
 
@@ -477,7 +479,7 @@ def test_dense_signal_and_vector_cache(store: Store, project: Project, tiny_mode
     # a refs / last-ref update changes the file but not the embedded text: no re-embedding
     path = project.root / "experiments" / "EXP-001.md"
     path.write_text(path.read_text().replace("tags:", "refs: 4\ntags:"))
-    rc._indexes.clear()
+    rc.forget_open_indexes()
     rc.recall(store, "kitten yarn")
     assert vec_files[0].stat().st_mtime_ns == stamp
     # a new atom is embedded; a deleted one dropped
@@ -493,7 +495,7 @@ def test_corrupt_vector_cache_is_rebuilt(store: Store, tiny_model: Path,
     rc.recall(store, "cache")
     (vec,) = (store.cache_dir / "recall").glob("vectors-*.npz")
     vec.write_bytes(b"junk")
-    rc._indexes.clear()
+    rc.forget_open_indexes()
     assert "dense" in rc.recall(store, "cache").hits[0].signals
     assert vec.stat().st_size > 100
 
@@ -526,11 +528,11 @@ def test_real_model_matches_sentence_transformers() -> None:
 def test_touched_files_keep_their_terms_across_processes(store: Store, project: Project,
                                                          atoms: Callable[..., Path]) -> None:
     rc.recall(store, "cache")
-    rc._indexes.clear()
+    rc.forget_open_indexes()
     path = project.root / "experiments" / "EXP-001.md"
     os.utime(path, ns=(time.time_ns(), time.time_ns() - 10**10))  # new mtime, same bytes
     assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
-    rc._indexes.clear()
+    rc.forget_open_indexes()
     index = rc.open_index(store)
     index.refresh()
     assert index.docs.stamps[index.by_key["flywheel/experiments/EXP-001.md"]][0] == \
@@ -542,7 +544,7 @@ def _damage_cached(store: Store, member: str) -> Path:
     """Build the lexical cache, overwrite one memory-mapped array's bytes with 0x7f (ids far
     out of range), and forget the in-memory index; returns the cache file."""
     rc.recall(store, "cache")
-    cache = store.cache_dir / "recall" / f"lexical-v{rc.CACHE_VERSION}.npz"
+    cache = store.cache_dir / "recall" / f"lexical-v{rlex.CACHE_VERSION}.npz"
     array = rc.map_npz(cache)[member]
     assert isinstance(array, np.memmap)
     offset, size = array.offset, array.nbytes
@@ -550,7 +552,7 @@ def _damage_cached(store: Store, member: str) -> Path:
     raw = bytearray(cache.read_bytes())
     raw[offset:offset + size] = b"\x7f" * size
     cache.write_bytes(bytes(raw))
-    rc._indexes.clear()
+    rc.forget_open_indexes()
     return cache
 
 
@@ -590,8 +592,9 @@ def test_dense_on_a_read_only_store_embeds_in_memory(store: Store, tiny_model: P
     def refuse(*args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied", str(args[0]))
 
-    monkeypatch.setattr(rc, "file_lock", refuse)
-    monkeypatch.setattr(rc, "atomic_write", refuse)
+    monkeypatch.setattr(rdense, "file_lock", refuse)
+    monkeypatch.setattr(rdense, "atomic_write", refuse)
+    monkeypatch.setattr(rlex, "atomic_write", refuse)
     result = rc.recall(store, "kitten yarn")
     assert "dense" in result.signals and len(result.hits) == 3
     assert not list((store.cache_dir / "recall").glob("*.npz"))  # nothing could be saved
@@ -599,7 +602,7 @@ def test_dense_on_a_read_only_store_embeds_in_memory(store: Store, tiny_model: P
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError(5, "Input/output error")  # not a permission: still an error
 
-    monkeypatch.setattr(rc, "file_lock", broken)
-    rc._indexes.clear()
+    monkeypatch.setattr(rdense, "file_lock", broken)
+    rc.forget_open_indexes()
     with pytest.raises(OSError, match="Input/output"):
         rc.recall(store, "kitten yarn")
