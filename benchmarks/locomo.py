@@ -340,7 +340,7 @@ VARIANTS: list[tuple[str, rc.Weights]] = [
 
 def recall_ranker(store: Store, weights: rc.Weights, to_key: dict[tuple[str, str], str]) -> Ranker:
     def rank(q: Question) -> list[str]:
-        result = rc.recall(store, q.text, project=q.conv, k=K, weights=weights)
+        result = rc.recall(store, q.text, project=q.conv, k=K, weights=weights, snippets=False)
         return [to_key[(h.project, h.id)] for h in result.hits]
 
     return rank
@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{ev.questions_without_evidence} questions left with no evidence skipped")
     dense = not args.no_dense and rc.dense_available()
     print(f"dense vectors: {'all-MiniLM-L6-v2' if dense else 'off'}; default weights "
-          f"{rc.DEFAULT_WEIGHTS}, RRF k = {rc.RRF_K}")
+          f"{rc.DEFAULT_WEIGHTS}, {rc.DEFAULT_TUNING}")
     variants = VARIANTS if not args.no_ablation else VARIANTS[:1]
     if args.weights:
         try:
@@ -458,8 +458,8 @@ def run(convs: list[Conversation], root: Path, variants: list[tuple[str, rc.Weig
                 rows_s, ["any", "mrr"])
 
 
-def _progress(done: int, total: int) -> None:
-    print(f"  embedding {done}/{total} passages", file=sys.stderr)
+def _progress(what: str, done: int, total: int) -> None:
+    print(f"  {what}: {done}/{total}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -37,9 +37,12 @@ from cortexfs import recall as rc
 from cortexfs.store import Store
 
 
-def queries_from(index: rc.RecallIndex, n: int, seed: int) -> list[str]:
+def queries_from(index: rc.LexicalIndex, n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
-    words = [w for d in index.docs for w in d.summary.split() if len(w) > 3 and w.isalpha()]
+    cols = index.columns()
+    sample = random.Random(seed).sample(range(len(cols.live)), min(500, len(cols.live)))
+    words = [w for i in sample for w in index.doc(i).summary.split()
+             if len(w) > 3 and w.isalpha()]
     if not words:
         raise SystemExit("the store has no atoms with summaries to draw queries from")
     return [" ".join(rng.sample(words, rng.randint(1, 4))) for _ in range(n)]
@@ -76,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     first = rc.recall(store, "warm up", k=args.k, weights=weights)
     first_s = time.perf_counter() - started
-    index = rc.open_index(store, dense=args.dense)
-    print(f"store: {store.home} — {len(index.docs)} atoms in {len(store.project_names())} "
+    index = rc.open_retriever(store, dense=args.dense).lexical
+    print(f"store: {store.home} — {index.columns().n_live} atoms in {len(store.project_names())} "
           f"projects; signals: {', '.join(first.signals)}")
     print(f"first recall in this process ({'cold build' if args.cold else 'cache load'}): "
           f"{first_s:.2f} s")

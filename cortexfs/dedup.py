@@ -77,15 +77,14 @@ def find_duplicates(project: Project, kind: Kind, summary: str, tags: list[str],
                     cosine_threshold: float = COSINE_THRESHOLD) -> list[Duplicate]:
     """Existing atoms of `kind` in `project` that the new atom nearly duplicates, most
     similar first (at most MAX_REPORTED)."""
-    from cortexfs.recall import dense_available, dense_texts, open_index
+    from cortexfs.recall import dense_available, dense_texts, open_retriever
 
     # Vectors only if recall has built some: loading the model costs more than the gate.
     cached = dense_available() and any(
         (project.store.cache_dir / "recall").glob("vectors-*.npz"))
-    index = open_index(project.store, dense=cached)
+    index = open_retriever(project.store, dense=cached)
     index.refresh(dense=False)  # lexical side only: cheap, incremental
-    folder = f"{project.name}/{kind.folder}/"
-    docs = [index.docs[i] for i, key in enumerate(index.docs.keys) if key.startswith(folder)]
+    docs = index.lexical.docs_in(f"{project.name}/{kind.folder}")
     if not docs:
         return []
     new_terms = gate_terms(summary, tags)

@@ -9,18 +9,16 @@ import hashlib
 import io
 import time
 import zipfile
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cortexfs.errors import CortexError
-from cortexfs.frontmatter import decode, parse
+from cortexfs.errors import AtomParseError
 from cortexfs.fsutil import atomic_write, file_lock
 
 if TYPE_CHECKING:
     from cortexfs.recall.docs import Doc
-    from cortexfs.recall.lexical import RecallIndex
+    from cortexfs.recall.lexical import LexicalIndex, Progress
 
 PASSAGE_TOKENS = 128  # word pieces per embedded passage: one topic each, not a diluted mix
 DENSE_BUDGET = 2048  # word pieces embedded per atom at most (atoms are meant to be short)
@@ -42,9 +40,9 @@ class VectorStore:
     """Per-doc vectors keyed by the hash of the embedded texts (Doc.vsha), cached in
     .cache/recall/vectors-<model>.npz."""
 
-    def __init__(self, index: RecallIndex, embedder: Any) -> None:
+    def __init__(self, index: LexicalIndex, embedder: Any) -> None:
         self.embedder = embedder
-        self.path = index.dir / f"vectors-{embedder.model_id}.npz"
+        self.path = index.dir.parent / f"vectors-{embedder.model_id}.npz"
         self.rows: dict[str, np.ndarray] = {}  # doc vsha → (m, dim) float16
         self._matrix: np.ndarray | None = None
         self._starts: np.ndarray | None = None
@@ -81,37 +79,38 @@ class VectorStore:
         with contextlib.suppress(OSError):
             atomic_write(self.path, buf.getvalue())
 
-    def sync(self, index: RecallIndex, progress: Callable[[int, int], None] | None) -> None:
-        """Embed the docs whose texts have no vectors yet; forget vanished ones."""
+    def sync(self, index: LexicalIndex, progress: Progress | None) -> None:
+        """Embed the live docs whose texts have no vectors yet; forget vanished ones."""
         if self._generation == index.generation:
             return
         if not self._loaded:
             self._load()
-        shas = list(index.docs.vshas)
-        if any(s not in self.rows for s in shas):
+        shas = index.vshas()
+        live = index.columns().live
+        if any(s not in self.rows for s, ok in zip(shas, live.tolist(), strict=True) if ok):
             # One process embeds at a time; a waiting one then finds the work done on disk.
             with contextlib.ExitStack() as held:
                 try:
-                    held.enter_context(file_lock(index.dir / "embed.lock", timeout=3600,
-                                                 what="the recall vector cache"))
+                    held.enter_context(file_lock(self.path.parent / "embed.lock",
+                                                 timeout=3600, what="the recall vector cache"))
                 except OSError as e:
                     if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                         raise
                     # A read-only store: embed for this process alone (_save gives up
                     # quietly). It costs time on every run, never an answer.
                 self._load()
-                todo = {s: i for i, s in enumerate(shas) if s not in self.rows}
+                todo = {s: i for i, (s, ok) in enumerate(zip(shas, live.tolist(), strict=True))
+                        if ok and s not in self.rows}
                 if todo:
-                    self._embed(index, [index.docs[i] for i in todo.values()], progress)
-                wanted = set(shas)
+                    self._embed(index, [index.doc(i) for i in todo.values()], progress)
+                wanted = {s for s, ok in zip(shas, live.tolist(), strict=True) if ok}
                 for s in [s for s in self.rows if s not in wanted]:
                     del self.rows[s]
                 self._save()
         self._assemble(shas)
         self._generation = index.generation
 
-    def _embed(self, index: RecallIndex, docs: list[Doc],
-               progress: Callable[[int, int], None] | None) -> None:
+    def _embed(self, index: LexicalIndex, docs: list[Doc], progress: Progress | None) -> None:
         seqs: list[list[int]] = []
         spans: list[tuple[str, int, int]] = []
         for doc in docs:
@@ -119,7 +118,7 @@ class VectorStore:
             windows = [self.embedder.windows(head, max_windows=1)[0]]
             if full:
                 windows += self.embedder.passages(full, PASSAGE_TOKENS, DENSE_BUDGET)
-            spans.append((_vector_key(head, full), len(seqs), len(seqs) + len(windows)))
+            spans.append((vector_key(head, full), len(seqs), len(seqs) + len(windows)))
             seqs.extend(windows)
         # Short windows batch with short ones: sort once, embed in slices, put back.
         order = sorted(range(len(seqs)), key=lambda j: len(seqs[j]))
@@ -130,7 +129,8 @@ class VectorStore:
             part = order[start:start + step]
             vectors[part] = self.embedder.encode_ids([seqs[j] for j in part])
             if progress and time.monotonic() - started > 2:
-                progress(min(start + step, len(seqs)), len(seqs))
+                progress("embedding atoms for recall (passages)", min(start + step, len(seqs)),
+                         len(seqs))
         for sha, begin, end in spans:
             self.rows[sha] = vectors[begin:end]
 
@@ -147,7 +147,7 @@ class VectorStore:
             self._matrix = np.zeros((0, self.embedder.dim), np.float32)
             self._starts = np.zeros(0, np.int64)
 
-    def ready(self, index: RecallIndex) -> bool:
+    def ready(self, index: LexicalIndex) -> bool:
         return self._matrix is not None and self._generation == index.generation
 
     def similarities(self, query: str) -> np.ndarray:
@@ -163,17 +163,17 @@ class VectorStore:
         return np.asarray(np.maximum.reduceat(sims, self._starts), dtype=np.float32)
 
 
-def _doc_dense_texts(index: RecallIndex, doc: Doc) -> tuple[str, str]:
-    path = index.store.projects_dir / doc.key
-    try:
-        parsed = parse(decode(path.read_bytes(), str(path)), str(path))
-        body = parsed.body
-    except (OSError, CortexError):
-        body = ""
+def _doc_dense_texts(index: LexicalIndex, doc: Doc) -> tuple[str, str]:
+    from cortexfs.atoms import KINDS
+    from cortexfs.loader import read_atom
+
+    kind = next(k for k in KINDS if k.folder == doc.kind)
+    read = read_atom(index.store.projects_dir / doc.key, kind)
+    body = "" if isinstance(read, AtomParseError) else read[0].body
     return dense_texts(doc.summary, doc.tags, body)
 
-def _vector_key(head: str, full: str) -> str:
+
+def vector_key(head: str, full: str) -> str:
     """What an atom's vectors depend on: its texts and how they are cut into passages."""
     return hashlib.sha1(f"{PASSAGE_TOKENS}/{DENSE_BUDGET}\0{head}\0{full}".encode()) \
         .hexdigest()
-

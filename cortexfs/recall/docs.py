@@ -1,118 +1,101 @@
-"""What the lexical index keeps of each atom file, and the table of them."""
+"""What the lexical index keeps of each atom: `Doc`, and how it is stored by name.
+
+A segment stores its docs' fields in two forms: the few every query needs for all atoms at
+once (project, kind, status, date: filters and the status ranking) as numeric columns, and
+the rest as one JSON object per doc, keyed by field name and parsed only for the atoms a
+query shows. The cache names the fields it was written with (`FIELDS`): a cache written
+with other fields is rebuilt, never misread (adding a field to Doc needs no version bump).
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-import numpy as np
+from cortexfs.atoms import (
+    INVALIDATED_STATUSES,
+    KINDS,
+    STATUSES,
+    SUPERSEDED_STATUSES,
+    Atom,
+    as_date,
+)
 
 
 @dataclass
 class Doc:
-    """What the index keeps of one atom file."""
+    """One atom as recall knows it."""
 
     key: str  # path under context/projects/, e.g. "flywheel/experiments/EXP-001.md"
     project: str
+    kind: str  # its folder: experiments, knowledge or patterns
     id: str
     summary: str
     tags: list[str]
     date: str | None
     status: str
-    priority: str | None
-    src: str | None
-    links: int
-    mtime_ns: int
-    size: int
-    ino: int
-    racy: bool  # written so shortly before it was read that a later write could keep its mtime
-    sha: str  # of the file's bytes
-    vsha: str  # of the texts its vectors come from: a refs/last-ref update keeps them
+    priority: str | None = None
+    src: str | None = None
+    links: int = 0  # how many atoms it links to (the strength's 3+-related modifier)
+    evidence: list[str] = field(default_factory=list)  # the experiments it rests on
+    last_ref: str | None = None  # frontmatter last-ref: the last read regen folded in
+    vsha: str = ""  # of the texts its vectors come from: a refs/last-ref update keeps them
 
-    def to_row(self) -> list[Any]:
-        return [self.key, self.project, self.id, self.summary, self.tags, self.date,
-                self.status, self.priority, self.src, self.links, self.mtime_ns, self.size,
-                self.ino, self.racy, self.sha, self.vsha]
+    def row(self) -> dict[str, Any]:
+        """The fields kept in the JSON row (the columns hold the others)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in COLUMNS}
 
     @classmethod
-    def from_row(cls, row: list[Any]) -> Doc:
-        return cls(*row)
+    def from_atom(cls, atom: Atom, key: str, project: str, vsha: str) -> Doc:
+        priority, src = atom.meta.get("priority"), atom.meta.get("src")
+        return cls(key=key, project=project, kind=atom.kind.folder, id=atom.id,
+                   summary=atom.summary, tags=atom.tags,
+                   date=atom.date.isoformat() if atom.date else None, status=atom.status,
+                   priority=str(priority) if priority is not None else None,
+                   src=str(src) if src is not None else None, links=len(atom.links),
+                   evidence=atom.cited_experiments() if atom.kind.folder != "experiments"
+                   else [], last_ref=atom.last_ref, vsha=vsha)
 
 
-class DocTable:
-    """The index's docs: the columns every refresh needs (key, project, stamp, vector key)
-    as plain lists, each doc's full row parsed only when asked for — a CLI run that loads a
-    10,000-atom cache reads a few hundred rows, not all of them."""
+FIELDS = tuple(f.name for f in fields(Doc))
+COLUMNS = frozenset({"key", "project", "kind", "vsha"})  # columns only (status, date: both)
 
-    def __init__(self, docs: list[Doc] | None = None) -> None:
-        docs = docs or []
-        self._rows: list[Doc | None] = list(docs)
-        self._blob = b""  # the saved rows, JSON, one after another (see from_arrays)
-        self._off: list[int] = []
-        self._saved = 0  # rows below this index, unless modified, are still in _blob
-        self._modified: set[int] = set()
-        self.keys = [d.key for d in docs]
-        self.projects = [d.project for d in docs]
-        self.vshas = [d.vsha for d in docs]
-        self.stamps: list[Any] = [(d.mtime_ns, d.size, d.ino) for d in docs]
-        self.racy = [d.racy for d in docs]
+# Status codes of the `status` column: the known statuses, then "unknown" (validation's
+# business; recall ranks it as active).
+STATUS_CODES = (*STATUSES, "unknown")
+STATUS_CODE = {s: i for i, s in enumerate(STATUS_CODES)}
+KIND_CODES = tuple(k.folder for k in KINDS)
+KIND_CODE = {k: i for i, k in enumerate(KIND_CODES)}
+# The retired statuses: ranked below active atoms by default (`fuse.RETIRED_FACTOR`).
+RETIRED = frozenset(SUPERSEDED_STATUSES | INVALIDATED_STATUSES)
+RETIRED_CODES = frozenset(STATUS_CODE[s] for s in RETIRED)
 
-    @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> DocTable:
-        table = cls()
-        table.keys = arrays["keys"].tolist()
-        table.projects = arrays["projects"].tolist()
-        table.vshas = arrays["vshas"].tolist()
-        table.stamps = arrays["stamps"].tolist()  # [mtime_ns, size, ino] lists
-        table.racy = arrays["racy"].tolist()
-        blob, off = arrays["rows"].tobytes(), arrays["row_off"].tolist()
-        n = len(table.keys)
-        if not (len(table.projects) == len(table.vshas) == len(table.stamps) == len(table.racy)
-                == n and len(off) == n + 1 and off[-1] == len(blob)):
-            raise ValueError("inconsistent doc table")
-        table._blob, table._off, table._saved = blob, off, n
-        table._rows = [None] * n
-        return table
 
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        raws = [raw if (raw := self._raw_row(i)) is not None
-                else json.dumps(self[i].to_row()).encode("utf-8") for i in range(len(self))]
-        return {
-            "keys": np.array(self.keys, dtype=np.str_),
-            "projects": np.array(self.projects, dtype=np.str_),
-            "vshas": np.array(self.vshas, dtype=np.str_),
-            "stamps": np.array(self.stamps, dtype=np.int64).reshape(len(self), 3),
-            "racy": np.array(self.racy, dtype=bool),
-            "rows": np.frombuffer(b"".join(raws), dtype=np.uint8),
-            "row_off": np.concatenate([[0], np.cumsum([len(r) for r in raws])]).astype(
-                np.int64),
-        }
+def status_code(status: str) -> int:
+    return STATUS_CODE.get(status, STATUS_CODE["unknown"])
 
-    def __len__(self) -> int:
-        return len(self.keys)
 
-    def __getitem__(self, i: int) -> Doc:
-        doc = self._rows[i]
-        if doc is None:
-            raw = self._raw_row(i)
-            assert raw is not None
-            doc = self._rows[i] = Doc.from_row(json.loads(raw))
-        return doc
+def date_ordinal(date: str | None) -> int:
+    """The column form of a date: its ordinal, 0 for none."""
+    d = as_date(date)
+    return d.toordinal() if d else 0
 
-    def _raw_row(self, i: int) -> bytes | None:
-        """The saved JSON row of doc i, while it is unchanged since loading."""
-        if i >= self._saved or i in self._modified:
-            return None
-        return self._blob[self._off[i]:self._off[i + 1]]
 
-    def __setitem__(self, i: int, doc: Doc) -> None:
-        self._rows[i] = doc
-        self._modified.add(i)
-        self.keys[i], self.projects[i], self.vshas[i] = doc.key, doc.project, doc.vsha
-        self.stamps[i], self.racy[i] = (doc.mtime_ns, doc.size, doc.ino), doc.racy
+def ordinal_date(ordinal: int) -> str | None:
+    return dt.date.fromordinal(ordinal).isoformat() if ordinal > 0 else None
 
-    def __iter__(self) -> Iterator[Doc]:
-        return (self[i] for i in range(len(self)))
 
+def encode_rows(docs: list[Doc]) -> list[bytes]:
+    return [json.dumps(d.row(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            for d in docs]
+
+
+def decode_row(raw: bytes, key: str, project: str, kind: str, vsha: str) -> Doc:
+    """A Doc from its JSON row and columns. Raises ValueError for a row that does not hold
+    exactly the fields this Doc has (a cache from another version: rebuild it)."""
+    data = json.loads(raw)
+    if not isinstance(data, dict) or set(data) != set(FIELDS) - COLUMNS:
+        raise ValueError("a cached doc row does not have this version's fields")
+    return Doc(key=key, project=project, kind=kind, vsha=vsha, **data)

@@ -1,18 +1,29 @@
-"""Text → index terms: the analyzer every recall signal and the duplicate gate share."""
+"""Text → index terms: the analyzer every lexical signal, the snippets and the duplicate
+gate share.
+
+A term is a lower-cased word of 2+ characters that is not a stop word, Snowball-stemmed
+("rebalancers" → `rebalanc`); atom ids (EXP-042, K-007) are whole terms of their own
+(`exp-042`), so a query naming an id finds the atom and the atoms that cite it. The index
+stores a term as a 64-bit hash (`term_hash`): no vocabulary of strings is kept or loaded,
+and two processes agree on every id without sharing a table.
+
+Speed matters here (a 100,000-atom store is ~30 million words): a line of ASCII text is
+split with one `str.translate` and `split` rather than a regular expression (4× faster,
+same words); other lines use the regular expression. Each distinct word is stemmed and
+hashed once per process (`_cache`).
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 
-import numpy as np
-
 from cortexfs.atoms import ATOM_ID
 
-SUMMARY_REPEAT = 2  # the one-line summary says what the atom is about: count it twice
-PASSAGE_LINES = 3  # body lines per lexical passage (a question and its answer, and one more)
-TAGS_REPEAT = 1
-
+try:  # hashlib imports OpenSSL (~5 ms); the blake2 module alone is all we need
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - interpreters without the private module
+    from hashlib import blake2b
 
 # English function words (the usual IR stop list): they carry no topic, and questions are
 # full of them ("what did … do when …").
@@ -30,22 +41,61 @@ which while who who's whom why why's with won't would wouldn't you you'd you'll 
 your yours yourself yourselves also just will shall may might must get got
 """
 STOPWORDS = frozenset(_STOP_TEXT.split())
+SUMMARY_REPEAT = 2  # the one-line summary says what the atom is about: count it twice
+TAGS_REPEAT = 1
+MAX_WORD = 40  # longer "words" (hashes, base64) are kept whole but never fuzzy-matched
 
 _WORD = re.compile(r"\w+(?:'\w+)*")
+# ASCII: letters and digits lower-cased, `_` and `'` kept, everything else a space.
+_ASCII = {c: (chr(c).lower() if chr(c).isalnum() or chr(c) in "_'" else " ")
+          for c in range(128)}
+_ASCII_TABLE = str.maketrans(_ASCII)
+_SPLIT_QUOTES = re.compile(r"'{2,}")
 
-# --- text processing --------------------------------------------------------------------------
+
+def term_hash(term: str) -> int:
+    """The 64-bit id under which the index stores `term` (stable across processes)."""
+    h = int.from_bytes(blake2b(term.encode("utf-8"), digest_size=8).digest(), "little")
+    return h if h > 1 else h + 2  # 0 and 1 mark skipped words and line ends in streams
+
+
+def pair_hash(a: int, b: int) -> int:
+    """The id of the phrase `a b` (two term hashes): what `phrase_keys` computes in numpy."""
+    return (a * PAIR_MULT + b) & MASK64
+
+
+PAIR_MULT = 0x9E3779B97F4A7C15  # odd: (a, b) ↦ a·m + b mod 2⁶⁴ mixes a into every bit
+MASK64 = (1 << 64) - 1
+
+
+def words(line: str) -> list[str]:
+    """The words of one line (no newline in it): lower-cased, 2+ characters, stop words
+    and atom ids left out ("don't" is one word)."""
+    if line.isascii():
+        text = line.translate(_ASCII_TABLE)
+        if "'" in text:
+            raw = [w.strip("'") for w in _SPLIT_QUOTES.sub(" ", text).split()]
+        else:
+            raw = text.split()
+    else:
+        raw = _WORD.findall(line.lower().replace("\u2019", "'"))
+    return [w for w in raw if len(w) > 1 and w not in STOPWORDS]
+
+
+def _ids_out(line: str) -> tuple[str, list[str]]:
+    """The line with its atom ids blanked out, and the ids (as terms)."""
+    if "-" not in line:
+        return line, []
+    found = [m.lower() for m in ATOM_ID.findall(line)]
+    return (ATOM_ID.sub(" ", line), found) if found else (line, [])
 
 
 class Analyzer:
-    """Text → index terms: lower-cased words of 2+ characters, stop words out, stemmed.
-
-    Atom ids (EXP-042, K-007) also become whole terms (`exp-042`), so a query naming an id
-    finds the atom and the atoms that cite it.
-    """
+    """Text → index terms (see the module docstring), and their hashes."""
 
     def __init__(self) -> None:
         try:
-            import Stemmer  # PyStemmer: bm25s's companion stemmer (Snowball, C)
+            import Stemmer  # PyStemmer: Snowball, in C
 
             self._stem: Callable[[list[str]], list[str]] | None = \
                 Stemmer.Stemmer("english").stemWords
@@ -53,103 +103,186 @@ class Analyzer:
         except ImportError:  # pragma: no cover - PyStemmer is a dependency; stay usable
             self._stem = None
             self.name = "plain"
-        self._cache: dict[str, str] = {}
+        self._terms: dict[str, str] = {}  # word → term
+        self._hashes: dict[str, int] = {}  # word or id term → term hash
+        self.numbering = Numbering()  # stream tokens (see `stream`)
+
+    # -- terms as strings (queries, snippets, the duplicate gate) --
+
+    def stems(self, ws: list[str]) -> list[str]:
+        """The terms of words (from `words`), in order."""
+        cache = self._terms
+        missing = [w for w in dict.fromkeys(ws) if w not in cache]
+        if missing:
+            if len(cache) > 500_000:  # a long-lived server: keep memory bounded
+                cache.clear()
+            stemmed = self._stem(missing) if self._stem is not None else missing
+            cache.update(zip(missing, stemmed, strict=True))
+        return [cache[w] for w in ws]
 
     def terms(self, text: str) -> list[str]:
-        words = _words(text)
-        out = self._stemmed(words)
-        out.extend(m.lower() for m in ATOM_ID.findall(text))
+        """Every term of `text`, line by line, each line's ids after its words."""
+        out: list[str] = []
+        for line in text.split("\n"):
+            line, ids = _ids_out(line)
+            out += self.stems(words(line))
+            out += ids
         return out
 
     def line_terms(self, text: str) -> list[list[str]]:
-        """The terms of each line of `text` (what `terms` gives line by line, in one pass)."""
-        ids: dict[int, list[str]] = {}
-        if "-" in text:
-            for m in ATOM_ID.finditer(text):
-                ids.setdefault(text.count("\n", 0, m.start()), []).append(m.group().lower())
-            text = ATOM_ID.sub(lambda m: " " * len(m.group()), text)
-        lowered = text.lower().replace("\u2019", "'")
-        newlines = [i for i, ch in enumerate(lowered) if ch == "\n"] if "\n" in lowered \
-            else []
-        words: list[str] = []
-        starts: list[int] = []
-        for m in _WORD.finditer(lowered):
-            w = m.group()
-            if len(w) > 1 and w not in STOPWORDS:
-                words.append(w)
-                starts.append(m.start())
-        out: list[list[str]] = [[] for _ in range(len(newlines) + 1)]
-        line_of = np.searchsorted(np.array(newlines, dtype=np.int64), starts).tolist() \
-            if newlines else [0] * len(words)
-        for line, term in zip(line_of, self._stemmed(words), strict=True):
-            out[line].append(term)
-        for line, found in ids.items():
-            out[line].extend(found)
+        """The terms of each line of `text`."""
+        out = []
+        for line in text.split("\n"):
+            line, ids = _ids_out(line)
+            out.append(self.stems(words(line)) + ids)
         return out
 
-    def _stemmed(self, words: list[str]) -> list[str]:
-        if self._stem is None:
-            return words
-        cache = self._cache
-        missing = [w for w in dict.fromkeys(words) if w not in cache]
-        if missing:
-            for w, s in zip(missing, self._stem(missing), strict=True):
-                cache[w] = s
-            if len(cache) > 500_000:
-                cache.clear()
-        return [cache[w] for w in words]
-
-    def query_phrases(self, query: str) -> list[str]:
-        """Distinct phrases of a query (see `phrases`)."""
-        return list(dict.fromkeys(phrases(self._stemmed(_words(query)))))
-
     def query_terms(self, query: str) -> tuple[list[str], dict[str, str]]:
-        """Distinct terms of a query, and which query word each came from."""
-        words = _words(query)
+        """Distinct terms of a query, and the query word each came from first."""
         origin: dict[str, str] = {}
-        for word, term in zip(words, self._stemmed(words), strict=True):
+        text, ids = _ids_out(" ".join(query.split()))
+        ws = words(text)
+        for word, term in zip(ws, self.stems(ws), strict=True):
             origin.setdefault(term, word)
-        for m in ATOM_ID.findall(query):
-            origin.setdefault(m.lower(), m)
+        for found, term in zip(ATOM_ID.findall(query), ids, strict=True):
+            origin.setdefault(term, found)
         return list(origin), origin
 
+    def query_phrases(self, query: str) -> list[tuple[str, str]]:
+        """Distinct pairs of adjacent query terms, ids left out: `online clothing store` →
+        (`onlin`, `cloth`), (`cloth`, `store`)."""
+        text, _ = _ids_out(" ".join(query.split()))
+        terms = self.stems(words(text))
+        return list(dict.fromkeys(zip(terms, terms[1:], strict=False)))
 
-def _words(text: str) -> list[str]:
-    """Lower-cased words of 2+ characters that are not stop words ("don't" is one word),
-    atom ids left out."""
-    text = ATOM_ID.sub(" ", text)  # ids are whole terms of their own (Analyzer)
-    words = _WORD.findall(text.lower().replace("\u2019", "'"))
-    return [w for w in words if len(w) > 1 and w not in STOPWORDS]
+    # -- hashes (what the index stores) --
+
+    def hashes(self, text: str) -> list[int]:
+        """`term_hash` of every term of `text` (see `terms`)."""
+        out: list[int] = []
+        for line in text.split("\n"):
+            out += self.line(line)[0]
+        return out
+
+    def line(self, line: str) -> tuple[list[int], list[str]]:
+        """One line's term hashes (its words', then its atom ids') and its words."""
+        line, ids = _ids_out(line)
+        ws = words(line)
+        cache = self._hashes
+        missing = [w for w in dict.fromkeys(ws) if w not in cache]
+        if missing:
+            if len(cache) > 500_000:
+                cache.clear()
+            for w, t in zip(missing, self.stems(missing), strict=True):
+                cache[w] = term_hash(t)
+        out = [cache[w] for w in ws]
+        for term in ids:
+            h = cache.get(term)
+            if h is None:
+                h = cache[term] = term_hash(term)
+            out.append(h)
+        return out, ws
+
+
+    # -- token streams (what a segment is built from) --
+
+    def stream(self, text: str) -> list[int]:
+        """The tokens of `text` in order, as numbers (`Numbering`): NEWLINE after each
+        line, SKIP for each word that is no term (stop words, one letter). One translate,
+        one split and one dictionary look-up per word, for the ~30 million words of a big
+        store. An atom id stands where it is written (the line-by-line path puts them
+        last)."""
+        if "EXP-" in text or "K-" in text or "PAT-" in text:
+            # each id becomes one token; plain replaces, longest first (EXP-0421 before
+            # EXP-042), cost a third of a substitution with a template
+            for found in sorted(set(find_ids(text)), key=len, reverse=True):
+                text = text.replace(found, f" {_ID_PREFIX}{found.replace('-', '_')} ")
+        if text.isascii():  # a one-character-for-one table keeps str.translate's fast path
+            tokens = text.translate(_STREAM_TABLE).replace("\n", " \x01 ").split()
+        else:
+            tokens = _STREAM_WORD.findall(text.lower().replace("\u2019", "'"))
+        tokens.append("\n")
+        numbers = self.numbering.of
+        try:
+            return list(map(numbers.__getitem__, tokens))
+        except KeyError:
+            for token in set(tokens).difference(numbers):
+                self.numbering.add(token, *self._resolve(token))
+            return list(map(numbers.__getitem__, tokens))
+
+    def _resolve(self, token: str) -> tuple[int, str | None, bool]:
+        """(term hash or SKIP, surface word or None, is an atom id) of a stream token."""
+        if token.startswith(_ID_PREFIX):
+            return term_hash(token[len(_ID_PREFIX):].replace("_", "-")), None, True
+        found = words(token)
+        if not found:
+            return SKIP, None, False
+        return term_hash(self.stems(found[:1])[0]), found[0], False
+
+
+def find_ids(text: str) -> list[str]:
+    """`ATOM_ID.findall(text)`, by str.find: the regular expression tries every position of
+    the text (~30 µs for an atom), this jumps from one `EXP-`, `K-` or `PAT-` to the next."""
+    found: list[tuple[int, str]] = []
+    n = len(text)
+    for prefix in ("EXP-", "K-", "PAT-"):
+        i = text.find(prefix)
+        while i >= 0:
+            j = k = i + len(prefix)
+            while k < n and text[k] in _DIGITS:
+                k += 1
+            if k > j and (i == 0 or not _is_word(text[i - 1])):
+                end = -1
+                if k == n or not _is_word(text[k]):
+                    end = k
+                if prefix == "EXP-" and k < n and "a" <= text[k] <= "z" and \
+                        (k + 1 == n or not _is_word(text[k + 1])):
+                    end = k + 1
+                if end > 0:
+                    found.append((i, text[i:end]))
+            i = text.find(prefix, i + 1)
+    return [m for _, m in sorted(found)]
+
+
+_DIGITS = frozenset("0123456789")
+
+
+def _is_word(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+class Numbering:
+    """Stream tokens numbered in the order first seen, with what each stands for: a token
+    stream of small numbers becomes numpy arrays, and numpy maps them to terms."""
+
+    def __init__(self) -> None:
+        self.of: dict[str, int] = {"\x01": NEWLINE, "\n": NEWLINE}  # token → number
+        self.hashes: list[int] = [0, 0]  # number → term hash (0: SKIP and NEWLINE)
+        self.words: list[str | None] = [None, None]  # number → surface word
+        self.ids: list[bool] = [False, False]  # number → an atom id
+
+    def add(self, token: str, h: int, word: str | None, is_id: bool) -> None:
+        if h == SKIP:
+            self.of[token] = SKIP
+            return
+        self.of[token] = len(self.hashes)
+        self.hashes.append(h)
+        self.words.append(word)
+        self.ids.append(is_id)
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+
+SKIP, NEWLINE = 0, 1  # markers of a token stream (no term hash takes these values)
+_ID_PREFIX = "_cxid_"
+# the stream's ASCII table: as _ASCII, line ends kept (to become tokens of their own)
+_STREAM_TABLE = str.maketrans({**_ASCII, 10: "\n"})
+_STREAM_WORD = re.compile(r"\w+(?:'\w+)*|\n")
 
 
 def lexical_head(summary: str, tags: list[str]) -> str:
-    """What BM25 indexes besides the body: the summary and tags, repeated for weight."""
+    """What the index holds of an atom besides its body: the summary and tags, repeated
+    for weight."""
     tag_text = " ".join(t.replace("-", " ").replace("_", " ") for t in tags)
     return "\n".join([summary] * SUMMARY_REPEAT + [tag_text] * TAGS_REPEAT)
-
-
-def passage_terms(analyzer: Analyzer, body: str) -> list[list[str]]:
-    """The terms of each lexical passage of a body: every window of PASSAGE_LINES
-    consecutive lines that have terms (the whole body when it is that short; none when it
-    has no terms)."""
-    return passages_of(analyzer.line_terms(body))
-
-
-def passages_of(line_terms: list[list[str]]) -> list[list[str]]:
-    """`passage_terms` from the terms of each line: a passage's terms, then its lines'
-    phrases."""
-    lines = [terms for terms in line_terms if terms]
-    if not lines:
-        return []
-    spans = [(0, len(lines))] if len(lines) <= PASSAGE_LINES else \
-        [(j, j + PASSAGE_LINES) for j in range(len(lines) - PASSAGE_LINES + 1)]
-    pairs = [phrases(terms) for terms in lines]
-    return [[t for terms in lines[a:b] for t in terms] + [p for ps in pairs[a:b] for p in ps]
-            for a, b in spans]
-
-
-def phrases(terms: list[str]) -> list[str]:
-    """The pairs of adjacent terms (`"onlin cloth"`): a space never occurs in a term. Atom
-    ids (`exp-042`, appended to their line) pair with nothing."""
-    return [f"{a} {b}" for a, b in zip(terms, terms[1:], strict=False)
-            if "-" not in a and "-" not in b]

@@ -60,12 +60,12 @@ def query_period(query: str) -> Period | None:
     return None
 
 
-def _ordinal(date: str | None) -> int | None:
+def ordinal(date: str | None) -> int | None:
     d = as_date(date)
     return d.toordinal() if d else None
 
 
-def _parse_ts(ts: str) -> dt.datetime | None:
+def parse_ts(ts: str) -> dt.datetime | None:
     try:
         parsed = dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
     except ValueError:

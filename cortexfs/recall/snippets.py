@@ -1,0 +1,73 @@
+"""Snippets: the passage a hit was ranked by, as lines of its file, with the query's words
+marked — what the text output prints under each hit and `--format json` carries.
+
+The passage comes from `cortexfs.recall.passages` as "the n-th body line that has terms";
+the snippet reads the file again (only the k hits shown) and maps that back to file lines.
+An atom matched by its summary or tags alone, or by the dense signal alone, shows its
+summary.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cortexfs.atoms import ATOM_ID, KINDS
+from cortexfs.errors import AtomParseError
+from cortexfs.loader import read_atom
+from cortexfs.recall.fuse import Snippet
+from cortexfs.recall.tokenize import STOPWORDS, Analyzer, words
+
+MAX_CHARS = 400  # a snippet longer than this is cut around its first highlight
+_WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
+
+
+def passage(analyzer: Analyzer, path: str, kind_folder: str, start: int, size: int,
+            terms: set[str]) -> Snippet | None:
+    """The snippet of the passage of `size` term-bearing body lines from the `start`-th
+    one, of the atom file at `path`; None when the file cannot be read any more."""
+    kind = next(k for k in KINDS if k.folder == kind_folder)
+    read = read_atom(Path(path), kind)
+    if isinstance(read, AtomParseError):
+        return None
+    atom, raw = read
+    text = raw.decode("utf-8", errors="replace")
+    body_line = text.count("\n", 0, max(len(text) - len(atom.body), 0)) + 1
+    lines = atom.body.split("\n")
+    kept = [j for j, line in enumerate(lines) if words(line) or ATOM_ID.search(line)]
+    if not kept:
+        return None
+    start = min(start, len(kept) - 1)
+    first, last = kept[start], kept[min(start + size, len(kept)) - 1]
+    shown = [line.rstrip() for line in lines[first:last + 1]]
+    return make(analyzer, "\n".join(shown).strip("\n"), body_line + first, body_line + last,
+                terms)
+
+
+def make(analyzer: Analyzer, text: str, first: int, last: int, terms: set[str]) -> Snippet:
+    """A snippet of `text` with the spans of the words whose terms are in `terms`."""
+    spans = highlights(analyzer, text, terms)
+    if len(text) > MAX_CHARS:
+        at = spans[0][0] if spans else 0
+        begin = max(0, min(at - MAX_CHARS // 4, len(text) - MAX_CHARS))
+        cut = text[begin:begin + MAX_CHARS]
+        prefix = "…" if begin > 0 else ""
+        suffix = "…" if begin + MAX_CHARS < len(text) else ""
+        shift = len(prefix) - begin
+        spans = [(a + shift, b + shift) for a, b in spans
+                 if a >= begin and b <= begin + MAX_CHARS]
+        text = prefix + cut + suffix
+    return Snippet(first, last, text, spans)
+
+
+def highlights(analyzer: Analyzer, text: str, terms: set[str]) -> list[tuple[int, int]]:
+    """Character spans of the words (and atom ids) of `text` that are query terms."""
+    spans: list[tuple[int, int]] = []
+    for m in _WORD.finditer(text):
+        w = m.group().lower().replace("\u2019", "'")
+        if len(w) > 1 and w not in STOPWORDS and analyzer.stems([w])[0] in terms:
+            spans.append(m.span())
+    for m in ATOM_ID.finditer(text):
+        if m.group().lower() in terms:
+            spans.append(m.span())
+    return sorted(set(spans))
