@@ -54,34 +54,28 @@ class Folder:
 def listing(path: os.PathLike[str] | str, kind: Kind) -> tuple[list[str], np.ndarray, list[int]]:
     """The atom-named entries of a folder, sorted by name: names, their stamps, and their
     st_mode (a link, folder or FIFO named like an atom is listed: it is reported, not read).
-    No folder: nothing. (One stat per file is most of a 100,000-atom query's time: the loop
-    around it is kept lean.)"""
-    names: list[str] = []
-    rows: list[tuple[int, int, int]] = []
-    modes: list[int] = []
+    No folder: nothing. (One stat per file is most of a big store's query: the loop around
+    it is kept lean — a listing, then stats relative to the folder's descriptor.)"""
     match = _FILE_NAME[kind.prefix].match
     try:
-        entries = os.scandir(path)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     except (FileNotFoundError, NotADirectoryError):
         return [], np.zeros((0, 3), np.int64), []
-    with entries:
-        for entry in entries:
-            name = entry.name
-            if match(name) is None:
-                continue
+    try:
+        names = sorted(n for n in os.listdir(fd) if match(n))
+        stats = []
+        kept = []
+        stat_at = os.stat
+        for name in names:
             try:
-                st = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
+                stats.append(stat_at(name, dir_fd=fd, follow_symlinks=False))
+                kept.append(name)
+            except FileNotFoundError:  # deleted since the listing
                 continue
-            names.append(name)
-            rows.append((st.st_mtime_ns, st.st_size, st.st_ino))
-            modes.append(st.st_mode)
-    order = sorted(range(len(names)), key=names.__getitem__)
-    if order != list(range(len(names))):
-        names = [names[i] for i in order]
-        rows = [rows[i] for i in order]
-        modes = [modes[i] for i in order]
-    return names, np.array(rows, dtype=np.int64).reshape(len(rows), 3), modes
+    finally:
+        os.close(fd)
+    rows = np.array([(s.st_mtime_ns, s.st_size, s.st_ino) for s in stats], dtype=np.int64)
+    return kept, rows.reshape(len(kept), 3), [s.st_mode for s in stats]
 
 
 def is_regular(mode: int) -> bool:

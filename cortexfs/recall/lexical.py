@@ -12,7 +12,7 @@ edit changes no other doc's rows: `bm25` scores whole atoms, `cortexfs.recall.pa
 their best passage.
 
 On disk: `manifest.json` (the code and parameters the index was built with, its segments,
-skipped files), `files.npz` (the file table), `logs.bin` (the folded access logs) and the
+skipped files), `files.arr` (the file table), `logs.bin` (the folded access logs) and the
 segments. Anything missing, damaged or written by other code reads as "no index": it is
 rebuilt, never misread. A process that cannot write the cache keeps what it built in
 memory.
@@ -28,7 +28,6 @@ import os
 import secrets
 import tempfile
 import time
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ import numpy as np
 from cortexfs import accesslog, cache, loader
 from cortexfs.atoms import KINDS, Kind
 from cortexfs.fsutil import file_lock
-from cortexfs.recall import docs, files, segment, tokenize
+from cortexfs.recall import arrays, docs, files, segment, tokenize
 from cortexfs.recall.builder import Builder
 from cortexfs.recall.docs import Doc
 from cortexfs.recall.files import PENDING, SKIPPED, FileTable, Folder
@@ -113,25 +112,35 @@ class LexicalIndex:
                 "fields": list(docs.FIELDS), "segment_docs": SEGMENT_DOCS}
 
     def _load(self) -> None:
+        """Read the index saved on disk; a missing, damaged or foreign one reads as empty
+        (the next refresh rebuilds it). A segment deleted while being opened — another
+        process merged it away — means a newer manifest: read that one instead."""
         self._loaded = True
-        try:
-            manifest = json.loads((self.dir / "manifest.json").read_bytes())
-            if manifest.get("params") != self._params():
-                raise ValueError("built by other code")
-            segs = [segment.load(self.dir, str(name)) for name in manifest["segments"]]
-            with np.load(self.dir / "files.npz", allow_pickle=False) as npz:
-                table = FileTable.from_arrays(list(manifest["folders"]), dict(npz))
-            for f in table.folders.values():
-                ok = f.seg >= 0
-                if (f.seg[ok] >= len(segs)).any() or (f.seg < SKIPPED).any() or any(
-                        (f.doc[f.seg == s] >= seg.n).any() for s, seg in enumerate(segs)):
-                    raise ValueError("the file table points past the segments")
-            skipped = {str(k): str(v) for k, v in manifest["skipped"].items()}
-            logs = cache.load(self.dir / "logs.bin", "recall-logs")
-        except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError,
-                zipfile.BadZipFile):
-            self._empty()
-            return
+        for _ in range(3):
+            try:
+                self._read()
+                return
+            except FileNotFoundError:
+                continue  # a concurrent writer replaced the manifest: try the new one
+            except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError):
+                break
+        self._empty()
+
+    def _read(self) -> None:
+        manifest = json.loads((self.dir / "manifest.json").read_bytes())
+        if manifest.get("params") != self._params():
+            raise ValueError("built by other code")
+        segs = [segment.load(self.dir, str(name)) for name in manifest["segments"]]
+        table = FileTable.from_arrays(list(manifest["folders"]),
+                                      arrays.read(self.dir / "files.arr")[0])
+        sizes = np.array([seg.n for seg in segs] + [0], dtype=np.int64)
+        for f in table.folders.values():
+            ok = f.seg >= 0
+            if (f.seg[ok] >= len(segs)).any() or (f.seg < SKIPPED).any() or \
+                    (f.doc[ok] >= sizes[np.minimum(f.seg[ok], len(segs))]).any():
+                raise ValueError("the file table points past the segments")
+        skipped = {str(k): str(v) for k, v in manifest["skipped"].items()}
+        logs = cache.load(self.dir / "logs.bin", "recall-logs")
         self.segments, self.files, self.skipped = segs, table, skipped
         self.log_states = logs if isinstance(logs, dict) else {}
         self._manifest_id = str(manifest.get("id", ""))
@@ -156,8 +165,8 @@ class LexicalIndex:
             for seg in self.segments:
                 if seg.name in self.unsaved:
                     segment.save(seg, self.dir)
-            names, arrays = self.files.to_arrays()
-            _write(self.dir / "files.npz", lambda f: np.savez(f, **arrays))
+            names, table = self.files.to_arrays()
+            arrays.write(self.dir / "files.arr", table, None, frozenset())
             self._manifest_id = secrets.token_hex(8)
             manifest = {"params": self._params(), "id": self._manifest_id,
                         "segments": [s.name for s in self.segments], "folders": names,
@@ -167,7 +176,7 @@ class LexicalIndex:
         except OSError:
             return
         self.unsaved = set()
-        listed = {f"{s.name}.npz" for s in self.segments}
+        listed = {f"{s.name}.seg" for s in self.segments}
         with contextlib.suppress(OSError), os.scandir(self.dir) as it:
             for entry in it:
                 if entry.name.startswith("seg-") and entry.name not in listed:

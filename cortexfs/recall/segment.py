@@ -7,7 +7,7 @@ atoms into a new small segment and leaves their old rows behind as dead docs; sm
 segments and ones with many dead docs are merged (`merge`), from their stored tokens
 without reading an atom again.
 
-A segment holds, in numpy arrays (one uncompressed .npz; the big ones memory-mapped):
+A segment holds, in numpy arrays (one `cortexfs.recall.arrays` file; most memory-mapped):
 - its docs: key, project, kind, status, date and content hash as columns, the rest as JSON
   rows (`cortexfs.recall.docs`), and each doc's length in terms;
 - its tokens: each doc's head terms (summary, tags, cited ids) and the terms of each body
@@ -24,13 +24,6 @@ A segment holds, in numpy arrays (one uncompressed .npz; the big ones memory-map
 from __future__ import annotations
 
 import array
-import contextlib
-import io
-import json
-import math
-import os
-import tempfile
-import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from cortexfs.recall import arrays
 from cortexfs.recall.docs import (
     FIELDS,
     KIND_CODE,
@@ -51,10 +45,13 @@ from cortexfs.recall.docs import (
 from cortexfs.recall.tokenize import MAX_WORD, NEWLINE, PAIR_MULT
 
 SEGMENT_DOCS = 4096  # docs per segment of a first build: ~10 MB of text held at a time
-# The big arrays, memory-mapped rather than read (a query touches a few postings).
+# Memory-mapped rather than read: all but the small columns every query reads whole (a
+# query touches a few postings and the rows of the hits it shows; reading and checking
+# the rest cost a 10,000-atom process ~60 ms).
 MAPPED = frozenset({"fwd", "line_ptr", "line_len", "terms", "t_ptr", "p_doc", "p_tf", "ids",
-                    "p_lines", "bi_keys", "bi_df", "head", "words", "w_term", "tri_keys",
-                    "tri_ptr", "tri_word"})
+                    "p_lines", "bi_keys", "bi_df", "head", "head_ptr", "words", "w_term",
+                    "tri_keys", "tri_ptr", "tri_word", "keys", "rows", "row_off", "sha",
+                    "vsha", "doc_line", "tag_ids", "tag_ptr"})
 _U64 = np.uint64
 
 
@@ -414,68 +411,17 @@ def _trigrams(words: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def save(seg: Segment, folder: Path) -> Path:
-    """Write the segment as `<name>.npz` in `folder` (a temporary file renamed into place:
-    a reader never sees half of one). No fsync: a cache lost in a crash is rebuilt."""
-    path = folder / f"{seg.name}.npz"
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{seg.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            meta = np.frombuffer(json.dumps(seg.meta).encode("utf-8"), dtype=np.uint8)
-            arrays: dict[str, Any] = {"meta": meta, **seg.a}
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Write the segment as `<name>.seg` in `folder` (`arrays.write`: renamed into place,
+    a reader never sees half of one)."""
+    path = folder / f"{seg.name}.seg"
+    arrays.write(path, seg.a, seg.meta, MAPPED)
     return path
 
 
 def load(folder: Path, name: str) -> Segment:
-    """The segment saved as `<name>.npz`; ValueError, OSError or BadZipFile when it cannot
-    be used (missing, damaged, written with other Doc fields)."""
-    arrays = map_npz(folder / f"{name}.npz")
-    meta = json.loads(bytes(arrays.pop("meta")).decode("utf-8"))
+    """The segment saved as `<name>.seg`; ValueError or OSError when it cannot be used
+    (missing, damaged, written with other Doc fields)."""
+    data, meta = arrays.read(folder / f"{name}.seg")
     if not isinstance(meta, dict) or meta.get("fields") != list(FIELDS):
         raise ValueError(f"segment {name} was written with other doc fields")
-    return Segment(name, arrays, meta)
-
-
-def map_npz(path: Path, mapped: frozenset[str] = MAPPED) -> dict[str, np.ndarray]:
-    """The arrays of an uncompressed .npz file (what np.savez writes); those named in
-    `mapped` memory-mapped rather than read. The others are read whole, their zip CRC
-    checked. Raises ValueError (or OSError, zipfile.BadZipFile) for a file it cannot use.
-
-    Mapped bytes are not checked: a damaged one shows as an id out of range (IndexError,
-    which makes recall rebuild the index) or a wrong score until the next rebuild. The maps
-    stay valid when the file is replaced or deleted.
-    """
-    out: dict[str, np.ndarray] = {}
-    with open(path, "rb") as f, zipfile.ZipFile(f) as z:
-        for info in z.infolist():
-            name = info.filename
-            if info.compress_type != zipfile.ZIP_STORED or not name.endswith(".npy"):
-                raise ValueError(f"{name}: not a stored .npy member")
-            if name[:-4] not in mapped:
-                out[name[:-4]] = np.load(io.BytesIO(z.read(info)), allow_pickle=False)
-                continue
-            f.seek(info.header_offset)
-            local = f.read(30)  # the local file header: its name and extra field follow
-            if len(local) != 30 or local[:4] != b"PK\x03\x04":
-                raise ValueError(f"{name}: bad local header")
-            name_len, extra_len = int.from_bytes(local[26:28], "little"), \
-                int.from_bytes(local[28:30], "little")
-            f.seek(info.header_offset + 30 + name_len + extra_len)
-            version = np.lib.format.read_magic(f)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) \
-                else np.lib.format.read_array_header_2_0
-            shape, fortran, dtype = read_header(f)
-            if dtype.hasobject:
-                raise ValueError(f"{name}: holds Python objects")
-            if math.prod(shape) == 0:
-                out[name[:-4]] = np.zeros(shape, dtype)
-                continue
-            out[name[:-4]] = np.memmap(f, dtype=dtype, mode="r", offset=f.tell(), shape=shape,
-                                       order="F" if fortran else "C")
-    return out
+    return Segment(name, data, meta)

@@ -17,8 +17,13 @@ def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def tiny_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A tiny random model; its similarities mean nothing, so abstention is off (the
+    abstention test turns it on)."""
+    from cortexfs.recall import query
+
     folder = make_tiny_model(tmp_path / "tiny-model")
     monkeypatch.setenv("CORTEX_EMBED_MODEL", str(folder))
+    monkeypatch.setattr(query, "DENSE_FLOOR", -2.0)
     return folder
 
 

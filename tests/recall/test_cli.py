@@ -90,3 +90,30 @@ def test_bad_input(store: Store, atoms: Callable[..., Path], cli: object,
 def test_without_store(cli: object) -> None:
     res = cli("recall", "cache")  # type: ignore[operator]
     assert res.exit_code == 1 and "cortex init" in res.stderr
+
+
+def test_mcp_recall_tool_takes_the_filters(store: Store, atoms: Callable[..., Path]) -> None:
+    """The MCP tool, called in-process (tests/test_mcp.py drives the server end to end)."""
+    import anyio
+
+    from cortexfs.mcp_server import build_server
+
+    server = build_server(store)
+
+    def call(**args: object) -> dict[str, object]:
+        result = anyio.run(server.call_tool, "recall", args)
+        data = result.structured_content
+        assert data is not None, result
+        return data
+
+    out = call(query="cache", kind="k")
+    hits = out["hits"]
+    assert isinstance(hits, list) and [h["id"] for h in hits] == ["K-001"]
+    assert hits[0]["path"] == "context/projects/flywheel/knowledge/K-001.md"
+    assert hits[0]["snippet"]["text"] == "Invalidate caches on write, not on a timer"
+    tagged = call(query="cache", tags=["latency"], status="any", since="2026-01-01")["hits"]
+    assert [h["id"] for h in tagged] == ["EXP-001"]  # type: ignore[index]
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    with pytest.raises(ToolError, match="--status 'gone' is not a status"):
+        anyio.run(server.call_tool, "recall", {"query": "cache", "status": "gone"})

@@ -19,7 +19,7 @@ from cortexfs.recall import dense, lexical, query, segment
 from cortexfs.store import Project, Store
 from recall.helpers import ids
 
-FIXTURES = Path(__file__).parent / "fixtures" / "embed"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "embed"
 
 
 def test_wordpiece_matches_bert_rules(tiny_model: Path) -> None:
@@ -149,7 +149,7 @@ def test_abstains_when_nothing_is_close(store: Store, tiny_model: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """With vectors, a query that no atom is close to in meaning and whose rarer words no
     atom holds answers "no atom matches" (without them, dense vectors list every atom)."""
-    assert len(rc.recall(store, "kitten yarn").hits) == 3  # the floor is below the tiny model
+    assert len(rc.recall(store, "kitten yarn").hits) == 3  # (the fixture's floor: -2)
     monkeypatch.setattr(query, "DENSE_FLOOR", 2.0)  # nothing is ever close enough
     far = rc.recall(store, "kitten yarn")
     assert far.hits == [] and far.abstained and far.to_json()["abstained"] is True

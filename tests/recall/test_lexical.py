@@ -13,7 +13,7 @@ import pytest
 
 from cortexfs import accesslog
 from cortexfs import recall as rc
-from cortexfs.recall import lexical, segment
+from cortexfs.recall import arrays, lexical, segment
 from cortexfs.recall.lexical import LexicalIndex
 from cortexfs.store import Project, Store
 from recall.helpers import ids, lexical_only
@@ -24,7 +24,7 @@ def _index(store: Store) -> LexicalIndex:
 
 
 def _segments(store: Store) -> list[Path]:
-    return sorted((store.cache_dir / "recall" / "lexical").glob("seg-*.npz"))
+    return sorted((store.cache_dir / "recall" / "lexical").glob("seg-*.seg"))
 
 
 def test_cache_is_incremental(store: Store, project: Project,
@@ -110,7 +110,7 @@ def test_touched_files_keep_their_doc(store: Store, project: Project,
 
 
 @pytest.mark.parametrize("what, damage", [
-    ("manifest.json", b""), ("manifest.json", b"{not json"), ("files.npz", b"PK\x03\x04junk"),
+    ("manifest.json", b""), ("manifest.json", b"{not json"), ("files.arr", b"CXARRAY1junk"),
     ("seg", b"not a zip file")])
 def test_damaged_index_files_are_rebuilt(store: Store, atoms: Callable[..., Path],
                                          what: str, damage: bytes) -> None:
@@ -155,11 +155,9 @@ def test_a_segment_written_with_other_fields_is_rebuilt(
     rc.recall(store, "cache")
     rc.forget_open_indexes()
     (path,) = _segments(store)
-    arrays = {k: np.array(v) for k, v in segment.map_npz(path).items()}
-    meta = json.loads(bytes(arrays["meta"]))
+    data, meta = arrays.read(path)
     meta["fields"] = [*meta["fields"], "added"]
-    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
-    np.savez(path, **arrays)
+    arrays.write(path, {k: np.array(v) for k, v in data.items()}, meta, segment.MAPPED)
     assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
     (rebuilt,) = _segments(store)
     assert rebuilt != path
@@ -167,15 +165,15 @@ def test_a_segment_written_with_other_fields_is_rebuilt(
 
 def _damage_mapped(store: Store, member: str) -> Path:
     """Overwrite one memory-mapped array of the (only) segment with 0x7f bytes: ids far out
-    of range, which the zip's CRC check cannot catch for a mapped member."""
+    of range, which no CRC guards in a mapped array."""
     rc.recall(store, "cache")
     (path,) = _segments(store)
-    array = segment.map_npz(path)[member]
-    assert isinstance(array, np.memmap)
-    offset, size = array.offset, array.nbytes
-    del array
     raw = bytearray(path.read_bytes())
-    raw[offset:offset + size] = b"\x7f" * size
+    size = int.from_bytes(raw[8:16], "little")
+    dtype, shape, offset, nbytes, crc = json.loads(raw[16:16 + size])["arrays"][member]
+    assert crc is None  # mapped
+    start = -(-(16 + size) // arrays.ALIGN) * arrays.ALIGN
+    raw[start + offset:start + offset + nbytes] = b"\x7f" * nbytes
     path.write_bytes(bytes(raw))
     rc.forget_open_indexes()
     return path
@@ -196,17 +194,28 @@ def test_damaged_mapped_bytes_found_while_refreshing(store: Store,
     assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
 
 
-def test_map_npz_refuses_what_it_cannot_map(tmp_path: Path) -> None:
-    packed = tmp_path / "packed.npz"
-    np.savez_compressed(packed, a=np.arange(10))
-    with pytest.raises(ValueError, match="not a stored"):
-        segment.map_npz(packed)
-    plain = tmp_path / "plain.npz"
-    np.savez(plain, a=np.arange(10), empty=np.zeros(0, np.int32))
-    arrays = segment.map_npz(plain, mapped=frozenset({"a", "empty"}))
-    assert isinstance(arrays["a"], np.memmap) and arrays["a"].tolist() == list(range(10))
-    assert arrays["empty"].shape == (0,)
-    assert not isinstance(segment.map_npz(plain)["a"], np.memmap)  # read, CRC checked
+def test_array_files(tmp_path: Path) -> None:
+    path = tmp_path / "a.arr"
+    data = {"ids": np.arange(10, dtype=np.int32), "empty": np.zeros((0, 3), np.int64),
+            "small": np.array([1.5, 2.5])}
+    arrays.write(path, data, {"k": 1}, mapped=frozenset({"ids", "empty"}))
+    got, meta = arrays.read(path)
+    assert meta == {"k": 1} and got["ids"].tolist() == list(range(10))
+    assert isinstance(got["ids"], np.memmap) and not isinstance(got["small"], np.memmap)
+    assert got["empty"].shape == (0, 3) and got["small"].tolist() == [1.5, 2.5]
+    raw = bytearray(path.read_bytes())
+    size = int.from_bytes(raw[8:16], "little")
+    offset = json.loads(raw[16:16 + size])["arrays"]["small"][2]
+    raw[-(-(16 + size) // arrays.ALIGN) * arrays.ALIGN + offset] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="small is damaged"):
+        arrays.read(path)
+    path.write_bytes(bytes(raw[:40]))
+    with pytest.raises((ValueError, OSError)):
+        arrays.read(path)
+    path.write_bytes(b"PK\x03\x04 a zip")
+    with pytest.raises(ValueError, match="not an array file"):
+        arrays.read(path)
 
 
 def test_unparseable_atoms_are_skipped_then_indexed(store: Store, project: Project,
