@@ -17,12 +17,14 @@ from __future__ import annotations
 import os
 import re
 import stat
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from cortexfs.atoms import KINDS, Kind
+from cortexfs.loader import RACY_NS
 
 # exactly the file names Project.atom_paths takes for each kind (`EXP-042b.md`, `K-7.md` …)
 _FILE_NAME = {k.prefix: re.compile(k.id_re.pattern.rstrip("$") + r"\.md$") for k in KINDS}
@@ -39,9 +41,12 @@ class Folder:
     racy: np.ndarray  # (n,) bool
     seg: np.ndarray  # (n,) int32: segment index, SKIPPED or PENDING
     doc: np.ndarray  # (n,) int32
+    listed: tuple[int, int] = (0, 0)  # the folder's (mtime_ns, inode) when its names were
+    # listed, once older than RACY_NS (else 0: list it again)
 
     def same(self, other: Folder) -> bool:
-        return (self.names == other.names and np.array_equal(self.stamps, other.stamps)
+        return (self.names == other.names and self.listed == other.listed
+                and np.array_equal(self.stamps, other.stamps)
                 and np.array_equal(self.racy, other.racy)
                 and np.array_equal(self.seg, other.seg) and np.array_equal(self.doc, other.doc))
 
@@ -51,18 +56,29 @@ class Folder:
                    np.zeros(0, np.int32))
 
 
-def listing(path: os.PathLike[str] | str, kind: Kind) -> tuple[list[str], np.ndarray, list[int]]:
-    """The atom-named entries of a folder, sorted by name: names, their stamps, and their
-    st_mode (a link, folder or FIFO named like an atom is listed: it is reported, not read).
-    No folder: nothing. (One stat per file is most of a big store's query: the loop around
-    it is kept lean — a listing, then stats relative to the folder's descriptor.)"""
+def listing(path: os.PathLike[str] | str, kind: Kind,
+            known: Folder | None = None) -> tuple[list[str], np.ndarray, list[int],
+                                                  tuple[int, int]]:
+    """The atom-named entries of a folder, sorted by name: names, their stamps, their
+    st_mode (a link, folder or FIFO named like an atom is listed: it is reported, not
+    read), and the folder's `listed` stamp (Folder.listed). No folder: nothing.
+
+    One stat per file is most of a big store's query, so the loop around it is lean: stats
+    relative to the folder's descriptor, and no listing at all when the folder's mtime says
+    no entry was added, removed or renamed since `known` was listed."""
     match = _FILE_NAME[kind.prefix].match
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     except (FileNotFoundError, NotADirectoryError):
-        return [], np.zeros((0, 3), np.int64), []
+        return [], np.zeros((0, 3), np.int64), [], (0, 0)
     try:
-        names = sorted(n for n in os.listdir(fd) if match(n))
+        st = os.fstat(fd)
+        listed = (st.st_mtime_ns, st.st_ino) \
+            if time.time_ns() - st.st_mtime_ns >= RACY_NS else (0, 0)
+        if known is not None and listed != (0, 0) and known.listed == listed:
+            names = known.names
+        else:
+            names = sorted(n for n in os.listdir(fd) if match(n))
         stats = []
         kept = []
         stat_at = os.stat
@@ -74,8 +90,11 @@ def listing(path: os.PathLike[str] | str, kind: Kind) -> tuple[list[str], np.nda
                 continue
     finally:
         os.close(fd)
-    rows = np.array([(s.st_mtime_ns, s.st_size, s.st_ino) for s in stats], dtype=np.int64)
-    return kept, rows.reshape(len(kept), 3), [s.st_mode for s in stats]
+    rows = np.empty((len(stats), 3), np.int64)  # (column by column: ~2x a list of tuples)
+    rows[:, 0] = [s.st_mtime_ns for s in stats]
+    rows[:, 1] = [s.st_size for s in stats]
+    rows[:, 2] = [s.st_ino for s in stats]
+    return kept, rows, [s.st_mode for s in stats], listed
 
 
 def is_regular(mode: int) -> bool:
@@ -103,6 +122,8 @@ class FileTable:
             "f_names": np.frombuffer(keys, dtype=np.uint8),
             "f_stamps": cat("stamps", np.int64, (3,)), "f_racy": cat("racy", bool),
             "f_seg": cat("seg", np.int32), "f_doc": cat("doc", np.int32),
+            "f_listed": np.array([f.listed for f in parts], dtype=np.int64).reshape(
+                len(parts), 2),
         }
 
     @classmethod
@@ -114,15 +135,17 @@ class FileTable:
         total = sum(counts)
         if len(counts) != len(names) or len(all_names) != total or \
                 a["f_stamps"].shape != (total, 3) or not \
-                len(a["f_racy"]) == len(a["f_seg"]) == len(a["f_doc"]) == total:
+                len(a["f_racy"]) == len(a["f_seg"]) == len(a["f_doc"]) == total or \
+                a["f_listed"].shape != (len(names), 2):
             raise ValueError("inconsistent file table")
         folders: dict[str, Folder] = {}
         start = 0
-        for name, n in zip(names, counts, strict=True):
+        for j, (name, n) in enumerate(zip(names, counts, strict=True)):
             end = start + n
+            mtime, ino = a["f_listed"][j].tolist()
             folders[name] = Folder(all_names[start:end], a["f_stamps"][start:end],
                                    a["f_racy"][start:end], a["f_seg"][start:end],
-                                   a["f_doc"][start:end])
+                                   a["f_doc"][start:end], (mtime, ino))
             start = end
         return cls(folders)
 

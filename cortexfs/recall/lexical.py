@@ -259,17 +259,17 @@ class LexicalIndex:
             for kind in KINDS:
                 fkey = f"{project.name}/{kind.folder}"
                 seen.add(fkey)
-                names, stamps, modes = files.listing(project.folder(kind), kind)
                 old = self.files.folders.get(fkey)
-                if old is not None and old.names == names and \
+                names, stamps, modes, listed = files.listing(project.folder(kind), kind, old)
+                if old is not None and old.names == names and old.listed == listed and \
                         np.array_equal(old.stamps, stamps) and not old.racy.any():
                     continue
                 if old is None and not names:
                     continue
-                out[fkey] = (project, kind, names, stamps, modes)
+                out[fkey] = (project, kind, names, stamps, modes, listed)
         for fkey in self.files.folders:
             if fkey not in seen:
-                out[fkey] = (None, None, [], np.zeros((0, 3), np.int64), [])
+                out[fkey] = (None, None, [], np.zeros((0, 3), np.int64), [], (0, 0))
         return out
 
     def _apply(self, walked: dict[str, tuple[Any, ...]], projects: list[Project],
@@ -279,7 +279,7 @@ class LexicalIndex:
         total = sum(len(w[2]) for w in walked.values())
         builder = Builder(self, total, progress)
         changed = False
-        for fkey, (project, kind, names, stamps, modes) in walked.items():
+        for fkey, (project, kind, names, stamps, modes, listed) in walked.items():
             old = self.files.folders.get(fkey, Folder.empty())
             if project is None:
                 self.files.folders.pop(fkey, None)
@@ -288,6 +288,7 @@ class LexicalIndex:
                 changed = True
                 continue
             new = self._update(project, kind, fkey, names, stamps, modes, old, builder)
+            new.listed = listed
             changed = changed or not old.same(new)
             self.files.folders[fkey] = new
         builder.flush()

@@ -25,7 +25,8 @@ import numpy as np
 from cortexfs.recall.lexical import BM25_B, BM25_K1, LexicalIndex
 from cortexfs.recall.tokenize import pair_hash
 
-PASSAGE_POOL = 1000  # atoms whose passages are scored, the best by whole-atom BM25
+PASSAGE_POOL = 300  # atoms whose passages are scored, the best by whole-atom BM25 (LoCoMo:
+# the same figures for 200, 400 and 1,000; a 10,000-atom query: 9 ms of passages at 1,000)
 
 
 @dataclass
@@ -110,7 +111,7 @@ def _segment_best(a: dict[str, np.ndarray], lookup: object, local: np.ndarray,
     lines = _spans(l0, n_lines)  # the candidates' lines, one after another
     t0 = np.asarray(line_ptr[lines], np.int64)
     per_line = np.asarray(line_ptr[lines + 1], np.int64) - t0
-    tokens = np.asarray(a["fwd"], np.int64)[_spans(t0, per_line)]
+    tokens = a["fwd"][_spans(t0, per_line)].astype(np.int64)  # (index, then convert)
     tok_line = np.repeat(np.arange(len(lines)), per_line)
     width = feats.size
     tf = np.zeros((len(lines), width), np.float64)  # row k: line k
@@ -121,7 +122,8 @@ def _segment_best(a: dict[str, np.ndarray], lookup: object, local: np.ndarray,
         q_sorted, q_index = local_terms[known][order], known[order]
         pos = np.searchsorted(q_sorted, tokens).clip(0, len(q_sorted) - 1)
         hit = q_sorted[pos] == tokens
-        np.add.at(tf, (tok_line[hit], q_index[pos[hit]]), 1.0)
+        tf += np.bincount(tok_line[hit] * width + q_index[pos[hit]],
+                          minlength=tf.size).reshape(tf.shape)
     if feats.phrases and len(tokens) > 1:
         flat = np.array([h for pair in feats.phrases for h in pair], dtype=np.uint64)
         pl = lookup(flat).reshape(-1, 2)  # type: ignore[operator]
@@ -131,8 +133,9 @@ def _segment_best(a: dict[str, np.ndarray], lookup: object, local: np.ndarray,
                 continue
             m = same & (tokens[:-1] == la) & (tokens[1:] == lb)
             if m.any():
-                np.add.at(tf, (tok_line[:-1][m], len(feats.terms) + p), 1.0)
-    lengths = np.asarray(a["line_len"], np.float64)[lines]
+                tf[:, len(feats.terms) + p] += np.bincount(tok_line[:-1][m],
+                                                           minlength=len(lines))
+    lengths = a["line_len"][lines].astype(np.float64)
     # windows: each candidate's runs of `size` lines (all its lines when it has fewer)
     n_win = np.where(n_lines > size, n_lines - size + 1, np.minimum(n_lines, 1))
     first_line = np.cumsum(n_lines) - n_lines  # the candidate's first line, in `lines`

@@ -296,8 +296,7 @@ class Retriever:
                  tuning: Tuning) -> Snippet:
         an = self.lexical.analyzer
         if start is not None:
-            found = snippets.passage(an, str(hit.path), doc.kind, start, tuning.passage_lines,
-                                     terms)
+            found = snippets.passage(an, str(hit.path), start, tuning.passage_lines, terms)
             if found is not None:
                 return found
         return snippets.make(an, doc.summary, 0, 0, terms)

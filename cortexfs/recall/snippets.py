@@ -9,12 +9,13 @@ summary.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
-from cortexfs.atoms import ATOM_ID, KINDS
+from cortexfs.atoms import ATOM_ID
 from cortexfs.errors import AtomParseError
-from cortexfs.loader import read_atom
+from cortexfs.frontmatter import decode, locate, read_bytes
 from cortexfs.recall.fuse import Snippet
 from cortexfs.recall.tokenize import STOPWORDS, Analyzer, words
 
@@ -22,18 +23,19 @@ MAX_CHARS = 400  # a snippet longer than this is cut around its first highlight
 _WORD = re.compile(r"\w+(?:['\u2019]\w+)*")
 
 
-def passage(analyzer: Analyzer, path: str, kind_folder: str, start: int, size: int,
+def passage(analyzer: Analyzer, path: str, start: int, size: int,
             terms: set[str]) -> Snippet | None:
     """The snippet of the passage of `size` term-bearing body lines from the `start`-th
     one, of the atom file at `path`; None when the file cannot be read any more."""
-    kind = next(k for k in KINDS if k.folder == kind_folder)
-    read = read_atom(Path(path), kind)
-    if isinstance(read, AtomParseError):
+    try:  # (the frontmatter need not be parsed again: only where the body starts)
+        if os.path.islink(path):
+            return None
+        text = decode(read_bytes(Path(path)), path)
+        start_at = locate(text, path).body_start
+    except AtomParseError:
         return None
-    atom, raw = read
-    text = raw.decode("utf-8", errors="replace")
-    body_line = text.count("\n", 0, max(len(text) - len(atom.body), 0)) + 1
-    lines = atom.body.split("\n")
+    body_line = text.count("\n", 0, start_at) + 1
+    lines = text[start_at:].split("\n")
     kept = [j for j, line in enumerate(lines) if words(line) or ATOM_ID.search(line)]
     if not kept:
         return None

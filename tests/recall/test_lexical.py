@@ -319,3 +319,19 @@ def test_bm25_is_lucene_s(store: Store, write_atom: Callable[..., Path]) -> None
     norm = lexical.BM25_K1 * (1 - lexical.BM25_B + lexical.BM25_B * cols.dlen[i] / cols.avgdl)
     assert scores[i] == pytest.approx(idf * tf / (tf + norm), rel=1e-5)
     assert lexical_only().lexical == 1.0
+
+
+def test_a_settled_folder_is_not_listed_again_until_it_changes(
+        store: Store, project: Project, write_atom: Callable[..., Path]) -> None:
+    write_atom("EXP-001", summary="quokka census")
+    folder = project.root / "experiments"
+    past = time.time_ns() - 10**10
+    for path in [folder, *folder.iterdir()]:
+        os.utime(path, ns=(past, past))
+    assert ids(rc.recall(store, "quokka")) == ["EXP-001"]
+    f = _index(store).files.folders["flywheel/experiments"]
+    assert f.listed == (past, folder.stat().st_ino)  # settled: its names are trusted …
+    write_atom("EXP-002", summary="quokka census two")  # … until an entry is added
+    assert ids(rc.recall(store, "quokka", k=5)) == ["EXP-001", "EXP-002"]
+    (folder / "EXP-001.md").unlink()
+    assert ids(rc.recall(store, "quokka", k=5)) == ["EXP-002"]
