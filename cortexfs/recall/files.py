@@ -27,7 +27,8 @@ from cortexfs.atoms import KINDS, Kind
 from cortexfs.loader import RACY_NS
 
 # exactly the file names Project.atom_paths takes for each kind (`EXP-042b.md`, `K-7.md` …)
-_FILE_NAME = {k.prefix: re.compile(k.id_re.pattern.rstrip("$") + r"\.md$") for k in KINDS}
+_FILE_NAME = {k.prefix: re.compile(k.id_re.pattern.removesuffix(r"\Z") + r"\.md\Z")
+              for k in KINDS}
 SKIPPED = -1  # the segment of a file that is not a valid atom
 PENDING = -2  # a doc on its way into a segment: `doc` numbers it until it lands
 
@@ -67,8 +68,8 @@ def listing(path: os.PathLike[str] | str, kind: Kind,
     relative to the folder's descriptor, and no listing at all when the folder's mtime says
     no entry was added, removed or renamed since `known` was listed."""
     match = _FILE_NAME[kind.prefix].match
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:  # (a linked folder is refused: not part of the store, see cortexfs.wall)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except (FileNotFoundError, NotADirectoryError):
         return [], np.zeros((0, 3), np.int64), [], (0, 0)
     try:

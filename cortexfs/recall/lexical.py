@@ -35,8 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from cortexfs import accesslog, cache, loader
+from cortexfs import accesslog, cache, loader, wall
 from cortexfs.atoms import KINDS, Kind
+from cortexfs.errors import AtomParseError
+from cortexfs.frontmatter import read_bytes
 from cortexfs.fsutil import file_lock
 from cortexfs.recall import arrays, docs, files, segment, tokenize
 from cortexfs.recall.builder import Builder
@@ -260,7 +262,14 @@ class LexicalIndex:
                 fkey = f"{project.name}/{kind.folder}"
                 seen.add(fkey)
                 old = self.files.folders.get(fkey)
-                names, stamps, modes, listed = files.listing(project.folder(kind), kind, old)
+                folder = project.folder(kind)
+                names: list[str] = []
+                stamps = np.zeros((0, 3), np.int64)
+                modes: list[int] = []
+                listed = (0, 0)
+                if not wall.reason(self.store.context, folder):  # (a linked project or
+                    # folder is not part of the store: cortexfs.wall)
+                    names, stamps, modes, listed = files.listing(folder, kind, old)
                 if old is not None and old.names == names and old.listed == listed and \
                         np.array_equal(old.stamps, stamps) and not old.racy.any():
                     continue
@@ -484,8 +493,8 @@ def bm25(index: LexicalIndex, hashes: list[int], weights: list[float] | None = N
 
 def _sha_of(path: Path) -> bytes | None:
     try:
-        return hashlib.sha1(path.read_bytes()).digest()
-    except OSError:
+        return hashlib.sha1(read_bytes(path)).digest()  # (a regular file, never a link)
+    except AtomParseError:
         return None
 
 
