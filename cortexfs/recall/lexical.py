@@ -315,40 +315,41 @@ class LexicalIndex:
 
     def _update(self, project: Project, kind: Kind, fkey: str, names: list[str],
                 stamps: np.ndarray, modes: list[int], old: Folder, builder: Builder) -> Folder:
-        """The folder's new row of the table: unchanged files keep their doc, the others
-        are read (a racily-clean one only if its bytes changed)."""
-        at = {n: i for i, n in enumerate(old.names)}
+        """The folder's new row of the table: unchanged files keep their doc (found with
+        array comparisons: a folder of 10,000 files with one change costs no loop over
+        them), the others are read — a racily-clean one only if its bytes changed."""
         n = len(names)
-        seg, doc = np.full(n, SKIPPED, np.int32), np.zeros(n, np.int32)
-        racy = np.zeros(n, bool)
+        if old.names == names:
+            prev = np.arange(n)
+        else:
+            at = {name: i for i, name in enumerate(old.names)}
+            prev = np.array([at.get(name, -1) for name in names], dtype=np.int64)
+            for name in set(old.names).difference(names):
+                self.skipped.pop(f"{fkey}/{name}", None)
+        has = prev >= 0
+        p = np.where(has, prev, 0)
+        if len(old.names):
+            seg = np.where(has, old.seg[p], SKIPPED).astype(np.int32)
+            doc = np.where(has, old.doc[p], 0).astype(np.int32)
+            same = has & (old.stamps[p] == stamps).all(axis=1)
+            racy = same & old.racy[p]
+        else:
+            seg, doc = np.full(n, SKIPPED, np.int32), np.zeros(n, np.int32)
+            same = racy = np.zeros(n, bool)
         now_ns = time.time_ns()
         folder = project.folder(kind)
-        for j, name in enumerate(names):
-            key = f"{fkey}/{name}"
-            i = at.get(name)
-            old_sha = None
-            if i is not None:
-                if old.seg[i] >= 0:
-                    old_sha = self.segments[old.seg[i]].sha(int(old.doc[i]))
-                if (old.stamps[i] == stamps[j]).all():
-                    if not old.racy[i]:
-                        seg[j], doc[j] = old.seg[i], old.doc[i]
-                        continue
-                    if old_sha is not None and _sha_of(folder / name) == old_sha:
-                        seg[j], doc[j] = old.seg[i], old.doc[i]
-                        racy[j] = now_ns - int(stamps[j][0]) < loader.RACY_NS
-                        continue
-            found = builder.add(project, kind, key, folder / name, old_sha)
+        for j in np.flatnonzero(~same | racy).tolist():  # new, changed or racily clean
+            name, i = names[j], int(prev[j])
+            old_sha = self.segments[old.seg[i]].sha(int(old.doc[i])) \
+                if i >= 0 and old.seg[i] >= 0 else None
             racy[j] = now_ns - int(stamps[j][0]) < loader.RACY_NS
-            if found is None:  # not an atom (builder noted why)
-                continue
-            if found == "same":  # touched, not changed
-                seg[j], doc[j] = old.seg[i], old.doc[i]
-            else:
+            if same[j] and old_sha is not None and _sha_of(folder / name) == old_sha:
+                continue  # racily clean, and indeed unchanged: keeps its doc
+            found = builder.add(project, kind, f"{fkey}/{name}", folder / name, old_sha)
+            if found is None:  # not an atom (the builder noted why)
+                seg[j], doc[j] = SKIPPED, 0
+            elif found != "same":  # (touched, not changed: keeps its doc)
                 seg[j], doc[j] = PENDING, found
-        for name in old.names:
-            if name not in names:
-                self.skipped.pop(f"{fkey}/{name}", None)
         return Folder(names, stamps, racy, seg, doc)
 
     def _compact(self) -> None:

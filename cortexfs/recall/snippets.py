@@ -1,5 +1,6 @@
-"""Snippets: the passage a hit was ranked by, as lines of its file, with the query's words
-marked — what the text output prints under each hit and `--format json` carries.
+"""Snippets: the passage a hit was ranked by, as lines of its file (those with words: the
+blank ones between are left out), with the query's words marked — what the text output
+prints under each hit and `--format json` carries.
 
 The passage comes from `cortexfs.recall.passages` as "the n-th body line that has terms";
 the snippet reads the file again (only the k hits shown) and maps that back to file lines.
@@ -40,9 +41,9 @@ def passage(analyzer: Analyzer, path: str, start: int, size: int,
     if not kept:
         return None
     start = min(start, len(kept) - 1)
-    first, last = kept[start], kept[min(start + size, len(kept)) - 1]
-    shown = [line.rstrip() for line in lines[first:last + 1]]
-    return make(analyzer, "\n".join(shown).strip("\n"), body_line + first, body_line + last,
+    chosen = kept[start:start + size]
+    shown = [lines[j].strip() for j in chosen]  # the passage's lines; blank ones between go
+    return make(analyzer, "\n".join(shown), body_line + chosen[0], body_line + chosen[-1],
                 terms)
 
 

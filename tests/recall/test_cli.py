@@ -36,10 +36,10 @@ def test_text_shows_the_passage_and_marks(store: Store, write_atom: Callable[...
     assert lines[0].startswith(" 1. EXP-002") and "[invalidated]" not in lines[0]
     first = next(i for i, line in enumerate(lines) if "EXP-001" in line and "." in line[:4])
     assert "[invalidated]" in lines[first]
-    # the passage: the three body lines with terms, as lines 10-13 of the file
+    # the passage: the three body lines with words (lines 10-13 of the file; not the blank)
     assert lines[first + 2].endswith("10-13 │ # EXP-001")
-    assert lines[first + 4].endswith("│ The quokka census ran on Monday.")
-    assert lines[first + 5].endswith("│ It found 40 quokkas.")
+    assert lines[first + 3].endswith("│ The quokka census ran on Monday.")
+    assert lines[first + 4].endswith("│ It found 40 quokkas.")
 
 
 def test_filters(store: Store, atoms: Callable[..., Path], cli: object) -> None:
