@@ -152,8 +152,10 @@ def scale_one(home: Path, args: argparse.Namespace) -> dict[str, list[float]]:
             rc.recall(store, q, weights=weights)
             samples.append(time.perf_counter() - t)
         out["query"].append(statistics.median(samples) * 1000)
+    time.sleep(2.5)  # past the racy window of the files the queries above may have indexed
     for n in range(args.reps):
         out["warm"].append(run([*cortex, "recall", "--no-dense", queries[n]], env)[0])
+    for n in range(args.reps):
         _touch_one(store, n)
         out["changed"].append(run([*cortex, "recall", "--no-dense", queries[n]], env)[0])
     run([*cortex, "brief"], env)

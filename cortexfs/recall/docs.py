@@ -9,7 +9,6 @@ with other fields is rebuilt, never misread (adding a field to Doc needs no vers
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -81,10 +80,6 @@ def date_ordinal(date: str | None) -> int:
     """The column form of a date: its ordinal, 0 for none."""
     d = as_date(date)
     return d.toordinal() if d else 0
-
-
-def ordinal_date(ordinal: int) -> str | None:
-    return dt.date.fromordinal(ordinal).isoformat() if ordinal > 0 else None
 
 
 def encode_rows(docs: list[Doc]) -> list[bytes]:

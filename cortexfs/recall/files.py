@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -96,10 +95,6 @@ def listing(path: os.PathLike[str] | str, kind: Kind,
     rows[:, 1] = [s.st_size for s in stats]
     rows[:, 2] = [s.st_ino for s in stats]
     return kept, rows, [s.st_mode for s in stats], listed
-
-
-def is_regular(mode: int) -> bool:
-    return stat.S_ISREG(mode)
 
 
 class FileTable:

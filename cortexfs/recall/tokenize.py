@@ -7,10 +7,11 @@ A term is a lower-cased word of 2+ characters that is not a stop word, Snowball-
 stores a term as a 64-bit hash (`term_hash`): no vocabulary of strings is kept or loaded,
 and two processes agree on every id without sharing a table.
 
-Speed matters here (a 100,000-atom store is ~30 million words): a line of ASCII text is
-split with one `str.translate` and `split` rather than a regular expression (4× faster,
-same words); other lines use the regular expression. Each distinct word is stemmed and
-hashed once per process (`_cache`).
+Speed matters here (a 100,000-atom store is ~30 million words): `stream` splits a whole
+atom with one `str.translate` and `split` rather than a regular expression per line (4×
+faster, same words; non-ASCII text takes the regular expression) and numbers its tokens
+(`Numbering`): each distinct token is stemmed and hashed once per process, and numpy
+turns the numbers into terms.
 """
 
 from __future__ import annotations
@@ -104,7 +105,6 @@ class Analyzer:
             self._stem = None
             self.name = "plain"
         self._terms: dict[str, str] = {}  # word → term
-        self._hashes: dict[str, int] = {}  # word or id term → term hash
         self.numbering = Numbering()  # stream tokens (see `stream`)
 
     # -- terms as strings (queries, snippets, the duplicate gate) --
@@ -154,35 +154,6 @@ class Analyzer:
         text, _ = _ids_out(" ".join(query.split()))
         terms = self.stems(words(text))
         return list(dict.fromkeys(zip(terms, terms[1:], strict=False)))
-
-    # -- hashes (what the index stores) --
-
-    def hashes(self, text: str) -> list[int]:
-        """`term_hash` of every term of `text` (see `terms`)."""
-        out: list[int] = []
-        for line in text.split("\n"):
-            out += self.line(line)[0]
-        return out
-
-    def line(self, line: str) -> tuple[list[int], list[str]]:
-        """One line's term hashes (its words', then its atom ids') and its words."""
-        line, ids = _ids_out(line)
-        ws = words(line)
-        cache = self._hashes
-        missing = [w for w in dict.fromkeys(ws) if w not in cache]
-        if missing:
-            if len(cache) > 500_000:
-                cache.clear()
-            for w, t in zip(missing, self.stems(missing), strict=True):
-                cache[w] = term_hash(t)
-        out = [cache[w] for w in ws]
-        for term in ids:
-            h = cache.get(term)
-            if h is None:
-                h = cache[term] = term_hash(term)
-            out.append(h)
-        return out, ws
-
 
     # -- token streams (what a segment is built from) --
 

@@ -6,8 +6,6 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from cortexfs.atoms import as_date
-
 _MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august",
                 "september", "october", "november", "december")
 _MONTH = {m: i for i, m in enumerate(_MONTH_NAMES, start=1)} | \
@@ -59,10 +57,6 @@ def query_period(query: str) -> Period | None:
             return Period(first.toordinal(), last.toordinal())
     return None
 
-
-def ordinal(date: str | None) -> int | None:
-    d = as_date(date)
-    return d.toordinal() if d else None
 
 
 def parse_ts(ts: str) -> dt.datetime | None:
