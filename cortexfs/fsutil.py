@@ -14,6 +14,12 @@ from pathlib import Path
 from cortexfs.errors import LockTimeoutError
 
 
+def temp_prefix(path: Path) -> str:
+    """The name start of a temporary file for `path`: `.NAME.PID.` (cortex.commit tells an
+    abandoned one, whose writer is gone, by that pid)."""
+    return f".{path.name}.{os.getpid()}."
+
+
 def atomic_write(path: Path, data: str | bytes) -> None:
     """Write `data` to `path` through a temporary file in the same folder and a rename.
 
@@ -21,7 +27,7 @@ def atomic_write(path: Path, data: str | bytes) -> None:
     """
     raw = data.encode("utf-8") if isinstance(data, str) else data
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)

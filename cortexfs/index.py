@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cortexfs import accesslog, cache
+from cortexfs import accesslog, cache, interrupt
 from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import KINDS, Atom, Kind, as_date, as_list, split_status, status_group
 from cortexfs.errors import AtomParseError, CortexError
@@ -210,8 +210,6 @@ def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool
 
 def _regenerate(store: Store, selected: list[Project], dry_run: bool, progress: bool,
                 result: RegenResult, scans: list[ProjectScan]) -> RegenResult:
-    from cortexfs.derived import GENERATORS
-
     run = _Run(store, dry_run)
     for sc in scans:
         if sc.project.store.home == store.home:
@@ -222,25 +220,47 @@ def _regenerate(store: Store, selected: list[Project], dry_run: bool, progress: 
     worker = _Worker.start(store, theirs, dry_run, run.now) if theirs else None
     if worker is None:
         mine, theirs = selected, []
+    done: list[str] = []
+    try:
+        _regenerate_all(run, selected, mine, theirs, worker, progress, result, done)
+    except interrupt.Interrupted as e:
+        # stopped between two files (each written whole); the next run does the rest
+        if worker is not None:
+            worker.stop()
+        e.done = (f"{len(done)} of {len(selected)} project{'s' if len(selected) != 1 else ''} "
+                  f"regenerated ({len(result.written):,} file(s) written)")
+        raise
+    return result
+
+
+def _regenerate_all(run: _Run, selected: list[Project], mine: list[Project],
+                    theirs: list[Project], worker: _Worker | None, progress: bool,
+                    result: RegenResult, done: list[str]) -> None:
+    from cortexfs.derived import GENERATORS
+
     run.prescan(mine)
     bar = _Progress(enabled=progress, total=len(selected))
     for project in mine:
+        interrupt.check()
         run.regenerate_project(project, result)
+        done.append(project.name)
         bar.advance(project.name)
     if worker is not None:  # while it works: what the generators will need of ours
         run.prepare([p.name for p in mine])
     if worker is not None and not worker.join(result):
         for project in theirs:  # the worker failed: do its share here
+            interrupt.check()
             run.regenerate_project(project, result)
+    done.extend(p.name for p in theirs)
     bar.close()
     ctx = run.context([p.name for p in selected])
     for spec in GENERATORS:
+        interrupt.check()
         module, _, name = spec.partition(":")
         generator = getattr(importlib.import_module(module), name)
-        for path in generator(ctx, dry_run=dry_run):
+        for path in generator(ctx, dry_run=run.dry_run):
             result.add(Path(path))
     run.save()  # what the generators made us scan and fold in other projects
-    return result
 
 
 FORK_MIN_FILES = 2000  # parse work below which a second process costs more than it saves
@@ -322,6 +342,17 @@ class _Worker:
         gc.unfreeze()
         os.close(write_fd)
         return cls(pid, read_fd)
+
+    def stop(self) -> None:
+        """Ask the worker to stop at its next file boundary, and wait for it."""
+        import signal
+
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGTERM)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
 
     def join(self, result: RegenResult) -> bool:
         """Merge the worker's result into `result`; False if it failed (nothing merged)."""
@@ -531,6 +562,7 @@ class _Run:
             self._write_back(project, result)
             pending = self.folded_values(project)  # not written back: dry run or errors
             for kind in KINDS:
+                interrupt.check()
                 self._render_folder(project, kind, paths[kind], pending, state, result)
         sc.save()
         if state.pop("dirty", False):
@@ -779,13 +811,14 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
     log into thousands of atoms must not take a minute. A file modified since it was read
     (its stat moved) is left alone.
     """
-    from cortexfs.fsutil import atomic_write
+    from cortexfs.fsutil import atomic_write, temp_prefix
 
     # a symlinked atom: rewrite the file it points to, keeping the link
     edits = [(Path(os.path.realpath(path)), text, st) for path, text, st in edits]
     if len(edits) < BATCH_SYNC_MIN:
         out: list[AtomParseError | None] = []
         for path, text, st in edits:
+            interrupt.check()
             try:
                 if _moved(path, st):
                     raise AtomParseError(str(path), "changed while cortex was regenerating: "
@@ -803,8 +836,9 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
     out = []
     try:
         for path, text, st in edits:
+            interrupt.check()
             try:
-                fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                fd, name = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path),
                                             suffix=".tmp")
                 temps.append(name)
                 with os.fdopen(fd, "wb") as f:
@@ -817,6 +851,7 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
                 out.append(AtomParseError(str(path), f"cannot write refs: {e.strerror}"))
         os.sync()  # every temporary file is on disk before any rename
         for i, ((path, _, st), temp) in enumerate(zip(edits, temps, strict=True)):
+            interrupt.check()
             if temp is None or out[i] is not None:
                 continue
             if _moved(path, st):
