@@ -1,11 +1,17 @@
-"""The one module that talks to git: the store's repository and cortex's own commits.
+"""The one module that runs git: the store's repository, its lock files, cortex's commits.
 
-cortex commits only the paths it wrote, never a user's other staged or unstaged work: a
-commit is built in a private index from HEAD plus those paths, HEAD is moved with a
-compare-and-swap, and only those paths' entries of the user's index are brought up to date.
+What a commit holds is decided by cortexfs.commit (the committer); this module makes one
+exactly (`commit_exactly`): in a private index, so that a user's staged work is never
+committed, with the user's index updated for those paths before HEAD moves (a
+compare-and-swap), so that it is never left behind HEAD. `preflight` checks, before a
+command writes, what that commit will need; `stale_lock` says when one of git's lock
+files was left by a git that is gone, so that it can be removed.
 
-Git runs as plain subprocesses (not gitpython objects) on every path that must be fast:
-`cortex ready` reads `worktree_state` at each session start.
+Git runs as plain subprocesses through `git_run`, not through gitpython's `Git` wrapper:
+a call costs the same either way (1.4 ms for `git rev-parse HEAD`, median of 40, both
+ways), but `import git` costs 67 ms (min of 8 runs, shared 2-core machine, load 6.5) —
+a quarter of the 0.25 s that `cortex new` may take as a whole process. gitpython creates
+the repository at `cortex init` (`ensure_repo`), where that does not matter.
 """
 
 from __future__ import annotations
