@@ -225,10 +225,12 @@ def _regenerate(store: Store, selected: list[Project], dry_run: bool, progress: 
         _regenerate_all(run, selected, mine, theirs, worker, progress, result, done)
     except interrupt.Interrupted as e:
         # stopped between two files (each written whole); the next run does the rest
-        if worker is not None:
-            worker.stop()
-        e.done = (f"{len(done)} of {len(selected)} project{'s' if len(selected) != 1 else ''} "
-                  f"regenerated ({len(result.written):,} file(s) written)")
+        projects = f"{len(selected)} project{'s' if len(selected) != 1 else ''}"
+        if worker is not None and worker.stop():  # it had written files of its own
+            e.done = f"regeneration of {projects} stopped part-way (files were written)"
+        else:
+            e.done = f"{len(done)} of {projects} regenerated ({len(result.written):,} " \
+                     "file(s) written)"
         raise
     return result
 
@@ -308,6 +310,7 @@ class _Worker:
     def __init__(self, pid: int, fd: int) -> None:
         self.pid = pid
         self.fd = fd
+        self.joined = False  # reaped: its pid may belong to another process now
 
     @classmethod
     def start(cls, store: Store, projects: list[Project], dry_run: bool,
@@ -343,16 +346,24 @@ class _Worker:
         os.close(write_fd)
         return cls(pid, read_fd)
 
-    def stop(self) -> None:
-        """Ask the worker to stop at its next file boundary, and wait for it."""
+    def stop(self) -> bool:
+        """Ask the worker to stop at its next file boundary, and wait for it; True when it
+        was still running (it may have written files its report would have named)."""
         import signal
 
-        with contextlib.suppress(OSError):
+        if self.joined:
+            return False
+        self.joined = True
+        running = True
+        try:
             os.kill(self.pid, signal.SIGTERM)
+        except OSError:
+            running = False
         with contextlib.suppress(OSError):
             os.close(self.fd)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, 0)
+        return running
 
     def join(self, result: RegenResult) -> bool:
         """Merge the worker's result into `result`; False if it failed (nothing merged)."""
@@ -362,6 +373,7 @@ class _Worker:
                 chunks.append(chunk)
         os.close(self.fd)
         _, status = os.waitpid(self.pid, 0)
+        self.joined = True
         if status != 0:
             return False
         try:

@@ -27,6 +27,7 @@ EXIT_CODE = 130  # what a shell reports for a command stopped by Ctrl-C
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _state: dict[str, int] = {"signal": 0, "depth": 0, "shield": 0, "installed": 0}
+_command: list[str] = []  # the command being run, as the user would type it again
 
 class Interrupted(Exception):  # noqa: N818 - it is the event, like KeyboardInterrupt
     """A writing command stopped at a file boundary because of SIGINT or SIGTERM.
@@ -53,10 +54,16 @@ def _handler(signum: int, frame: FrameType | None) -> None:
     if _state["depth"]:
         _state["signal"] = signum  # acted on at the next file boundary
         return
-    # not inside a writing command: nothing of the store is being written, stop now
-    # (SystemExit rather than KeyboardInterrupt: no traceback, even during the imports)
-    sys.stderr.write("interrupted: nothing was written\n")
+    # not inside a writing command (or a sync, whose next run finishes what it left): stop
+    # now — SystemExit rather than KeyboardInterrupt: no traceback, even during the imports
+    again = f", run `{_command[0]}` again" if _command else ""
+    sys.stderr.write(f"interrupted{again}\n")
     raise SystemExit(EXIT_CODE)
+
+
+def set_command(command: str) -> None:
+    """What to tell the user to run again when a signal stops the process."""
+    _command[:] = [command]
 
 
 def install() -> None:

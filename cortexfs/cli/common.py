@@ -40,7 +40,10 @@ def unopened_store() -> Store:
 
 
 def set_argv(args: list[str]) -> None:
+    from cortexfs import interrupt
+
     _state["argv"] = list(args)
+    interrupt.set_command(command_line())
 
 
 def command_line() -> str:
