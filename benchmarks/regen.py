@@ -171,13 +171,14 @@ def bench_store(store: Path, reps: int) -> dict[str, str]:
         wall, peak = run_rss(regen, env)
         changed.append(wall)
         rss.append(peak)
-    project = sorted(p.name for p in (store / "context" / "projects").iterdir())[0]
+    project = sorted(p.name for p in (store / "context" / "projects").iterdir() if p.is_dir())[0]
     new_atom = []
     for rep in range(reps):
-        wall, peak = run_rss([*cortex, "new", "exp", "-p", project, "-s",
-                              f"benchmark atom {rep} on {time.time_ns()}", "-t", "bench"], env)
+        wall, out = run([*cortex, "new", "exp", "-p", project, "-s",
+                         f"benchmark atom {rep} on {time.time_ns()}", "-t", "bench"], env)
+        if not out.strip().endswith(".md"):
+            raise SystemExit(f"cortex new failed: {out}")
         new_atom.append(wall)
-        rss.append(peak)
     floor_wall, floor_inproc = [], []
     for _ in range(reps):
         wall, out = run([sys.executable, "-c", FLOOR, str(store)], env)

@@ -140,8 +140,9 @@ def commit_change(store: Store, change: Change, *, everything: bool = True) -> C
     with git.git_lock(store), interrupt.shielded():
         git.check_idle(home)
         specs = (["context"] if store.context.is_dir() else []) + outside
-        status = dict((path, xy) for xy, path in git.changes(home, specs))
-        mine = {p for p in status if _under(p, own)}
+        status = {path: xy for xy, path in git.changes(home, specs)}
+        folders = ["" if r == "." else f"{r}/" for r in own if r == "." or (home / r).is_dir()]
+        mine = {p for p in status if p in own or any(p.startswith(f) for f in folders)}
         if everything:
             take = {p for p in status if p.startswith(CONTEXT)} | mine
         else:
@@ -179,12 +180,6 @@ def _relative(store: Store, paths: Iterable[Path]) -> set[str]:
             raise GitError(f"cannot commit paths outside the store {home}: {rel}")
         out.add(rel.replace(os.sep, "/"))
     return out
-
-
-def _under(path: str, roots: set[str]) -> bool:
-    if path in roots or "." in roots:
-        return True
-    return any(path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
 def _regenerate_what_needs_it(store: Store, change: Change, take: set[str],

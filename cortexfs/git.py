@@ -340,11 +340,15 @@ _held_since: dict[Path, float] = {}
 @contextlib.contextmanager
 def git_lock(store: Store, timeout: float = GIT_LOCK_SECONDS) -> Iterator[None]:
     """Serialise cortex's own work on one store's git repository (every writing command from
-    its pre-flight to its commit, a whole sync) across processes.
+    its pre-flight to its commit, a whole sync, the watcher's and the access-log
+    committer's commits) across processes.
 
     Re-entrant within a process, so `sync` can commit through `commit_paths` while it holds
     it. Whoever holds it is the only cortex process running git in the repository: a git
     lock file older than this holding is therefore not a live cortex's (see `stale_lock`).
+    The holder's pid is written into the lock file and cleared on release: a pid found
+    there means the last holder was killed, and the temporary files it may have left are
+    removed first (cortexfs.commit.remove_stale_temporaries).
     """
     from cortexfs.fsutil import file_lock
 
@@ -352,25 +356,38 @@ def git_lock(store: Store, timeout: float = GIT_LOCK_SECONDS) -> Iterator[None]:
     if home in _held_since:
         yield
         return
-    # `cortex watch` looks at this lock to tell cortex's own reads of atoms from others'
     path = git_lock_path(store)
+    # `cortex watch` looks at this lock to tell cortex's own reads of atoms from others'
     with file_lock(path, timeout=timeout,
                    what=f"git in {store.home} (a `cortex sync` or commit is running)"):
-        _held_since[home] = _file_clock(path)
+        abandoned, _held_since[home] = _mark_held(path)
         try:
+            if abandoned:
+                from cortexfs.commit import remove_stale_temporaries
+
+                with contextlib.suppress(OSError):
+                    remove_stale_temporaries(store)
             yield
         finally:
             _held_since.pop(home, None)
+            with contextlib.suppress(OSError):
+                os.truncate(path, 0)
 
 
-def _file_clock(path: Path) -> float:
-    """Now, as the file system stamps files (its clock is coarser than time.time(): a file
-    made a moment after time.time() was read can carry an earlier mtime)."""
+def _mark_held(path: Path) -> tuple[bool, float]:
+    """Write our pid into the lock file: (whether a killed holder's pid was there, now as
+    the file system stamps files — its clock is coarser than time.time(): a file made a
+    moment after time.time() was read can carry an earlier mtime)."""
     try:
-        os.utime(path)
-        return path.stat().st_mtime
+        with open(path, "r+b") as f:
+            abandoned = bool(f.read(32).strip())
+            f.seek(0)
+            f.truncate()
+            f.write(f"{os.getpid()}\n".encode())
+            f.flush()
+            return abandoned, os.fstat(f.fileno()).st_mtime
     except OSError:
-        return time.time()
+        return False, time.time()
 
 
 def holds_git_lock(store: Store) -> bool:

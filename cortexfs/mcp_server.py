@@ -183,12 +183,11 @@ def build_server(store: Store) -> Any:
     ) -> dict[str, Any]:
         """Rebuild the index.md files, fold the access logs into refs / last-ref, refresh
         OVERVIEW.md, HIPPOCAMPUS.md and the CORTEX.md blocks; commit what changed."""
-        from cortexfs.commit import Change, remove_stale_temporaries, transaction
+        from cortexfs.commit import Change, transaction
         from cortexfs.index import regenerate as regen
         from cortexfs.recall import open_index
 
         with transaction(store, commit=commit) as txn:
-            remove_stale_temporaries(store)
             result = regen(store, projects or None)
             txn.add(Change(result.written, "index: regenerate "
                            + (", ".join(result.projects) or "all projects"),

@@ -30,7 +30,7 @@ def regen(
 
     Also folds the access logs into refs / last-ref and refreshes the store-wide files
     (OVERVIEW.md, HIPPOCAMPUS.md, the CORTEX.md blocks)."""
-    from cortexfs.commit import Change, remove_stale_temporaries
+    from cortexfs.commit import Change
     from cortexfs.errors import InvalidInputError
     from cortexfs.index import regenerate
 
@@ -46,10 +46,10 @@ def regen(
         result = regenerate(store, selected, dry_run=True, progress=fmt == "text")
         pending: list[str] = []
     else:
-        # also finishes what an interrupted or killed command left: its temporary files
-        # go, and what it wrote is committed with the rest (even when nothing is rendered)
+        # also finishes what an interrupted or killed command left: what it wrote is
+        # committed with the rest, even when nothing needs rendering (and its temporary
+        # files are gone: the store's git lock, taken after a killed holder, removes them)
         with common.writing(store, no_commit) as txn:
-            remove_stale_temporaries(store)
             result = regenerate(store, selected, progress=fmt == "text")
             txn.add(Change(result.written, f"index: regenerate {_describe(result.projects, all_)}",
                            regenerated=set(result.projects)))
