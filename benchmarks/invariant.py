@@ -45,7 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         test = lambda: run_state_machine_as_test(machine, settings=config)  # noqa: E731
         (seed(args.seed)(test) if args.seed is not None else test)()
-    except Exception as e:  # hypothesis has printed the failing sequence
+    except BaseException as e:  # hypothesis has printed the failing sequence
+        import traceback
+
+        traceback.print_exc()
         failed = e
     wall = time.perf_counter() - started
     print(f"\ninvariant state machine: {args.examples} sequences of up to {args.steps} steps, "

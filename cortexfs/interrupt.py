@@ -56,8 +56,10 @@ def _handler(signum: int, frame: FrameType | None) -> None:
         return
     # not inside a writing command (or a sync, whose next run finishes what it left): stop
     # now — SystemExit rather than KeyboardInterrupt: no traceback, even during the imports
-    again = f", run `{_command[0]}` again" if _command else ""
-    sys.stderr.write(f"interrupted{again}\n")
+    import shlex
+
+    command = _command[0] if _command else shlex.join(["cortex", *sys.argv[1:]])
+    sys.stderr.write(f"interrupted, run `{command}` again\n")
     raise SystemExit(EXIT_CODE)
 
 

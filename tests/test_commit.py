@@ -441,6 +441,11 @@ def _fill(disk: Path, leave: int) -> None:
 def test_a_full_disk_refuses_or_commits_never_half(small_disk: Path) -> None:
     """Was: on a nearly full disk `cortex new` wrote the atom, then failed in git."""
     home = small_disk / "store"
+    _fill(small_disk, 16 << 10)
+    refused = cortex(home, "init")
+    assert refused.returncode == 1 and "free some space" in refused.stderr, refused.stderr
+    assert not home.exists()  # nothing written: not even .git
+    (small_disk / "filler").unlink()
     for args in (["init"], ["project", "new", "flywheel"]):
         assert cortex(home, *args).returncode == 0
     store = Store(home)

@@ -254,9 +254,21 @@ class CortexMachine(RuleBasedStateMachine):
 
     # --- interruptions -------------------------------------------------------------------
 
-    @rule(which=st.sampled_from(["regen", "new", "commit"]),
-          how=st.sampled_from([signal.SIGINT, signal.SIGTERM, signal.SIGKILL]),
-          delay=st.floats(min_value=0.05, max_value=0.45))
+    signals = st.sampled_from([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+    delays = st.floats(min_value=0.05, max_value=0.45)
+
+    @rule(how=signals, delay=delays)
+    def interrupted_regen(self, how: signal.Signals, delay: float) -> None:
+        self.interrupted("regen", how, delay)
+
+    @rule(how=signals, delay=delays)
+    def interrupted_new(self, how: signal.Signals, delay: float) -> None:
+        self.interrupted("new", how, delay)
+
+    @rule(how=signals, delay=delays)
+    def interrupted_commit(self, how: signal.Signals, delay: float) -> None:
+        self.interrupted("commit", how, delay)
+
     def interrupted(self, which: str, how: signal.Signals, delay: float) -> None:
         args = {"regen": ["index", "regen", "--all"],
                 "new": ["new", "exp", "-p", PROJECTS[1], "-s", "interrupted atom", "-t", "x"],
