@@ -189,3 +189,31 @@ def _tail_crc(log_path: str | os.PathLike[str], offset: int) -> int:
             return zlib.crc32(f.read(min(offset, 256)))
     except OSError:
         return -1
+
+
+def read_entries(log_path: str | os.PathLike[str], offset: int = 0) \
+        -> tuple[list[tuple[str, str]], int]:
+    """(file, ts) of each valid line after byte `offset`, up to the last complete line, and
+    the offset after that line: the reads `fold` counts, one by one, for a reader that needs
+    more than counts (the read history of `cortex view`). A missing log has none."""
+    import json
+
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return [], offset
+    end = data.rfind(b"\n") + 1
+    out: list[tuple[str, str]] = []
+    for raw in data[:end].splitlines():
+        if not raw.strip():
+            continue
+        try:
+            entry = json.loads(raw)
+            file, ts = entry["file"], entry.get("ts", "")
+        except (ValueError, KeyError, TypeError):
+            continue
+        if isinstance(file, str) and isinstance(ts, str):
+            out.append((file, ts))
+    return out, offset + end

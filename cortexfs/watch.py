@@ -8,8 +8,9 @@ closed without writing: such a read of an atom by another program becomes a `"to
 access-log line, unless
 
 - cortex itself caused it: the watcher's own regeneration and commit, or any cortex process
-  holding the store's regeneration or git lock (`.locks/regen.lock`, `.locks/git.lock`),
-  and a short grace period after (regeneration and `git add` read the atoms),
+  holding the store's regeneration, git or view lock (`.locks/regen.lock`, `git.lock`,
+  `view.lock`), and a short grace period after (regeneration, `git add` and `cortex view`
+  read the atoms),
 - the agent's hook or another cortex command already logged that read (a line for the
   same atom from another tool within a few seconds), or
 - it is part of a scan: more than SCAN_FILES atoms of one project read within a second
@@ -141,7 +142,10 @@ class Watcher:
         self._retry_at = 0.0
         self._sentinels = 0
         self._busy_until = 0.0  # another cortex process was regenerating or committing
-        self._busy_locks = [store.locks_dir / "regen.lock", store.locks_dir / "git.lock"]
+        from cortexfs.view import LOCK_NAME as VIEW_LOCK
+
+        self._busy_locks = [store.locks_dir / "regen.lock", store.locks_dir / "git.lock",
+                            store.locks_dir / VIEW_LOCK]  # (cortex view reads atom bodies)
 
     # --- logging -------------------------------------------------------------------------
 

@@ -118,9 +118,9 @@ def _main(
 
 
 def _register() -> None:
-    from cortexfs.cli import access, core, governance, index, memory, recall, sync, validate
+    from cortexfs.cli import access, core, governance, index, memory, recall, sync, validate, view
 
-    for module in (core, validate, index, access, sync, governance, memory, recall):
+    for module in (core, validate, index, access, sync, governance, memory, recall, view):
         module.register(app)
 
 

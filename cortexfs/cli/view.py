@@ -1,0 +1,79 @@
+"""`cortex view`: build the store's static site; open it or serve it on loopback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cortexfs.cli import common
+
+
+def _size(n: int) -> str:
+    return f"{n / 1_000_000:.1f} MB" if n >= 100_000 else f"{n / 1000:.0f} KB"
+
+
+def view(
+    projects: Annotated[list[str] | None, typer.Argument(
+        help="Projects to show (default: every project).", show_default=False)] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", metavar="DIR", help="Write the site here (default: "
+        "$CORTEX_HOME/.cache/site, never committed).")] = None,
+    open_: Annotated[bool, typer.Option("--open", help="Open it in the default browser.")]
+    = False,
+    serve: Annotated[bool, typer.Option(
+        "--serve", help="Serve it read-only on http://127.0.0.1 until Ctrl-C.")] = False,
+    port: Annotated[int | None, typer.Option(
+        "--port", help="The port for --serve (default 8765; 0: any free port).",
+        show_default=False)] = None,
+    fmt: common.Format = "text",
+) -> None:
+    """See the store: an offline HTML site with its graph and search.
+
+    Pages for the store, each project (status, tasks, atom tables, timeline, heat), each
+    atom (body, frontmatter, backlinks, evidence chain, reads) and each project's graph.
+    Rebuilds only the pages whose inputs changed since the last run.
+    """
+    import webbrowser
+
+    from cortexfs.errors import InvalidInputError
+    from cortexfs.view.build import build
+
+    common.check_format(fmt)
+    if port is not None and not serve:
+        raise InvalidInputError("--port goes with --serve: add --serve, or leave --port out")
+    if port is not None and not 0 <= port <= 65535:
+        raise InvalidInputError(f"--port {port} is not a port: use 1 to 65535 (or 0 for any)")
+    store = common.open_store()
+    result = build(store, projects or None, out)
+    if fmt == "json":
+        common.print_json(result.to_json())
+    else:
+        for warning in result.warnings:
+            common.warn(warning)
+        common.ok(f"site: {result.index}")
+        typer.echo(f"{result.atoms} atoms in {result.projects} project(s): {result.files} files "
+                   f"({_size(result.bytes)}), {result.written} written, {result.removed} "
+                   f"removed, in {result.seconds:.2f} s")
+    if not serve:
+        if open_:
+            webbrowser.open(result.index.as_uri())
+        return
+    from cortexfs.view import server
+
+    httpd = server.server(result.root, server.DEFAULT_PORT if port is None else port)
+    address = server.url(httpd)
+    typer.echo(f"serving {address} (read-only, 127.0.0.1 only); Ctrl-C to stop", err=True)
+    if open_:
+        webbrowser.open(address)
+    try:
+        httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        httpd.server_close()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("view")(view)

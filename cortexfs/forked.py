@@ -1,0 +1,67 @@
+"""Work done in a forked process, its result sent back through a pipe (marshalled).
+
+For batch jobs that can use a second core (a first `cortex view` build renders thousands
+of pages): the child shares the parent's memory copy-on-write, so it needs no arguments
+sent over, and it leaves with os._exit, running no cleanup of the parent's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import marshal
+import os
+from collections.abc import Callable
+from typing import Any
+
+
+class Child:
+    """A forked process working; `join` waits for its result."""
+
+    def __init__(self, pid: int, fd: int) -> None:
+        self.pid, self.fd = pid, fd
+
+    def join(self) -> Any:
+        """What the work returned; None when it failed (raised, or the process died)."""
+        chunks = []
+        with contextlib.suppress(OSError):
+            while chunk := os.read(self.fd, 1 << 20):
+                chunks.append(chunk)
+        os.close(self.fd)
+        _, status = os.waitpid(self.pid, 0)
+        if status != 0:
+            return None
+        try:
+            return marshal.loads(b"".join(chunks))
+        except (ValueError, EOFError, TypeError):
+            return None
+
+
+def start(work: Callable[[], Any]) -> Child | None:
+    """Run `work` (returning values marshal can write) in a forked process; None when no
+    process can be forked (the caller then does the work itself)."""
+    try:
+        read_fd, write_fd = os.pipe()
+    except OSError:
+        return None
+    gc.freeze()  # the pages shared with the child stay shared while nobody writes them
+    try:
+        pid = os.fork()
+    except OSError:
+        gc.unfreeze()
+        os.close(read_fd)
+        os.close(write_fd)
+        return None
+    if pid == 0:  # the child: work, report, leave without any cleanup
+        status = 1
+        try:
+            os.close(read_fd)
+            view = memoryview(marshal.dumps(work()))
+            while view:
+                view = view[os.write(write_fd, view):]
+            status = 0
+        finally:
+            os._exit(status)
+    gc.unfreeze()
+    os.close(write_fd)
+    return Child(pid, read_fd)

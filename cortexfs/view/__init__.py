@@ -1,0 +1,23 @@
+"""`cortex view`: the store as a static, offline HTML site.
+
+Pages: the store (projects, totals, HIPPOCAMPUS.md's decay queue), each project (STATUS.md,
+mission and roadmap, the TASKS.yaml board, sortable and filterable atom tables, a timeline
+of experiments, the heat of reads), each atom (its body, frontmatter card, backlinks,
+evidence chain and read history), a graph per project, and search. Modules:
+
+- model: what the site shows, read through the library (loader, index context, tasks,
+  governance, hippocampus) and history (reads per day from the access logs);
+- pages: each page's data, key and rendering (templates/view/, sandboxed and escaped);
+  markdown, charts and escape render what is HTML already;
+- search: the sharded, incremental index the browser queries;
+- site: the output folder, its manifest of page keys, atomic writes and the sweep;
+- build: puts it together, rewriting only the pages whose inputs changed;
+- server: `--serve`, read-only, on loopback only.
+
+The entry point is `cortexfs.view.build.build`. Nothing here is imported by
+`cortex --help`: the command imports it when it runs.
+"""
+
+# Held (in $CORTEX_HOME/.locks/) for the length of a build: builds of one store take turns,
+# and `cortex watch` does not count the atoms a build reads as reads by the user.
+LOCK_NAME = "view.lock"

@@ -1,0 +1,291 @@
+"""What `cortex view` shows, read from the store through the library.
+
+Atoms come from the regeneration context (cortexfs.index.context: parsed frontmatter from
+the loader's cache, refs / last-ref folded from the access logs), tasks from
+cortexfs.tasks, the phase from cortexfs.governance, the decay queue from
+cortexfs.hippocampus, reads per day from cortexfs.view.history. Nothing here writes to the
+store. Files that are symlinks are not part of the store: they are skipped (and counted),
+never followed.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import stat
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cortexfs import cache
+from cortexfs.atoms import ATOM_ID, KINDS, Atom, kind_of_id, split_status, status_group
+from cortexfs.errors import AtomParseError, CortexError
+from cortexfs.view.history import Days, daily_reads
+
+if TYPE_CHECKING:
+    from cortexfs.accesslog import AccessStats
+    from cortexfs.hippocampus import IndexEntry
+    from cortexfs.index import RegenContext
+    from cortexfs.store import Project, Store
+    from cortexfs.tasks import TaskFile
+
+GOVERNANCE_TEXTS = ("STATUS.md", "mission.md", "roadmap.md")
+MAX_TEXT_BYTES = 1_000_000
+OPEN_TASKS = ("todo", "doing", "blocked")
+# how an atom names another: the relation as seen from the atom named
+RELATIONS = {"evidence": "cited as evidence by", "source": "a source experiment of",
+             "link": "linked from", "status": "named in the status of"}
+
+
+_CANONICAL: dict[str, str] = {}
+
+
+def canonical_id(atom_id: str) -> str:
+    """One spelling per id: EXP-7, EXP-007 and EXP-0007 are the same experiment."""
+    found = _CANONICAL.get(atom_id)
+    if found is None:
+        kind = kind_of_id(atom_id)
+        m = kind.id_re.match(atom_id) if kind else None
+        if kind is None or m is None:
+            found = atom_id
+        else:
+            suffix = (*m.groups(), None)[1] or ""  # only experiments have a letter suffix
+            found = f"{kind.prefix}-{int(m.group(1))}{suffix}"
+        if len(_CANONICAL) < 100_000:
+            _CANONICAL[atom_id] = found
+    return found
+
+
+def status_class(status: str, group: str) -> str:
+    """The colour of a status (CSS class st-…): its group, challenged apart."""
+    return "challenged" if status == "challenged" else group
+
+
+@dataclass
+class AtomModel:
+    """One atom as the site shows it. `atom.meta` carries the folded refs / last-ref and no
+    body; `stamp` is the file's (mtime_ns, size, inode), what its body is known by. The
+    rest is worked out once: every page that names the atom shows it.
+
+    `signature` digests everything about the atom that any page shows (its frontmatter,
+    folded refs, stamp and reads): a page's key is made of the signatures of the atoms it
+    shows, so that finding it unchanged costs no more than that."""
+
+    atom: Atom
+    stamp: tuple[int, int, int]
+    reads: dict[str, int]  # day → reads
+    stem: str = field(init=False)  # the file name without .md: the page's name
+    href: str = field(init=False)  # its page, relative to the project's folder
+    status: str = field(init=False)
+    status_text: str = field(init=False)  # `superseded:EXP-050`
+    status_class: str = field(init=False)
+    group: str = field(init=False)  # active | superseded | invalidated
+    day: str = field(init=False)  # its date, ISO, or ""
+    signature: bytes = field(init=False)
+    # (relation, id, the atom it names or None) for each atom it names, in frontmatter order
+    cited: list[tuple[str, str, AtomModel | None]] = field(init=False, default_factory=list)
+
+    def __post_init__(self) -> None:
+        from urllib.parse import quote
+
+        a = self.atom
+        self.stem = a.path.name[:-3]
+        self.href = f"{quote(self.stem, safe='')}.html"
+        self.status, ref = split_status(a.meta.get("status"))
+        self.status_text = f"{self.status}:{ref}" if ref else self.status
+        self.group = status_group(self.status)
+        self.status_class = status_class(self.status, self.group)
+        day = a.date
+        self.day = day.isoformat() if day else ""
+        self.signature = cache.digest(marshal.dumps(
+            (a.meta, self.stamp, sorted(self.reads.items())), 2))
+
+
+@dataclass
+class ProjectModel:
+    """One project: its atoms (by file), what cites what, tasks, governance texts, reads."""
+
+    project: Project
+    atoms: list[AtomModel]
+    errors: list[AtomParseError]  # atom files that did not parse
+    symlinks: list[str]  # atom files (relative to the project) skipped as symlinks
+    stats: AccessStats
+    history: Days
+    texts: dict[str, str | None]
+    phase: str
+    tasks: TaskFile | None
+    tasks_error: str | None
+    by_id: dict[str, AtomModel] = field(default_factory=dict)
+    # stem → (relation, the atom that names it this way)
+    backlinks: dict[str, list[tuple[str, AtomModel]]] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.project.name
+
+    def resolve(self, atom_id: str) -> AtomModel | None:
+        """The atom an id names in this project (any spelling of its number)."""
+        return self.by_id.get(canonical_id(atom_id))
+
+    def link(self) -> None:
+        """Work out what each atom names (`cited`) and what names it (`backlinks`)."""
+        for am in self.atoms:
+            self.by_id.setdefault(canonical_id(am.stem), am)
+        for am in self.atoms:  # an id in the frontmatter that differs from the file name
+            self.by_id.setdefault(canonical_id(am.atom.id), am)
+        for am in self.atoms:
+            a = am.atom
+            named = [("evidence", i) for i in a.evidence]
+            named += [("source", i) for i in a.source_experiments]
+            named += [("link", i) for i in a.links]
+            if a.status_ref and ATOM_ID.fullmatch(a.status_ref):
+                named.append(("status", a.status_ref))
+            seen = set()
+            for relation, target_id in named:
+                target = self.resolve(target_id)
+                am.cited.append((relation, target_id, target))
+                if target is None or target is am or (relation, target.stem) in seen:
+                    continue
+                seen.add((relation, target.stem))
+                self.backlinks.setdefault(target.stem, []).append((relation, am))
+
+    def open_tasks(self) -> int:
+        return sum(1 for t in self.tasks.tasks if t.status in OPEN_TASKS) if self.tasks else 0
+
+    def last_activity(self) -> str | None:
+        """The newest of the newest atom's date and the newest read (a day)."""
+        days = [am.day for am in self.atoms if am.day]
+        reads = [ts[:10] for ts in self.stats.newest.values()]
+        return max([*days, *reads], default=None)
+
+
+def select(store: Store, names: list[str] | None) -> tuple[list[Project], list[str]]:
+    """The projects to show (`names`, or all) and why others are not shown."""
+    from cortexfs.store import PROJECT_NAME
+
+    shown, skipped = [], []
+    for project in store.select(names):
+        if not PROJECT_NAME.match(project.name):
+            skipped.append(f"{project.name}: not a valid project name (rename the folder)")
+        elif os.path.islink(project.root):
+            skipped.append(f"{project.name}: the project folder is a symlink (not part of the "
+                           "store)")
+        else:
+            shown.append(project)
+    return shown, skipped
+
+
+def fingerprint(ctx: RegenContext, project: Project, now_ns: int) -> str | None:
+    """A digest of everything a project's pages are made from — its atom files and access
+    log (the regeneration fingerprint), its governance files, its folders — without
+    reading the atoms; None when a file changed too recently for its stat data to tell."""
+    from cortexfs.tasks import ARCHIVE_FILE, TASKS_FILE
+
+    parts: list[Any] = [ctx.fingerprint([project.name], dated=False)]
+    for name in (*GOVERNANCE_TEXTS, TASKS_FILE, ARCHIVE_FILE):
+        found = cache.stamp(project.root / name, now_ns)
+        if found is None:
+            return None
+        parts.append(found)
+    for folder in (project.root, *(project.folder(k) for k in KINDS)):
+        try:  # a file that became a symlink changes its folder's mtime
+            st = os.lstat(folder)
+        except OSError:
+            parts.append(None)
+            continue
+        parts.append((st.st_mode, st.st_ino, st.st_mtime_ns))
+    return cache.digest(marshal.dumps(parts, 2)).hex()
+
+
+def decay_queue(ctx: RegenContext, shown: set[str]) -> list[IndexEntry]:
+    """HIPPOCAMPUS.md's decay queue (weakest first) for the projects in `shown`; the store
+    clock, and with it every strength, is the whole store's."""
+    from cortexfs import hippocampus
+
+    index = hippocampus.assemble(hippocampus.parts(ctx, list(ctx.projects)))
+    return [e for e in hippocampus.decay_queue(index) if e.project in shown]
+
+
+def load_project(ctx: RegenContext, project: Project) -> ProjectModel:
+    """Everything a project's pages show."""
+    loaded = ctx.projects[project.name]
+    history = daily_reads(project)
+    atoms: list[AtomModel] = []
+    symlinks: list[str] = []
+    linked_folders = {k.folder for k in KINDS if os.path.islink(project.folder(k))}
+    for atom in loaded.atoms:
+        rel = f"{atom.kind.folder}/{atom.path.name}"
+        try:
+            st = os.lstat(atom.path)
+        except OSError:
+            continue  # deleted since the scan
+        if atom.kind.folder in linked_folders or stat.S_ISLNK(st.st_mode):
+            symlinks.append(rel)
+            continue
+        atoms.append(AtomModel(atom, (st.st_mtime_ns, st.st_size, st.st_ino),
+                               history.get(atom.path.name, {})))
+    texts = {name: _read_text(project.root / name) for name in GOVERNANCE_TEXTS}
+    tasks, tasks_error = _tasks(project)
+    pm = ProjectModel(project, atoms, list(loaded.errors), symlinks, ctx.access[project.name],
+                      history, texts, _phase(texts["STATUS.md"]), tasks, tasks_error)
+    pm.link()
+    return pm
+
+
+def _phase(status: str | None) -> str:
+    from cortexfs.governance import read_status
+
+    return (read_status(status).phase or "") if status else ""
+
+
+def _tasks(project: Project) -> tuple[TaskFile | None, str | None]:
+    from cortexfs import tasks
+
+    path = project.root / tasks.TASKS_FILE
+    if os.path.islink(path):
+        return None, f"{tasks.TASKS_FILE} is a symlink: not part of the store, not shown"
+    try:
+        return tasks.load(project), None
+    except CortexError as e:
+        return None, str(e).replace(str(path), tasks.TASKS_FILE)
+
+
+def _read_text(path: Any) -> str | None:
+    """A governance file's text; None when it is missing, a symlink, not a regular file
+    or too big to be one a person wrote."""
+    raw = _read_regular(path, MAX_TEXT_BYTES)
+    return None if raw is None or len(raw) > MAX_TEXT_BYTES else raw.decode(
+        "utf-8", errors="replace")
+
+
+def read_body(am: AtomModel) -> str | None:
+    """The atom's body (after the frontmatter) as its file holds it now; None when the file
+    is gone, a symlink, or no longer parses."""
+    from cortexfs.frontmatter import MAX_ATOM_BYTES, decode, locate
+
+    path = str(am.atom.path)
+    raw = _read_regular(path, MAX_ATOM_BYTES)
+    if raw is None:
+        return None
+    try:
+        text = decode(raw, path)
+        return text[locate(text, path).body_start:]
+    except AtomParseError:
+        return None
+
+
+def _read_regular(path: Any, limit: int) -> bytes | None:
+    """Up to `limit` + 1 bytes of the regular file at `path`, not following a symlink (nor
+    waiting on a FIFO); None when there is no such file or it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
