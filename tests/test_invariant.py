@@ -38,7 +38,6 @@ from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
     invariant,
-    precondition,
     rule,
     run_state_machine_as_test,
 )
@@ -53,6 +52,10 @@ ROW = re.compile(r"^\|\s*\[([A-Z]+-\d+[a-z]?)\]\(([^)]+)\)\s*\|")
 TEMP = re.compile(r"^\..+\.tmp$")
 
 summaries = st.lists(st.sampled_from(WORDS), min_size=2, max_size=5).map(" ".join)
+# Which existing atom (task) a step acts on: an index into what exists then. Drawing from the
+# files themselves would make the draws depend on timing (an interrupted `new` may or may
+# not have written its atom), which hypothesis refuses as flaky data generation.
+picks = st.integers(min_value=0, max_value=10_000)
 
 
 def cortex_env(tmp: Path) -> dict[str, str]:
@@ -183,11 +186,12 @@ class CortexMachine(RuleBasedStateMachine):
         self.tasks_added[project].append(proc.stdout.strip())
         self.completed(proc)
 
-    @precondition(lambda self: any(self.tasks_added.values()))
-    @rule(data=st.data())
-    def tasks_done(self, data: st.DataObject) -> None:
-        project = data.draw(st.sampled_from([p for p in PROJECTS if self.tasks_added[p]]))
-        task = data.draw(st.sampled_from(self.tasks_added[project]))
+    @rule(pick=picks)
+    def tasks_done(self, pick: int) -> None:
+        added = [(p, t) for p in PROJECTS for t in self.tasks_added[p]]
+        if not added:
+            return
+        project, task = added[pick % len(added)]
         self.completed(self.cortex("tasks", "done", task, "-p", project))
 
     @rule(title=summaries, project=st.sampled_from([None, *PROJECTS]))
@@ -202,10 +206,15 @@ class CortexMachine(RuleBasedStateMachine):
                 "sync": ["sync"]}[how]
         self.completed(self.cortex(*args))
 
-    @precondition(lambda self: bool(self.atoms()))
-    @rule(data=st.data())
-    def hook_read(self, data: st.DataObject) -> None:
-        atom = data.draw(st.sampled_from(self.atoms()))
+    def pick_atom(self, pick: int) -> Path | None:
+        atoms = self.atoms()
+        return atoms[pick % len(atoms)] if atoms else None
+
+    @rule(pick=picks)
+    def hook_read(self, pick: int) -> None:
+        atom = self.pick_atom(pick)
+        if atom is None:
+            return
         payload = json.dumps({"session_id": "machine", "cwd": str(self.home),
                               "tool_name": "Read", "tool_input": {"file_path": str(atom)}})
         proc = subprocess.run([sys.executable, str(HOOK), "--home", str(self.home)],
@@ -218,19 +227,21 @@ class CortexMachine(RuleBasedStateMachine):
 
     # --- hand edits (not commands: nothing is checked until the next command) -------------
 
-    @precondition(lambda self: bool(self.atoms()))
-    @rule(data=st.data(), summary=summaries)
-    def hand_edit_summary(self, data: st.DataObject, summary: str) -> None:
-        path = data.draw(st.sampled_from(self.atoms()))
+    @rule(pick=picks, summary=summaries)
+    def hand_edit_summary(self, pick: int, summary: str) -> None:
+        path = self.pick_atom(pick)
+        if path is None:
+            return
         text = path.read_text(encoding="utf-8")
         path.write_text(re.sub(r"(?m)^summary: .*$", f"summary: \"{summary} edited\"", text,
                                count=1), encoding="utf-8")
         self.clean_expected = False
 
-    @precondition(lambda self: bool(self.atoms()))
-    @rule(data=st.data(), line=summaries)
-    def hand_edit_body(self, data: st.DataObject, line: str) -> None:
-        path = data.draw(st.sampled_from(self.atoms()))
+    @rule(pick=picks, line=summaries)
+    def hand_edit_body(self, pick: int, line: str) -> None:
+        path = self.pick_atom(pick)
+        if path is None:
+            return
         with open(path, "a", encoding="utf-8") as f:
             f.write(f"\n{line}\n")
         self.clean_expected = False
@@ -246,11 +257,13 @@ class CortexMachine(RuleBasedStateMachine):
             encoding="utf-8")
         self.clean_expected = False
 
-    @precondition(lambda self: len(self.atoms()) > 1)
-    @rule(data=st.data())
-    def hand_delete_atom(self, data: st.DataObject) -> None:
-        data.draw(st.sampled_from(self.atoms())).unlink()
-        self.clean_expected = False
+    @rule(pick=picks)
+    def hand_delete_atom(self, pick: int) -> None:
+        if len(self.atoms()) > 1:
+            path = self.pick_atom(pick)
+            assert path is not None
+            path.unlink()
+            self.clean_expected = False
 
     # --- interruptions -------------------------------------------------------------------
 
