@@ -4,10 +4,11 @@
     .venv/bin/python benchmarks/hook.py --commit-cycle 1000
 
 Runs the command `cortex hooks install` writes (`<python> -I -S hooks/memory-ref-tracker
---home STORE`) on a Read payload of an existing atom, and `<python> -c pass` and
-`python3 -c pass` (whatever python3 PATH finds: often a version-manager shim), interleaved,
-and prints p50 / p95 in milliseconds. Without --home it builds a throw-away store with one
-atom in a git repository, so the timed runs include the auto-commit hand-off as installed.
+--home STORE`) on a Read payload of an existing atom, `<python> -c pass`, `<python> -I -S
+-c pass` (the hook's own flags: the issue-12 target is hook p50 ≤ 2x this) and `python3 -c
+pass` (whatever python3 PATH finds: often a version-manager shim), interleaved, and prints
+p50 / p95 in milliseconds. Without --home it builds a throw-away store with one atom in a
+git repository, so the timed runs include the auto-commit hand-off as installed.
 
 --commit-cycle N instead runs N Read hooks back to back as Claude Code would (each its own
 process, the default debounce), waits for the detached committer to finish, and prints how
@@ -63,7 +64,7 @@ def main() -> int:
     parser.add_argument("--home", help="an existing store (default: a throw-away one)")
     parser.add_argument("--no-git", action="store_true", help="throw-away store without git")
     parser.add_argument("--tool", choices=("Read", "Bash"), default="Read",
-                        help="the payload: a Read of the atom, or `cat ATOM | head` (shlex)")
+                        help="the payload: a Read of the atom, or `cat ATOM | head`")
     parser.add_argument("--commit-cycle", type=int, default=0, metavar="N",
                         help="measure auto-commit batching over N reads instead")
     args = parser.parse_args()
@@ -92,6 +93,7 @@ def main() -> int:
         commands: dict[str, list[str] | str] = {
             f"hook (as installed), {args.tool}": shlex.split(hook),
             f"{sys.executable} -c pass": [sys.executable, "-c", "pass"],
+            f"{sys.executable} -I -S -c pass": [sys.executable, "-I", "-S", "-c", "pass"],
         }
         python3 = shutil.which("python3")
         if python3:
@@ -108,6 +110,8 @@ def main() -> int:
         bare = statistics.median(times[f"{sys.executable} -c pass"])
         hook_p50 = statistics.median(times[f"hook (as installed), {args.tool}"])
         print(f"hook p50 / bare interpreter p50 = {hook_p50 / bare:.2f}x")
+        isolated = statistics.median(times[f"{sys.executable} -I -S -c pass"])
+        print(f"hook p50 / `-I -S -c pass` p50 = {hook_p50 / isolated:.2f}x (target: ≤ 2x)")
         log = next((home / "context" / "projects").glob("*/_meta/access-log.jsonl"), None)
         if log is not None and not args.home:
             print(f"lines logged: {sum(1 for _ in log.open())} "

@@ -47,13 +47,39 @@ def format_line(file: str, tool: str, session: str, ts: str | None = None) -> by
     return line.encode("utf-8", "backslashreplace")
 
 
+def store_root(log_path: str | os.PathLike[str]) -> str | None:
+    """The knowledge root (`context/`) of a project's log, which sits four folders below it
+    (context/projects/<project>/_meta/access-log.jsonl); None for any other file."""
+    path = os.path.abspath(log_path)
+    meta = os.path.dirname(path)
+    if os.path.basename(path) != LOG_NAME or os.path.basename(meta) != "_meta":
+        return None
+    projects = os.path.dirname(os.path.dirname(meta))
+    return os.path.dirname(projects) if os.path.basename(projects) == "projects" else None
+
+
+def open_log(log_path: str | os.PathLike[str], flags: int) -> int:
+    """Open a log, never through a link: a store's log must be part of it (cortexfs.wall),
+    so an access log or `_meta` that is a link raises OutsideStoreError, which is a
+    FileNotFoundError: for a reader, such a log is none."""
+    root = store_root(log_path)
+    if root is None:
+        return os.open(log_path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    from cortexfs import wall
+
+    if flags & os.O_CREAT:
+        wall.makedirs(root, os.path.dirname(os.path.abspath(log_path)))
+    return wall.open_inside(root, os.path.abspath(log_path), flags)
+
+
 def append(log_path: str | os.PathLike[str], lines: Iterable[bytes]) -> int:
     """Append whole lines to the log in one O_APPEND write; returns bytes written."""
     data = b"".join(lines)
     if not data:
         return 0
-    os.makedirs(os.path.dirname(os.fspath(log_path)), exist_ok=True)
-    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    if store_root(log_path) is None:
+        os.makedirs(os.path.dirname(os.fspath(log_path)), exist_ok=True)
+    fd = open_log(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         written = 0
         while written < len(data):
@@ -104,10 +130,10 @@ def fold(log_path: str | os.PathLike[str], stats: AccessStats | None = None) -> 
 
     stats = stats if stats is not None else AccessStats()
     try:
-        with open(log_path, "rb") as f:
+        with open(open_log(log_path, os.O_RDONLY), "rb") as f:
             f.seek(stats.offset)
             data = f.read()
-    except FileNotFoundError:
+    except FileNotFoundError:  # (a linked log too: validate reports it)
         return stats
     end = data.rfind(b"\n") + 1
     if _fold_canonical(data[:end], stats):
@@ -161,9 +187,13 @@ def resume(log_path: str | os.PathLike[str], saved: object) -> tuple[AccessStats
     gives empty stats and the state `[]`.
     """
     try:
-        st = os.stat(log_path)
-    except OSError:
+        fd = open_log(log_path, os.O_RDONLY)
+    except OSError:  # missing, or a link (not part of the store)
         return AccessStats(), []
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
     stats = AccessStats()
     if (isinstance(saved, list) and len(saved) == 6 and saved[0] == st.st_ino
             and isinstance(saved[2], int) and 0 < saved[2] <= st.st_size
@@ -184,11 +214,20 @@ def _tail_crc(log_path: str | os.PathLike[str], offset: int) -> int:
     import zlib
 
     try:
-        with open(log_path, "rb") as f:
+        with open(open_log(log_path, os.O_RDONLY), "rb") as f:
             f.seek(max(0, offset - 256))
             return zlib.crc32(f.read(min(offset, 256)))
     except OSError:
         return -1
+
+
+def read(log_path: str | os.PathLike[str]) -> bytes:
+    """The whole log; b"" when there is none or it is a link (not part of the store)."""
+    try:
+        with open(open_log(log_path, os.O_RDONLY), "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return b""
 
 
 def read_entries(log_path: str | os.PathLike[str], offset: int = 0) \
@@ -199,7 +238,7 @@ def read_entries(log_path: str | os.PathLike[str], offset: int = 0) \
     import json
 
     try:
-        with open(log_path, "rb") as f:
+        with open(open_log(log_path, os.O_RDONLY), "rb") as f:  # (never through a link)
             f.seek(offset)
             data = f.read()
     except FileNotFoundError:

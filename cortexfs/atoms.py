@@ -31,20 +31,20 @@ _TOOL_KEYS = ("refs", "last-ref")
 
 EXPERIMENT = Kind(
     "experiment", "exp", "EXP", "experiments", "Experiments",
-    re.compile(r"^EXP-(\d+)([a-z])?$"),
+    re.compile(r"^EXP-(\d+)([a-z])?\Z"),
     _COMMON,
     ("status", "executor", "links", *_TOOL_KEYS, "invalidated-date", "invalidated-reason",
      "priority", "src"),
 )
 KNOWLEDGE = Kind(
     "knowledge", "k", "K", "knowledge", "Knowledge",
-    re.compile(r"^K-(\d+)$"),
+    re.compile(r"^K-(\d+)\Z"),
     (*_COMMON, "evidence"),
     ("status", "links", *_TOOL_KEYS, "invalidated-date", "invalidated-reason", "priority", "src"),
 )
 PATTERN = Kind(
     "pattern", "pat", "PAT", "patterns", "Patterns",
-    re.compile(r"^PAT-(\d+)$"),
+    re.compile(r"^PAT-(\d+)\Z"),
     (*_COMMON, "source-experiments"),
     ("status", "evidence", "links", *_TOOL_KEYS, "invalidated-date", "invalidated-reason",
      "priority", "src"),
@@ -55,7 +55,7 @@ KIND_BY_PREFIX = {k.prefix: k for k in KINDS}
 
 # Any atom id, as it appears in evidence, links, status suffixes and body text.
 ATOM_ID = re.compile(r"\b(?:EXP-\d+[a-z]?|K-\d+|PAT-\d+)\b")
-_FILENAME = re.compile(r"^(EXP-\d+[a-z]?|K-\d+|PAT-\d+)\.md$")
+_FILENAME = re.compile(r"^(EXP-\d+[a-z]?|K-\d+|PAT-\d+)\.md\Z")
 
 # A summary is one line of an index table: `cortex new` refuses longer ones and
 # `cortex validate` warns about them (the seed's longest example is 140 characters).

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cortexfs import templates
+from cortexfs import templates, wall
 from cortexfs.atoms import (
     EXPERIMENT,
     KIND_BY_SHORT,
@@ -22,8 +22,9 @@ from cortexfs.atoms import (
     id_number,
     kind_of_filename,
 )
-from cortexfs.errors import InvalidInputError
-from cortexfs.frontmatter import dump_scalar, parse
+from cortexfs.errors import AtomParseError, InvalidInputError
+from cortexfs.escape import yaml_scalar
+from cortexfs.frontmatter import decode, parse
 from cortexfs.fsutil import file_lock, temp_prefix
 from cortexfs.store import Project
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from cortexfs.commit import Change
     from cortexfs.dedup import Duplicate
 
-TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]{0,63}$")
+TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]{0,63}\Z")
 
 
 @dataclass
@@ -66,6 +67,9 @@ def check_request(project: Project, req: NewAtom) -> None:
     if len(summary) > MAX_SUMMARY:
         raise InvalidInputError(f"the summary is {len(summary)} characters: keep it under "
                                 f"{MAX_SUMMARY} and put details in the body")
+    if req.executor is not None and (not req.executor.isprintable() or len(req.executor) > 200):
+        raise InvalidInputError("the executor must be one line of at most 200 printable "
+                                "characters: the name of who or what ran the experiment")
     if not req.tags:
         raise InvalidInputError("no tags: pass --tags a,b (at least one)")
     for tag in req.tags:
@@ -82,7 +86,8 @@ def check_request(project: Project, req: NewAtom) -> None:
     for exp in cited:
         if kind_of_filename(f"{exp}.md") is not EXPERIMENT:
             raise InvalidInputError(f"{exp!r} is not an experiment id (EXP-NNN)")
-        if not (project.folder(EXPERIMENT) / f"{exp}.md").is_file():
+        cited_path = project.folder(EXPERIMENT) / f"{exp}.md"
+        if not cited_path.is_file() or wall.reason(project.store.context, cited_path):
             raise InvalidInputError(f"{exp} does not exist in project {project.name}: "
                                     "cite an existing experiment")
     for link in req.links:
@@ -99,14 +104,15 @@ def render_atom(project: Project, req: NewAtom, atom_id: str) -> str:
         date=(req.date or dt.date.today()).isoformat(),
         project=project.name,
         summary=req.summary.strip(),
-        summary_yaml=dump_scalar(req.summary.strip()),
-        tags_yaml=dump_scalar(req.tags),
+        summary_yaml=yaml_scalar(req.summary.strip()),
+        tags_yaml=yaml_scalar(req.tags),
         evidence=req.evidence,
-        evidence_yaml=dump_scalar(req.evidence),
+        evidence_yaml=yaml_scalar(req.evidence),
         sources=sources,
-        sources_yaml=dump_scalar(sources),
-        links_yaml=dump_scalar(req.links),
+        sources_yaml=yaml_scalar(sources),
+        links_yaml=yaml_scalar(req.links),
         executor=req.executor or "",
+        executor_yaml=yaml_scalar(req.executor or ""),
     )
 
 
@@ -153,19 +159,46 @@ def create_atom(project: Project, req: NewAtom, body: str | None = None) -> Atom
     """
     check_request(project, req)
     folder = project.folder(req.kind)
+    wall.check(project.store.context, folder)  # never write through a linked folder
     folder.mkdir(parents=True, exist_ok=True)
     lock = project.store.locks_dir / f"ids-{project.name}-{req.kind.prefix}.lock"
     with file_lock(lock, what=f"{req.kind.folder} ids of {project.name}"):
         atom_id = req.kind.format_id(next_number(project, req.kind))
         text = render_atom(project, req, atom_id)
         doc = parse(text, f"template atoms/{req.kind.name}.md.j2")
+        path = folder / f"{atom_id}.md"
         if body is not None and body.strip():
             head = "".join(text.splitlines(keepends=True)[:doc.body_line - 1])
             text = f"{head}\n{body.strip()}\n"
-            doc = parse(text, str(folder / f"{atom_id}.md"))
-        path = folder / f"{atom_id}.md"
+        try:  # what every reader would refuse (a NUL, over the size limit) is not written
+            doc = parse(decode(text.encode("utf-8", "surrogatepass"), str(path)), str(path))
+        except AtomParseError as e:
+            raise InvalidInputError(f"the new atom would not be readable: {e.reason}") from None
+        _check_written(req, doc.meta)
         _write_new(path, text)
     return Atom(path, req.kind, doc.meta, doc.body)
+
+
+def _check_written(req: NewAtom, meta: dict[str, object]) -> None:
+    """Refuse a rendering whose frontmatter does not hold exactly the values given: a
+    template (a store's override) that puts a value into the YAML unescaped could turn an
+    executor such as "bob\\nstatus: invalidated" into keys of its own."""
+    sources = req.sources or (req.evidence if req.kind is PATTERN else [])
+    given: dict[str, object] = {"summary": req.summary.strip(), "tags": req.tags,
+                                "links": req.links}
+    if req.executor:
+        given["executor"] = req.executor
+    if req.kind is PATTERN:
+        given["source-experiments"] = sources
+    elif req.evidence:
+        given["evidence"] = req.evidence
+    for key, value in given.items():
+        if key in meta and meta[key] != value:
+            name = f"atoms/{req.kind.name}.md.j2"
+            variable = {"source-experiments": "sources"}.get(key, key) + "_yaml"
+            raise InvalidInputError(
+                f"the template {name} does not write `{key}` back as given (does it put the "
+                f"value into the YAML unescaped?): use {{{{ {variable} }}}} in it")
 
 
 def _write_new(path: Path, text: str) -> None:

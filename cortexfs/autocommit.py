@@ -122,10 +122,12 @@ def access_logs(home: str) -> list[str]:
     except OSError:
         return []
     out = []
+    from cortexfs import wall
+
     for name in names:
         path = os.path.join(projects, name, "_meta", "access-log.jsonl")
-        if os.path.isfile(path):
-            out.append(path)
+        if os.path.isfile(path) and not wall.reason(os.path.dirname(projects), path):
+            out.append(path)  # (a linked log or project is not part of the store)
     return out
 
 

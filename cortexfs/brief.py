@@ -202,10 +202,14 @@ def _item(text: str) -> str:
 # --- reading the project -----------------------------------------------------------------------
 
 
-def _read_text(path: Any) -> str | None:
+def _read_text(project: Project, name: str) -> str | None:
+    """A governance file of the project; None when missing, a link (not part of the store:
+    cortexfs.wall) or over the size limit (`cortex validate` says which)."""
+    from cortexfs import wall
+
     try:
-        return str(path.read_bytes().decode("utf-8", errors="replace"))
-    except OSError:
+        return wall.read_text(project.store.context, project.root / name)
+    except (OSError, CortexError):
         return None
 
 
@@ -323,7 +327,7 @@ def build(store: Store, project: str | None = None, budget: int = DEFAULT_BUDGET
 def _project_brief(store: Store, project: Project, budget: int) -> Brief:
     minds, experiments = _rank(_parts(store, [project]))
     slots: list[Slot] = []
-    status_text = _read_text(project.root / "STATUS.md")
+    status_text = _read_text(project, "STATUS.md")
     status_items = [_item(line + "\n") for line in markdown_lines(status_text or "")]
     rel = f"projects/{project.name}"
     slots.append(Slot("status", "STATUS.md", status_items or ["_STATUS.md is missing or "
@@ -335,7 +339,7 @@ def _project_brief(store: Store, project: Project, budget: int) -> Brief:
     if note:
         items.insert(0, _item(f"- {note}"))
     slots.append(Slot("tasks", "Open tasks", items, 0.15, "tasks", f"(from {rel}/TASKS.yaml)"))
-    issues = issue_blocks(_read_text(project.root / "ISSUES.md") or "")
+    issues = issue_blocks(_read_text(project, "ISSUES.md") or "")
     slots.append(Slot("issues", "Issues", [_item(b) for b in issues], 0.10, "issues",
                       f"(from {rel}/ISSUES.md)"))
     slots.append(Slot("knowledge", "Strongest knowledge and patterns",
@@ -359,7 +363,7 @@ def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brie
     overview: list[str] = []
     for project, part in zip(projects, parts, strict=True):
         name = project.name
-        status = _read_text(project.root / "STATUS.md")
+        status = _read_text(project, "STATUS.md")
         phase = read_status(status).phase if status else None
         counts = part.kinds  # atoms that parse, per kind folder
         overview.append(_item(
@@ -373,7 +377,7 @@ def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brie
         task_items += items
         if note:
             task_items.append(((9, 99, 0), f"- {p.name}: {note}"))
-        for block in issue_blocks(_read_text(p.root / "ISSUES.md") or ""):
+        for block in issue_blocks(_read_text(p, "ISSUES.md") or ""):
             issue_items.append(_item(f"- {p.name}: {block.splitlines()[0].lstrip('#- ')}"))
     task_items.sort(key=lambda kv: kv[0])
     slots = [

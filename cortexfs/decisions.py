@@ -10,18 +10,19 @@ Consequences. Section headings match case-insensitively by their first word, so
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from cortexfs import templates
+from cortexfs import escape, templates, wall
 from cortexfs.errors import InvalidInputError
 from cortexfs.fsutil import atomic_write, file_lock
 from cortexfs.store import Store
 
 FOLDER = "decisions"
-RECORD_NAME = re.compile(r"^(\d{4})-([a-z0-9]+(?:-[a-z0-9]+)*)\.md$")
+RECORD_NAME = re.compile(r"^(\d{4})-([a-z0-9]+(?:-[a-z0-9]+)*)\.md\Z")
 _NUMBERED = re.compile(r"^(?:DR-)?(\d{4})-")
 MAX_SLUG = 60
 MIN_ALTERNATIVES = 2
@@ -163,10 +164,14 @@ def record_number(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def records(folder: Path) -> list[Path]:
-    """The markdown files of a decisions folder, except its CORTEX.md / index.md."""
+def records(folder: Path, root: Path) -> list[Path]:
+    """The markdown files of a decisions folder, except its CORTEX.md / index.md (`root`:
+    the store's context/; a linked folder or file is not part of it: cortexfs.wall)."""
+    if wall.reason(root, folder):
+        return []
     try:
-        names = sorted(p.name for p in folder.iterdir() if p.is_file())
+        with os.scandir(folder) as it:
+            names = sorted(e.name for e in it if e.is_file(follow_symlinks=False))
     except (FileNotFoundError, NotADirectoryError):
         return []
     return [folder / n for n in names
@@ -206,14 +211,14 @@ def new_decision(store: Store, title: str, project: str | None = None,
     folder = folder_for(store, project)
     lock = store.locks_dir / f"decisions-{project or '_store'}.lock"
     with file_lock(lock, what="decision numbers"):
-        numbers = [record_number(p.name) or 0 for p in records(folder)]
+        numbers = [record_number(p.name) or 0 for p in records(folder, store.context)]
         number = max(numbers, default=0) + 1
         if number > 9999:
             raise InvalidInputError(f"{folder} already holds decision 9999: archive old "
                                     "records before adding more")
         path = folder / f"{number:04d}-{slug}.md"
         text = templates.render(store, "project/decision.md.j2", number=f"{number:04d}",
-                                title=title, date=(today or dt.date.today()).isoformat(),
-                                project=project or "")
-        atomic_write(path, text)
+                                title=escape.line(title), project=project or "",
+                                date=(today or dt.date.today()).isoformat())
+        atomic_write(path, text, root=store.context)
     return path

@@ -42,6 +42,21 @@ class GitError(CortexError):
     """A git operation failed in a way the user has to resolve."""
 
 
+class OutsideStoreError(InvalidInputError, FileNotFoundError):
+    """A path that is not part of the store (cortexfs.wall): a symbolic link, or outside.
+
+    Also a FileNotFoundError: as far as the store goes there is no such file, so a reader
+    that skips a missing file skips this one too (and `cortex validate` reports it).
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path} is {reason}, not part of the store: cortex does not read or "
+                         "write through links; replace the link with the file or folder "
+                         "itself, or remove it")
+
+
 class EnvironmentProblem(CortexError):
     """The filesystem refused: no permission, a read-only or full disk, a file in the way."""
 
@@ -59,8 +74,8 @@ def from_os_error(e: OSError) -> EnvironmentProblem | None:
                      "attributes (chattr)",
         errno.EROFS: f"{where} is on a read-only file system: remount it read-write or use "
                      "another CORTEX_HOME / --home",
-        errno.ENOSPC: f"no space left on the device writing {where}: free some space, then "
-                      "run the command again (nothing was half-written)",
+        errno.ENOSPC: f"disk full: no space left on the device writing {where}: free some "
+                      "space, then run the command again (nothing was half-written)",
         errno.EDQUOT: f"disk quota exceeded writing {where}: free some space, then run the "
                       "command again (nothing was half-written)",
         errno.ENOTDIR: f"{where}: part of this path is a file, not a folder: move that file "

@@ -15,8 +15,8 @@ exactly as `yaml.load(…, CSafeLoader)` + `normalize` does.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-import json
 import math
 import os
 import re
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cortexfs.errors import AtomParseError
+from cortexfs.escape import yaml_scalar as dump_scalar  # (kept under its old name for callers)
 
 BOM = "\ufeff"
 MAX_ATOM_BYTES = 1_000_000  # bigger files are not atoms someone wrote by hand: skip them
@@ -113,8 +114,12 @@ def read_bytes(path: Path) -> bytes:
     when it is not a regular file (a directory, or a FIFO that would block) or is too big."""
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError as e:
+        with contextlib.suppress(OSError):
+            reason = not_a_file(os.lstat(path).st_mode)
+            if reason:  # a link (O_NOFOLLOW refused it)
+                raise AtomParseError(str(path), reason) from None
         raise AtomParseError(str(path), f"cannot read: {e.strerror}") from None
     try:
         st = os.fstat(fd)
@@ -134,6 +139,9 @@ def not_a_file(mode: int) -> str | None:
     """Why something named like an atom cannot be one (a directory, a FIFO …), or None."""
     if stat.S_ISREG(mode):
         return None
+    if stat.S_ISLNK(mode):
+        return ("a symbolic link, not part of the store: cortex does not read through links; "
+                "replace it with the file itself")
     what = "a directory" if stat.S_ISDIR(mode) else "a special file (FIFO, socket or device)"
     return f"{what}, not an atom file: rename it or move it out of the atom folder"
 
@@ -148,13 +156,47 @@ def check_size(size: int, path: str) -> None:
 def decode(raw: bytes, path: str) -> str:
     """Bytes of a markdown file as text, refusing what cannot be a hand-written atom."""
     check_size(len(raw), path)
+    problem = text_problem(raw, "binary file in an atom folder: move it elsewhere")
+    if problem:
+        raise AtomParseError(path, problem)
+    return raw.decode("utf-8")
+
+
+def decode_text(raw: bytes, path: str) -> str:
+    """Bytes of a text file cortex edits (TASKS.yaml …) as text; InvalidInputError naming
+    the real problem (UTF-16, a binary file, bare CR line endings, not UTF-8)."""
+    from cortexfs.errors import InvalidInputError
+
+    problem = text_problem(raw, "a binary file (it holds NUL bytes), not text: replace it "
+                           "with a text file")
+    if problem:
+        raise InvalidInputError(f"{path}: {problem}")
+    return raw.decode("utf-8")
+
+
+def text_problem(raw: bytes, binary: str) -> str | None:
+    """Why `raw` is not UTF-8 text with LF (or CRLF) line endings, in words that name the
+    real problem; `binary` is what to say of NUL bytes that are not UTF-16."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or _utf16_without_bom(raw):
+        return ("UTF-16 text, not UTF-8: re-save the file as UTF-8 "
+                "(e.g. `iconv -f UTF-16 -t UTF-8`)")
     if b"\x00" in raw:
-        raise AtomParseError(path, "binary file in an atom folder: move it elsewhere")
+        return binary
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise AtomParseError(path, f"not UTF-8 (byte {e.start}): re-save the file as UTF-8") \
-            from None
+        return f"not UTF-8 (byte {e.start}): re-save the file as UTF-8"
+    if "\r" in text and "\n" not in text:
+        return ("its lines end with a bare CR (old Mac line endings), which cortex does not "
+                "read as lines: re-save it with LF line endings (e.g. `tr '\\r' '\\n'`)")
+    return None
+
+
+def _utf16_without_bom(raw: bytes) -> bool:
+    head = raw[:64]
+    if len(head) < 4:
+        return False
+    return head[1::2].count(0) == len(head) // 2 or head[0::2].count(0) == (len(head) + 1) // 2
 
 
 def load_mapping(fm_text: str, path: str, first_line: int) -> dict[str, Any]:
@@ -371,7 +413,11 @@ def load_yaml_mapping(fm_text: str, path: str, first_line: int) -> dict[str, Any
 
     # python-frontmatter's YAMLHandler does exactly this load; calling yaml directly saves
     # importing that package on the paths that need no other part of it.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    deep = too_deep(fm_text)
+    if deep is not None:
+        raise AtomParseError(path, f"the YAML nests more than {MAX_YAML_DEPTH} levels deep: "
+                             "write the values out plainly", first_line + deep)
+    loader = safe_loader()
     try:
         try:
             data = yaml.load(fm_text, Loader=loader)  # noqa: S506 - a safe loader
@@ -429,11 +475,80 @@ def unbounded(data: Any) -> str | None:
     return None
 
 
+def too_deep(text: str) -> int | None:
+    """The 0-based line where YAML `text` nests deeper than MAX_YAML_DEPTH, else None.
+
+    To be called before any YAML loader sees the text: the C composer recurses once per
+    level, so 30,000 nested `[` crash the process (exit 139) and the Python one raises
+    RecursionError. Every level opens with `[`, `{`, `-`, `?` or a new line, so a text with
+    fewer of those cannot be too deep (the common case costs a few str.count); otherwise
+    the parser's event stream, which does not recurse, is walked until it is.
+    """
+    bound = sum(map(text.count, ("[", "{", "-", "?", "\n")))
+    if bound < MAX_YAML_DEPTH:
+        return None
+    import yaml
+
+    depth = 0
+    opening = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+    closing = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+    try:
+        for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+            if isinstance(event, opening):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    return event.start_mark.line if event.start_mark is not None else 0
+            elif isinstance(event, closing):
+                depth -= 1
+    except yaml.YAMLError:
+        pass  # the load says what is wrong, with its line
+    return None
+
+
+_LOADERS: dict[Any, Any] = {}
+
+
+def safe_loader(base: Any = None) -> Any:
+    """A safe YAML loader (`base`: CSafeLoader where PyYAML has it) for which a key that a
+    mapping repeats is an error with its line, not a silent overwrite (the last `status:`
+    would win)."""
+    import yaml
+
+    base = base or getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    found = _LOADERS.get(base)
+    if found is not None:
+        return found
+
+    class Checked(base):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                seen: dict[Any, Any] = {}
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue  # `<<: *base`: what it merges may be overridden
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        first = seen.setdefault(key, key_node)
+                    except TypeError:  # an unhashable key: the load itself refuses it
+                        continue
+                    if first is not key_node:
+                        above = key_node.start_mark.line - first.start_mark.line
+                        where = (f"{above} line{'s' if above > 1 else ''} above" if above
+                                 else "earlier on this line")
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {str(key)[:60]!r} (also {where}): "
+                            "keep one", key_node.start_mark)
+            return super().construct_mapping(node, deep)
+
+    _LOADERS[base] = Checked
+    return Checked
+
+
 def _lenient_loader() -> Any:
     """A SafeLoader that leaves timestamps it cannot build (month 13, day 45) as strings."""
     import yaml
 
-    class Lenient(yaml.SafeLoader):
+    class Lenient(safe_loader(yaml.SafeLoader)):  # type: ignore[misc]
         pass
 
     def timestamp(loader: yaml.SafeLoader, node: Any) -> Any:
@@ -485,58 +600,6 @@ def normalize(value: Any) -> Any:
 
 
 # --- writing ---------------------------------------------------------------------------------
-
-
-def dump_scalar(value: Any) -> str:
-    """A value as inline YAML that loads back to exactly `value`."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_dump_flow_item(v) for v in value) + "]"
-    text = str(value)
-    if _PLAIN_SAFE.match(text) and _reads_back_plain(text):
-        return text
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _reads_back_plain(text: str) -> bool:
-    """Whether `text` written unquoted after `key: ` loads back as exactly `text`."""
-    if text != text.strip(" ") or _DATE.fullmatch(text):
-        return False  # YAML strips the spaces; a date would load as a date object
-    try:
-        return bool(_value(text) == text)
-    except _Unsure:
-        pass
-    import yaml
-
-    try:
-        return bool(yaml.safe_load(text) == text)
-    except yaml.YAMLError:
-        return False
-
-
-_PLAIN_SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_ ./:+-]*$")
-_FLOW_SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+-]*$")
-
-
-def _dump_flow_item(value: Any) -> str:
-    if isinstance(value, str) and _FLOW_SAFE.match(value) and not _DATE.fullmatch(value):
-        try:
-            if _plain(value) == value:
-                return value
-        except _Unsure:
-            pass
-        import yaml
-
-        if yaml.safe_load(value) == value:
-            return value
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    return dump_scalar(value)
 
 
 def set_keys(text: str, updates: dict[str, Any], path: str = "<string>") -> str:

@@ -6,11 +6,13 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from cortexfs import wall
 from cortexfs.errors import LockTimeoutError
 
 
@@ -20,12 +22,17 @@ def temp_prefix(path: Path) -> str:
     return f".{path.name}.{os.getpid()}."
 
 
-def atomic_write(path: Path, data: str | bytes) -> None:
+def atomic_write(path: Path, data: str | bytes, *, root: Path | None = None) -> None:
     """Write `data` to `path` through a temporary file in the same folder and a rename.
 
     A crash or kill at any point leaves either the old file or the new one, never a mix.
+    With `root` (a store's context/), the folder must be part of the store (cortexfs.wall:
+    OutsideStoreError before anything is written); a link at `path` itself is replaced by
+    the file, never written through.
     """
     raw = data.encode("utf-8") if isinstance(data, str) else data
+    if root is not None:
+        wall.check(root, path.parent)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=".tmp")
     try:
@@ -45,15 +52,23 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         raise
 
 
-def write_if_changed(path: Path, data: str | bytes) -> bool:
-    """Atomically write `data` unless the file already holds exactly it; True when written."""
+def write_if_changed(path: Path, data: str | bytes, *, root: Path | None = None) -> bool:
+    """Atomically write `data` unless the file already holds exactly it; True when written.
+    `root`: as for atomic_write (the old content is never read through a link)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        if path.read_bytes() == raw:
-            return False
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC) \
+            if root is None or not wall.reason(root, path.parent) else -1
+        if fd >= 0:
+            with os.fdopen(fd, "rb") as f:
+                if stat.S_ISREG(os.fstat(f.fileno()).st_mode) and f.read(len(raw) + 1) == raw:
+                    return False
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         pass
-    atomic_write(path, raw)
+    except OSError as e:
+        if e.errno != errno.ELOOP:  # ELOOP: a link, which the write below replaces
+            raise
+    atomic_write(path, raw, root=root)
     return True
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cortexfs import decisions, tasks
+from cortexfs import decisions, tasks, wall
 from cortexfs.errors import InvalidInputError
 from cortexfs.store import Project, Store
 from cortexfs.validate import ERROR, WARNING, Finding, Severity
@@ -109,10 +109,19 @@ def status_findings(rel: str, text: str) -> Iterator[Finding]:
 # --- per project ------------------------------------------------------------------------------
 
 
-def _read(path: Path) -> str | None:
+def _read(store: Store, path: Path, problems: list[Finding] | None = None) -> str | None:
+    """A governance file's text; None when missing, a folder or a link (not part of the
+    store: cortexfs.wall), or too big to read (a finding in `problems`)."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return wall.read_text(store.context, path)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    except InvalidInputError as e:
+        if problems is not None:
+            problems.append(Finding(ERROR, "size", _rel(store, path), None,
+                                    str(e).replace(str(path), path.name)))
+        return None
+    except OSError:  # a FIFO or device named like one: not a file
         return None
 
 
@@ -133,10 +142,11 @@ def project_findings(project: Project) -> Iterator[Finding]:
             yield Finding(WARNING, "governance-file", _rel(store, root / name), None,
                           f"project {project.name} has no {name}: run `cortex project new "
                           f"{project.name}` (it adds the missing files and keeps the others)")
-    status = _read(root / STATUS_FILE)
+    problems: list[Finding] = []
+    status = _read(store, root / STATUS_FILE, problems)
     if status is not None:
         yield from status_findings(_rel(store, root / STATUS_FILE), status)
-    issues = _read(root / ISSUES_FILE)
+    issues = _read(store, root / ISSUES_FILE, problems)
     if issues is not None:
         count = len(issues.splitlines())
         if count > ISSUES_MAX_LINES:
@@ -154,13 +164,14 @@ def project_findings(project: Project) -> Iterator[Finding]:
         for problem in tf.problems if tf else []:
             severity: Severity = ERROR if problem.level == "error" else WARNING
             yield Finding(severity, "tasks", rel, problem.line, problem.message)
+    yield from problems
     yield from decision_findings(store, root / decisions.FOLDER)
 
 
 def decision_findings(store: Store, folder: Path) -> Iterator[Finding]:
     """Findings for every record in a decisions folder: names, numbers, required parts."""
     seen: dict[int, str] = {}
-    for path in decisions.records(folder):
+    for path in decisions.records(folder, store.context):
         rel = _rel(store, path)
         number = decisions.record_number(path.name)
         if not decisions.RECORD_NAME.match(path.name):
@@ -173,7 +184,9 @@ def decision_findings(store: Store, folder: Path) -> Iterator[Finding]:
                               f"decision number {number:04d} is also used by {seen[number]}: "
                               "renumber one of them")
             seen.setdefault(number, path.name)
-        text = _read(path) or ""
+        problems: list[Finding] = []
+        text = _read(store, path, problems) or ""
+        yield from problems
         for problem in decisions.check_record(text):
             yield Finding(ERROR, "decision", rel, problem.line, problem.message)
 
@@ -198,7 +211,7 @@ def store_findings(store: Store) -> Iterator[Finding]:
     for folder in content_dirs(store):
         path = folder / "CORTEX.md"
         rel = _rel(store, path)
-        text = _read(path)
+        text = _read(store, path)
         if text is None:
             where = _rel(store, folder) or "."
             yield Finding(WARNING, "cortex-md", rel, None,

@@ -51,8 +51,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cortexfs import escape, wall
 from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import Atom, as_date, split_status, status_group
+from cortexfs.errors import CortexError
 from cortexfs.strength import strength
 from cortexfs.tokens import chars_for, estimate
 
@@ -76,9 +78,8 @@ MASTER_CAPS = (40, 25, 15, 10, 6, 3, 1, 0)  # list lengths of the master, tried 
 MASTER_PER_PROJECT = MASTER_CAPS[0] // 8  # a project's strongest entries shown, at most
 BANDS = (("strong", 0.8), ("moderate", 0.5), ("weak", 0.3), ("decaying", 0.1), ("silent", 0.0))
 
-_UNSAFE_TAG = re.compile(r"[^\w.+#/-]+")
-_TOPIC_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.md$")
-_TEMPORAL_FILE = re.compile(r"^\d{4}-\d{2}\.md$")
+_TOPIC_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.md\Z")
+_TEMPORAL_FILE = re.compile(r"^\d{4}-\d{2}\.md\Z")
 _DATETIME = dt.datetime  # (remembered: what is parsed once may outlive a patched class)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _US = dt.timedelta(microseconds=1)
@@ -148,10 +149,10 @@ class IndexEntry:
                 more = len(self.rel) - len(shown)
                 rest.append("rel=" + ",".join(shown) + (f",+{more}" if more else ""))
             if self.priority:
-                rest.append(f"pri={_memo(_SAFE_WORDS, self.priority, _safe_word)}")
-            rest.append(f"src={_memo(_SAFE_WORDS, self.src, _safe_word)}")
+                rest.append(f"pri={_memo(_SAFE_WORDS, self.priority, escape.comment)}")
+            rest.append(f"src={_memo(_SAFE_WORDS, self.src, escape.comment)}")
             self._entry = (
-                f"{self.key}\n{_clip(_defused(self.summary), MAX_SUMMARY)}\n→ {self.pointer}\n"
+                f"{self.key}\n{clean_text(self.summary)}\n→ {self.pointer}\n"
                 f"<!-- hx: {' | '.join(hx)} | str=",
                 "".join(f" | {part}" for part in rest) + " -->\n")
         return (*self._entry, self.line())
@@ -160,7 +161,7 @@ class IndexEntry:
         """The one-liner up to its detail (the third piece; cached with the entry, as every
         run that renders anything shows every entry's one-liner in the temporal files)."""
         if self._line is None:  # (the summary is on one line already)
-            self._line = f"- {self.key} — {_clip(_defused(self.summary), MAX_LINE_SUMMARY)}"
+            self._line = f"- {self.key} — {clean_text(self.summary, MAX_LINE_SUMMARY)}"
         return self._line
 
     # the cache form: a tuple of plain values (marshal writes nothing else)
@@ -200,7 +201,7 @@ def _safe_tag(tag: str) -> str:
     if safe is None:
         if len(_SAFE_TAGS) > 50_000:  # a long-running watcher: keep memory bounded
             _SAFE_TAGS.clear()
-        safe = _SAFE_TAGS[tag] = _UNSAFE_TAG.sub("_", tag).strip("_")
+        safe = _SAFE_TAGS[tag] = escape.comment(tag)
     return safe
 
 
@@ -428,32 +429,16 @@ def _day(when: dt.datetime | dt.date | None) -> str:
 
 
 def clean_text(text: str, limit: int = MAX_SUMMARY) -> str:
-    """A summary made safe for one markdown line: no newline, no comment markers, no
-    leading heading or pointer syntax, and `→` (which introduces pointers) written `->`."""
-    return _clip(_defused(" ".join(text.split())), limit)
-
-
-def _defused(text: str) -> str:
-    """clean_text's replacements, on a text already on one line."""
-    if "→" in text or "<!--" in text or "-->" in text:
-        text = text.replace("→", "->").replace("<!--", "&lt;!--").replace("-->", "--&gt;")
-    return text
-
-
-def _clip(text: str, limit: int) -> str:
-    """The rest of clean_text, on a text `_defused` returned."""
-    if len(text) > limit:
-        text = text[: limit - 1].rstrip() + "…"
-    if text.startswith(("#", ">", "=", "|")):
-        text = "\\" + text
+    """A summary as one escaped markdown line (escape.line: no newline, HTML, comment
+    markers, links or leading block syntax), clipped, with `→` (which introduces pointers
+    here) written `->`."""
+    text = escape.line(text, limit)
+    if "→" in text:
+        text = text.replace("→", "->")  # (after escaping: `>` alone is no markup here)
     return text or "_(no summary)_"
 
 
 _SAFE_WORDS: dict[str, str] = {}
-
-
-def _safe_word(word: str) -> str:
-    return _UNSAFE_TAG.sub("_", word)
 
 
 def hx_comment(entry: IndexEntry) -> str:
@@ -799,12 +784,15 @@ def _existing_generated(context: Path) -> list[Path]:
     found: list[Path] = []
     for sub, pattern in (("topics", _TOPIC_FILE), ("temporal", _TEMPORAL_FILE)):
         folder = root / sub
+        if wall.reason(context, folder):
+            continue  # a linked folder: not part of the store, never listed or cleaned
         try:
             names = os.listdir(folder)
         except (FileNotFoundError, NotADirectoryError):
             continue
         found += [folder / n for n in names if pattern.match(n) or n == "undated.md"]
-    found += [p for p in (root / "decay-queue.md", root / "meta.json") if p.is_file()]
+    found += [p for p in (root / "decay-queue.md", root / "meta.json")
+              if p.is_file() and not wall.reason(context, p)]
     return found
 
 
@@ -832,14 +820,14 @@ def _write_files(context: Path, files: dict[str, str], dry_run: bool,
         same = isinstance(saved, list) and saved[:1] == [hexdigest] and still(path, saved)
         if not same:
             try:
-                same = path.read_bytes() == data
-            except OSError:
+                same = wall.read_bytes(context, path, len(data)) == data
+            except OSError:  # missing, or a link (never read; replaced by the write)
                 same = False
         if not same:
             changed.append(path)
             if dry_run:
                 continue
-            write_if_changed(path, text)
+            write_if_changed(path, text, root=context)
         state = file_state(path, hexdigest, now_ns)
         if state is not None:
             states[rel] = state
@@ -853,7 +841,7 @@ def _write_files(context: Path, files: dict[str, str], dry_run: bool,
     if not dry_run:
         for sub in ("topics", "temporal", ""):
             folder = context / HIER_DIR / sub
-            if folder.is_dir() and not os.listdir(folder):
+            if not wall.reason(context, folder) and folder.is_dir() and not os.listdir(folder):
                 folder.rmdir()
     return changed, states
 
@@ -872,8 +860,8 @@ def refresh(store: Store, loaded: Sequence[LoadedProject], stats: Mapping[str, A
 
 # --- the generator -----------------------------------------------------------------------------
 
-CACHE_KIND = "hippocampus-2"
-PART_KIND = "hippocampus-part-4"
+CACHE_KIND = "hippocampus-3"
+PART_KIND = "hippocampus-part-5"  # (5: summaries escaped by escape.line)
 
 
 def _code_key() -> str:
@@ -1036,8 +1024,8 @@ def check_pointers(store: Store) -> list[PointerProblem]:
     listed = _Listed(str(context))
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            text = wall.read_text(context, path, 10 * wall.MAX_TEXT)
+        except (OSError, CortexError):
             continue
         for m in _POINTER.finditer(text):
             for pointer in pointers_of(m.group(0)):

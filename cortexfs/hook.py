@@ -3,20 +3,28 @@
 Runs after every Read, Grep and Bash call of the agent, so its whole-process time is the
 agent's latency: standard library only, and for a Read or a Grep not even `json` or `re`
 (their import, with enum and functools, costs as much again as the bare interpreter start on
-a busy machine; the C scanner behind json.loads is used directly); a Bash call adds `shlex`.
-Nothing from the rest of cortexfs but `accesslog` and, after a write, `autocommit`. No
-exception ever escapes, and nothing is printed. A problem goes to one line of
-`$CORTEX_HOME/logs/hook.log`.
+a busy machine; the C scanner behind json.loads is used directly); a Bash call adds `re`
+(its tokenizer is one regex pass: shlex was quadratic in a word's length) and a glob
+`fnmatch`. Nothing from the rest of cortexfs but `accesslog` (with `wall` for the log
+file) and, after a write, `autocommit`. No exception ever escapes, and nothing is printed.
+A problem goes to one line of `$CORTEX_HOME/logs/hook.log`.
 
 What counts as a read (SPEC §4): the atoms a Read names, the atoms a Grep result names
 (once per call), the atoms a shell command reads (`cat`, `head`, `grep`, `sed -n`, …).
-Only real atom files under the knowledge root count, after resolving `..` and symlinks.
+Only real atom files under the knowledge root count, after resolving `..` and links in the
+folders above them; an atom file that is itself a link is not part of the store.
+
+Whatever the payload, the work is bounded (the MAX_* constants): globs list at most
+MAX_GLOB_DIRS folders, file lists and output lines are capped, and past MAX_SECONDS of
+CPU the hook stops, logs the lines found by then and says where it stopped.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
+import time
 
 from cortexfs import accesslog
 
@@ -43,8 +51,15 @@ def atom_folder(name: str) -> str | None:
     if folder == "experiments" and number[-1:].isascii() and number[-1:].islower():
         number = number[:-1]  # EXP-042b: one-letter suffix
     return folder if number.isdecimal() else None
+# Bounds on the work one call may cost, whatever its payload (it runs after every tool call
+# of the agent): past any of them the hook logs what it found so far and says where it stopped.
 MAX_PAYLOAD = 64 * 1024 * 1024  # bytes of stdin we parse; more is logged and ignored
+MAX_SECONDS = 0.5  # CPU seconds of work after parsing (the whole process stays within 1 s)
 MAX_GLOB = 1000  # files one shell glob may expand to before we stop looking
+MAX_GLOB_DIRS = 1000  # folders all the globs of one call may list (`/*/*/*/*/*/zz*`)
+MAX_COMMAND = 1024 * 1024  # characters of a shell command we parse
+MAX_NAMES = 20_000  # file names of a search result we look at
+MAX_LINES = 200_000  # lines of a search's output we look at
 HOOK_LOG = "hook.log"
 HOOK_LOG_MAX = 1024 * 1024  # rotated to hook.log.1 beyond this
 
@@ -107,7 +122,47 @@ def _shell_re(name: str) -> re.Pattern[str]:
 
         _SHELL_RE["assignment"] = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
         _SHELL_RE["heredoc"] = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+        # one token of a shell line (shlex's posix rules, with its punctuation runs as the
+        # shell's operators): a regex pass, where shlex costs a Python loop per character
+        # and grows a long word quadratically (a 1 MB command: 38 s)
+        _SHELL_RE["token"] = re.compile(r"""
+            (?P<blank>[ \t\r\f\v]+)
+          | (?P<sep>[\n`])
+          | (?P<op>&>>|;;|&&|\|\||\|&|&>|>>|>\||>&|<>|<<<|<<-|<<|<&|[;&|()<>])
+          | (?P<comment>\#[^\n]*)
+          | (?P<word>(?:[^\s'"\\`;&|()<>]|\\.|'[^']*'|"(?:[^"\\]|\\.)*")+)
+          | (?P<bad>.)
+        """, re.VERBOSE | re.DOTALL)
+        _SHELL_RE["quoted"] = re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)""",
+                                         re.DOTALL)
+        _SHELL_RE["dq_escape"] = re.compile(r'\\([\\"])')
     return _SHELL_RE[name]
+
+
+class Stopped(Exception):
+    """A bound of the call's work (MAX_*) was reached: what was found so far is kept."""
+
+
+class Budget:
+    """What one call may still spend: CPU time (checked every 256 steps) and folders listed
+    by globs. `note` keeps the first cap that cut a list short, for the log."""
+
+    def __init__(self, seconds: float | None = None) -> None:
+        self.until = time.process_time() + seconds if seconds is not None else float("inf")
+        self.dirs = MAX_GLOB_DIRS
+        self.steps = 0
+        self.note = ""
+
+    def step(self) -> None:
+        self.steps += 1
+        if not self.steps & 255 and time.process_time() > self.until:
+            raise Stopped(f"stopped after {MAX_SECONDS:g} s of CPU")
+
+    def capped(self, what: str) -> None:
+        self.note = self.note or what
+
+
+BUDGET = Budget()  # replaced by each record()
 
 
 def _path_ends(line: str) -> Iterator[int]:
@@ -132,29 +187,50 @@ class Knowledge:
         self.root = os.path.realpath(os.path.join(home, "context"))
         self.prefix = self.root + os.sep
         self._cache: dict[str, tuple[str, str] | None] = {}
+        self._dirs: dict[str, tuple[str, str] | None] = {}  # folder → (project, kind folder)
 
     def exists(self) -> bool:
-        return os.path.isdir(os.path.join(self.root, "projects"))
+        """A store whose knowledge root is a folder, not a link (cortexfs.wall)."""
+        return os.path.isdir(os.path.join(self.root, "projects")) \
+            and not os.path.islink(os.path.join(self.home, "context"))
 
     def parts(self, path: str) -> list[str] | None:
-        """The real path's components below the knowledge root; None when outside it."""
-        real = os.path.realpath(path)
+        """The real path's components below the knowledge root; None when outside it (or
+        when it cannot be a path: a NUL, a lone surrogate)."""
+        try:
+            real = os.path.realpath(path)
+        except (OSError, ValueError):
+            return None
         if not real.startswith(self.prefix):
             return None
         return real[len(self.prefix):].split(os.sep)
 
     def atom(self, path: str) -> tuple[str, str] | None:
-        """(project, file name) when `path` is an existing atom file of a project."""
+        """(project, file name) when `path` is an atom file of a project: named like one,
+        in its kind's folder (after resolving `..` and links in the folders above it), and
+        a regular file, not a link (cortexfs.wall). Costs one lstat, and one realpath per
+        folder: a search result may name 600,000 files."""
         if path in self._cache:
             return self._cache[path]
-        found: tuple[str, str] | None = None
-        parts = self.parts(path)
-        if parts is not None and len(parts) == 4 and parts[0] == "projects":
-            _, project, folder, name = parts
-            if (atom_folder(name) == folder and _is_project(project)
-                    and os.path.isfile(os.path.join(self.root, *parts))):
-                found = (project, name)
-        self._cache[path] = found
+        found = None
+        folder, name = os.path.split(path)
+        kind_folder = atom_folder(name)
+        if kind_folder is not None:
+            if folder not in self._dirs:
+                parts = self.parts(folder)
+                self._dirs[folder] = (parts[1], parts[2]) if (
+                    parts is not None and len(parts) == 3 and parts[0] == "projects"
+                    and _is_project(parts[1]) and parts[2] in ATOM_FOLDERS) else None
+            where = self._dirs[folder]
+            if where is not None and where[1] == kind_folder:
+                try:
+                    mode = os.lstat(os.path.join(self.prefix + "projects", *where, name)).st_mode
+                except (OSError, ValueError):  # missing, or a NUL / lone surrogate in it
+                    mode = 0
+                if stat.S_ISREG(mode):
+                    found = (where[0], name)
+        if len(self._cache) < MAX_NAMES:
+            self._cache[path] = found
         return found
 
     def atom_folder(self, path: str) -> str | None:
@@ -184,6 +260,7 @@ class Reads:
 
     def add(self, path: str, *bases: str) -> bool:
         """Count `path` (relative ones tried against each base in turn); True if an atom."""
+        BUDGET.step()
         for candidate in _candidates(path, bases):
             found = self.knowledge.atom(candidate)
             if found is not None:
@@ -195,7 +272,12 @@ class Reads:
         """Count the atoms named at the start of grep-like output lines; how many lines did."""
         named = 0
         last = "\0"  # consecutive lines of one file share its prefix: skip them cheaply
-        for line in text.splitlines():
+        lines = text.splitlines()
+        if len(lines) > MAX_LINES:
+            BUDGET.capped(f"the first {MAX_LINES:,} of {len(lines):,} output lines looked at")
+            del lines[MAX_LINES:]
+        for line in lines:
+            BUDGET.step()
             if line.startswith(last) and line[len(last):len(last) + 1] in (":", "-", ""):
                 named += 1
                 continue
@@ -293,6 +375,9 @@ def grep_call(reads: Reads, tool_input: dict[str, object], response: object, cwd
         matched = bool(filenames)
     else:
         matched = False
+    if len(filenames) > MAX_NAMES:
+        BUDGET.capped(f"the first {MAX_NAMES:,} of {len(filenames):,} file names looked at")
+        del filenames[MAX_NAMES:]
     for name in filenames:
         reads.add(name, *bases)
     if content:
@@ -341,17 +426,16 @@ def shell_reads(command: str, cwd: str) -> Iterator[tuple[str, list[str], str]]:
     Follows pipes, `&&`/`||`/`;` chains, subshells, `cd`, input redirections, `~`, `$HOME`
     and globs; does not run anything. Unparseable shell yields nothing.
     """
-    import shlex
-
-    lexer = shlex.shlex(_preprocess(command), posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = ""  # comments were removed by _preprocess, word-internal '#' stays
-    try:
-        tokens = list(lexer)
-    except ValueError:  # unbalanced quotes: the shell itself would have refused it
+    if len(command) > MAX_COMMAND:
+        BUDGET.capped(f"a shell command of {len(command):,} characters (over {MAX_COMMAND:,}) "
+                      "was not parsed")
+        return
+    tokens = _tokens(_preprocess(command))
+    if tokens is None:  # unbalanced quotes: the shell itself would have refused it
         return
     simple: list[str] = []
     for token in [*tokens, ";"]:
+        BUDGET.step()
         if token in _SEPARATORS:
             if simple:
                 result = _simple_command(simple, cwd)
@@ -365,7 +449,7 @@ def shell_reads(command: str, cwd: str) -> Iterator[tuple[str, list[str], str]]:
 
 
 def _preprocess(command: str) -> str:
-    """Drop heredoc bodies and comments, join continued lines, turn line ends into `;`."""
+    """Drop heredoc bodies and join continued lines."""
     command = command.replace("\\\n", "")
     if "<<" in command:
         kept: list[str] = []
@@ -379,33 +463,37 @@ def _preprocess(command: str) -> str:
             ending = [m.group(2) for m in _shell_re("heredoc").finditer(line)
                       if "<<<" not in m.group(0)]
         command = "\n".join(kept)
-    out: list[str] = []
-    quote = ""
-    i, n = 0, len(command)
-    while i < n:
-        ch = command[i]
-        if quote:
-            if ch == "\\" and quote == '"' and i + 1 < n:
-                out.append(command[i:i + 2])
-                i += 2
-                continue
-            if ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "\\" and i + 1 < n:
-            out.append(command[i:i + 2])
-            i += 2
-            continue
-        elif ch == "#" and (i == 0 or command[i - 1] in " \t\n;|&()"):
-            end = command.find("\n", i)
-            i = n if end < 0 else end
-            continue
-        elif ch == "\n" or ch == "`":
-            ch = ";"
-        out.append(ch)
-        i += 1
-    return "".join(out)
+    return command
+
+
+def _tokens(command: str) -> list[str] | None:
+    """The words (unquoted) and operators of a shell line, line ends and backquotes as `;`,
+    comments dropped; None when a quote is not closed. Linear in the length."""
+    tokens: list[str] = []
+    for m in _shell_re("token").finditer(command):
+        kind = m.lastgroup
+        if kind == "word":
+            word = m.group()
+            tokens.append(_unquote(word) if "'" in word or '"' in word or "\\" in word
+                          else word)
+        elif kind == "op":
+            tokens.append(m.group())
+        elif kind == "sep":
+            tokens.append(";")
+        elif kind == "bad":
+            return None
+    return tokens
+
+
+def _unquote(word: str) -> str:
+    def part(m: re.Match[str]) -> str:
+        if m.group(1) is not None:
+            return m.group(1)
+        if m.group(2) is not None:
+            return _shell_re("dq_escape").sub(r"\1", m.group(2))
+        return m.group(3)
+
+    return _shell_re("quoted").sub(part, word)
 
 
 def _simple_command(words: list[str], cwd: str) -> tuple[str, list[str], str] | str | None:
@@ -510,18 +598,48 @@ def _expand(word: str, cwd: str = "") -> list[str]:
         word = os.path.expanduser(word)
     if "$" in word:
         word = os.path.expandvars(word)
-    if any(c in word for c in "*?[") and cwd:
-        import glob
-
+    if ("*" in word or "?" in word or "[" in word) and cwd:
         full = os.path.join(cwd, word)
         if not os.path.exists(full):
-            matches = []
-            for match in glob.iglob(full):
-                matches.append(match)
-                if len(matches) >= MAX_GLOB:
-                    break
-            return matches or [word]
+            return _glob(full) or [word]
     return [word]
+
+
+def _glob(pattern: str) -> list[str]:
+    """glob.glob(pattern), sorted, at most MAX_GLOB names, listing at most the folders the
+    call's BUDGET has left (glob itself would walk the whole disk for `/*/*/*/*/*/zz*`)."""
+    import fnmatch
+
+    parts = pattern.split(os.sep)
+    paths = [os.sep if pattern.startswith(os.sep) else ""]
+    for i, part in enumerate(parts):
+        if not part or part == ".":
+            continue
+        last = i == len(parts) - 1
+        if not any(c in part for c in "*?["):
+            paths = [os.path.join(p, part) for p in paths]
+            continue
+        found: list[str] = []
+        for folder in paths:
+            if BUDGET.dirs <= 0:
+                BUDGET.capped(f"globs listed {MAX_GLOB_DIRS:,} folders")
+                break
+            BUDGET.dirs -= 1
+            BUDGET.step()
+            try:
+                with os.scandir(folder or ".") as it:
+                    names = [e.name for e in it if last or e.is_dir()]
+            except (OSError, ValueError):
+                continue
+            if not part.startswith("."):
+                names = [n for n in names if not n.startswith(".")]
+            found += [os.path.join(folder, n) for n in sorted(fnmatch.filter(names, part))]
+            if len(found) >= MAX_GLOB:
+                break
+        paths = found[:MAX_GLOB]
+        if not paths:
+            return []
+    return [p for p in paths if os.path.lexists(p)]
 
 
 # --- the process -----------------------------------------------------------------------------
@@ -555,11 +673,17 @@ def loads(payload: bytes) -> object:
         value, end = scan(text, 0)
         if end == len(text):
             return value
-    except (ImportError, UnicodeDecodeError, StopIteration, ValueError, TypeError):
+    except (ImportError, UnicodeDecodeError, StopIteration, ValueError, TypeError,
+            SystemError):  # (the scanner, used without json, on some malformed input)
         pass
+    except RecursionError:
+        raise ValueError("it nests deeper than a tool call does") from None
     import json
 
-    return json.loads(payload)
+    try:
+        return json.loads(payload)
+    except RecursionError:
+        raise ValueError("it nests deeper than a tool call does") from None
 
 
 class PayloadError(Exception):
@@ -567,7 +691,10 @@ class PayloadError(Exception):
 
 
 def record(payload: bytes, home: str) -> int:
-    """Append the access lines for one hook payload; the number of lines written."""
+    """Append the access lines for one hook payload; the number of lines written. Its work
+    is bounded (MAX_*): BUDGET.note then says where it stopped."""
+    global BUDGET
+    BUDGET = Budget(MAX_SECONDS)
     if not payload.strip():
         raise PayloadError("empty payload on stdin")
     if len(payload) > MAX_PAYLOAD:
@@ -575,7 +702,7 @@ def record(payload: bytes, home: str) -> int:
     try:
         data = loads(payload)
     except ValueError as e:
-        raise PayloadError(f"payload is not JSON ({e})") from None
+        raise PayloadError(f"not a hook payload: not JSON ({e})") from None
     if not isinstance(data, dict):
         raise PayloadError(f"payload is a JSON {type(data).__name__}, not an object")
     tool = data.get("tool_name")
@@ -590,11 +717,16 @@ def record(payload: bytes, home: str) -> int:
     session = data.get("session_id")
     session = session if isinstance(session, str) else "" if session is None else str(session)
     knowledge = Knowledge(home)
+    if os.path.islink(os.path.join(home, "context")):
+        raise PayloadError(f"{home}/context is a symbolic link: not a store cortex writes to")
     if not knowledge.exists():
         raise PayloadError(f"no cortex store at {home} (no context/projects/): run `cortex "
                            "init` or fix the --home of the installed hook")
     reads = Reads(knowledge)
-    handler(reads, tool_input, response, cwd)
+    try:
+        handler(reads, tool_input, response, cwd)
+    except Stopped as e:  # log what was found by then
+        BUDGET.note = f"{e}{'; ' + BUDGET.note if BUDGET.note else ''}"
     written = 0
     for log_path, lines in reads.lines(tool, session).items():
         accesslog.append(log_path, lines)
@@ -637,12 +769,17 @@ def main(argv: list[str] | None = None, stdin: bytes | None = None) -> int:
     try:
         home = home_from_args(sys.argv[1:] if argv is None else argv)
         payload = sys.stdin.buffer.read() if stdin is None else stdin
-        if record(payload, home) and os.environ.get("CORTEX_AUTOCOMMIT", "1") != "0":
+        written = record(payload, home)
+        if BUDGET.note:
+            log_problem(home, f"{BUDGET.note} ({written} line(s) logged)")
+        if written and os.environ.get("CORTEX_AUTOCOMMIT", "1") != "0":
             from cortexfs import autocommit
 
             autocommit.request(home)
     except PayloadError as e:
         log_problem(home or os.path.expanduser("~/.cortex"), str(e))
+    except OSError as e:  # the file system refused: a full disk, a link (cortexfs.wall) …
+        log_problem(home or os.path.expanduser("~/.cortex"), f"cannot log the read: {e}")
     except BaseException as e:  # fail open: the agent's tool call must never see an error
         log_problem(home or os.path.expanduser("~/.cortex"),
                     f"{type(e).__name__}: {e} (a bug; please report it)")

@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cortexfs import accesslog, cache, interrupt
+from cortexfs import accesslog, cache, escape, interrupt
 from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import KINDS, Atom, Kind, as_date, as_list, split_status, status_group
-from cortexfs.errors import AtomParseError, CortexError
+from cortexfs.errors import AtomParseError, CortexError, OutsideStoreError, from_os_error
 from cortexfs.loader import CRC, ERROR, SIZE, LoadedProject, ProjectScan, child_maker, scan_many
 
 if TYPE_CHECKING:
@@ -605,8 +605,15 @@ class _Run:
 
         try:
             write_if_changed(path, text.replace(_PLACEHOLDER, self.now.strftime(
-                "%Y-%m-%dT%H:%M:%SZ")))
+                "%Y-%m-%dT%H:%M:%SZ")), root=self.store.context)
+        except OutsideStoreError:
+            raise
         except OSError as e:
+            if e.filename is None:
+                e.filename = str(path)  # (a failed write(2) names no file)
+            problem = from_os_error(e)  # a full disk says so, not "make it writable"
+            if problem is not None:
+                raise problem from None
             raise CortexError(f"cannot write {path}: {e.strerror}; make it a writable file "
                               "(or remove it) and run the regeneration again") from None
         if settled:
@@ -638,7 +645,8 @@ class _Run:
                 result.fold_errors.append(e)
                 continue
             edits.append((kind, name, path, text, st))
-        done = _replace_files([(path, text, st) for _, _, path, text, st in edits])
+        done = _replace_files([(path, text, st) for _, _, path, text, st in edits],
+                              self.store.context)
         for (kind, name, path, _, _), error in zip(edits, done, strict=True):
             if error is not None:
                 result.fold_errors.append(error)
@@ -659,8 +667,8 @@ class _Run:
         for row in rows:
             groups[row.group].append(row)
         values: dict[str, Any] = dict(
-            title=kind.title, project=cell(project.name),
-            use_when=USE_WHEN[kind.name].format(project=cell(project.name)),
+            title=kind.title, project=escape.cell(project.name),
+            use_when=USE_WHEN[kind.name].format(project=escape.cell(project.name)),
             updated=_PLACEHOLDER, total=len(rows), **groups,
             stats=_stats(rows, groups, self.today))
         if self.native is None:
@@ -669,8 +677,7 @@ class _Run:
             return render_packaged(kind, values)
         from cortexfs import templates
 
-        env = templates.environment(self.store)
-        return env.get_template(f"index/{kind.folder}.md.j2").render(**values)
+        return templates.render(self.store, f"index/{kind.folder}.md.j2", **values)
 
 
 # --- the packaged templates without Jinja --------------------------------------------------
@@ -801,10 +808,10 @@ def _with_keys_if_unchanged(path: Path, stamp: tuple[Any, ...], updates: dict[st
     from cortexfs.frontmatter import decode, set_keys
 
     try:
-        with open(path, "rb") as f:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
             st = os.fstat(f.fileno())
             raw = f.read()
-    except OSError as e:
+    except OSError as e:  # (ELOOP: made a link since the scan — never written through)
         raise AtomParseError(str(path), f"cannot read to update refs: {e.strerror}") from None
     if len(raw) != stamp[SIZE] or zlib.crc32(raw) != stamp[CRC]:
         raise AtomParseError(str(path), "changed while cortex was regenerating: its refs "
@@ -815,7 +822,8 @@ def _with_keys_if_unchanged(path: Path, stamp: tuple[Any, ...], updates: dict[st
 BATCH_SYNC_MIN = 8  # from this many files on, one sync(2) for all instead of fsync per file
 
 
-def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomParseError | None]:
+def _replace_files(edits: list[tuple[Path, str, os.stat_result]],
+                   root: Path) -> list[AtomParseError | None]:
     """Atomically replace each file with its new text; None per success, else the error.
 
     Like fsutil.atomic_write (temporary file in the same folder, durable before the rename)
@@ -823,10 +831,9 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
     log into thousands of atoms must not take a minute. A file modified since it was read
     (its stat moved) is left alone.
     """
+    from cortexfs import wall
     from cortexfs.fsutil import atomic_write, temp_prefix
 
-    # a symlinked atom: rewrite the file it points to, keeping the link
-    edits = [(Path(os.path.realpath(path)), text, st) for path, text, st in edits]
     if len(edits) < BATCH_SYNC_MIN:
         out: list[AtomParseError | None] = []
         for path, text, st in edits:
@@ -835,10 +842,10 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
                 if _moved(path, st):
                     raise AtomParseError(str(path), "changed while cortex was regenerating: "
                                          "its refs will be updated by the next run")
-                atomic_write(path, text)
+                atomic_write(path, text, root=root)
                 out.append(None)
             except OSError as e:
-                out.append(AtomParseError(str(path), f"cannot write refs: {e.strerror}"))
+                out.append(AtomParseError(str(path), f"cannot write refs: {_refusal(e)}"))
             except AtomParseError as e:
                 out.append(e)
         return out
@@ -850,6 +857,7 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
         for path, text, st in edits:
             interrupt.check()
             try:
+                wall.check(root, path.parent)
                 fd, name = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path),
                                             suffix=".tmp")
                 temps.append(name)
@@ -860,7 +868,7 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
             except OSError as e:
                 if len(temps) == len(out):
                     temps.append(None)
-                out.append(AtomParseError(str(path), f"cannot write refs: {e.strerror}"))
+                out.append(AtomParseError(str(path), f"cannot write refs: {_refusal(e)}"))
         os.sync()  # every temporary file is on disk before any rename
         for i, ((path, _, st), temp) in enumerate(zip(edits, temps, strict=True)):
             interrupt.check()
@@ -874,7 +882,7 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
                 os.replace(temp, path)
                 temps[i] = None
             except OSError as e:
-                out[i] = AtomParseError(str(path), f"cannot write refs: {e.strerror}")
+                out[i] = AtomParseError(str(path), f"cannot write refs: {_refusal(e)}")
     finally:
         for leftover in temps:
             if leftover is not None:
@@ -883,31 +891,23 @@ def _replace_files(edits: list[tuple[Path, str, os.stat_result]]) -> list[AtomPa
     return out
 
 
+def _refusal(e: OSError) -> str:
+    """What the file system said, as the user has to fix it (a full disk: "disk full")."""
+    if isinstance(e, OutsideStoreError):
+        return str(e)
+    problem = from_os_error(e)
+    return str(problem) if problem is not None else str(e.strerror or e)
+
+
 def _moved(path: Path, st: os.stat_result) -> bool:
     try:
-        now = os.stat(path)
+        now = os.lstat(path)  # made a link since it was read: moved
     except OSError:
         return True
     return (now.st_mtime_ns, now.st_size, now.st_ino) != (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 # --- rendering -------------------------------------------------------------------------------
-
-_CELL_SPECIAL = re.compile(r"[|`<>&\\\r\n\t\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
-_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
-
-
-def cell(value: object) -> str:
-    """`value` as the text of one markdown table cell: on one line, with `|`, backticks
-    and HTML made literal, so that no summary can break the table or inject markup."""
-    text = "" if value is None else str(value)
-    if _CELL_SPECIAL.search(text):
-        text = " ".join(text.split())
-        text = _ENTITY.sub("&amp;", text)
-        text = text.replace("<", "&lt;").replace(">", "&gt;")
-        text = text.replace("|", "\\|").replace("`", "\\`")
-    return text.strip()
-
 
 class _Row:
     """One table row: every field is a ready, escaped cell; `atom` is the Atom."""
@@ -928,7 +928,7 @@ class _Row:
         self.id = f"[{stem}]({name})"
         self.day, self.date = _day(meta.get("date"))
         summary = meta.get("summary")
-        self.summary = cell(summary) if summary is not None else ""
+        self.summary = escape.cell(summary) if summary is not None else ""
         self.tags = _ids(meta.get("tags"))
         refs = meta.get("refs")
         self.refs = refs if type(refs) is int and refs >= 0 else 0
@@ -939,7 +939,7 @@ class _Row:
         if self.group == "invalidated":
             inv_date = as_date(meta.get("invalidated-date"))
             by = self.status_ref or "—"
-            self.invalidated_by = cell(f"{by} ({inv_date.isoformat()})" if inv_date else by)
+            self.invalidated_by = escape.cell(f"{by} ({inv_date.isoformat()})" if inv_date else by)
         else:
             self.invalidated_by = ""
         m = _ID_ORDER.search(stem)
@@ -964,7 +964,7 @@ def _day(value: object) -> tuple[dt.date | None, str]:
         if len(_DAYS) > _MEMO_MAX:  # a long-running watcher: keep memory bounded
             _DAYS.clear()
         day = as_date(value)
-        found = _DAYS[key] = (day, day.isoformat() if day else cell(value))
+        found = _DAYS[key] = (day, day.isoformat() if day else escape.cell(value))
     return found
 
 
@@ -977,13 +977,13 @@ def _status(value: object) -> tuple[str, str | None, str, str]:
             _STATUSES.clear()
         name, ref = split_status(value)
         found = _STATUSES[key] = (name, ref, status_group(name),
-                                  cell(f"{name} by {ref}" if ref else name))
+                                  escape.cell(f"{name} by {ref}" if ref else name))
     return found
 
 
 # what makes a joined list need the careful path: spaces to strip, empty items, or a
-# character that cell() would escape
-_IDS_ODD = re.compile(r"^[\s,]|\s$|\s,|, [\s,]|[|`<>&\\\r\n\t\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+# character that escape.cell() would escape
+_IDS_ODD = re.compile(r"^[\s,]|\s$|\s,|, [\s,]|" + escape.SPECIAL)
 
 
 def _ids(value: object) -> str:
@@ -998,7 +998,7 @@ def _ids(value: object) -> str:
         else:
             if not _IDS_ODD.search(joined):
                 return joined
-    return cell(", ".join(as_list(value)))
+    return escape.cell(", ".join(as_list(value)))
 
 
 def _capped(items: list[str]) -> str:
@@ -1021,7 +1021,7 @@ class _Stats:
 
 
 def _stats(rows: list[_Row], groups: dict[str, list[_Row]], today: dt.date) -> _Stats:
-    challenged = [cell(f"{r.stem} (by {r.status_ref})" if r.status_ref else r.stem)
+    challenged = [escape.cell(f"{r.stem} (by {r.status_ref})" if r.status_ref else r.stem)
                   for r in groups["active"] if r.status_name == "challenged"]
     hot = [f"{r.stem} ({r.refs})" for r in rows if r.refs >= HOT_REFS]
     cutoff = today - dt.timedelta(days=COLD_DAYS)
@@ -1045,8 +1045,10 @@ def _stamp(path: Path) -> list[int]:
 
 
 def _read_text(path: Path) -> str | None:
+    """A generated file's text; None when missing, unreadable or a link (never read)."""
     try:
-        return path.read_text(encoding="utf-8")
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
+            return f.read().decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cortexfs import cache
+from cortexfs import cache, wall
 from cortexfs.atoms import KINDS, Atom, Kind
 from cortexfs.errors import AtomParseError
 from cortexfs.frontmatter import (
@@ -50,7 +50,7 @@ MTIME, SIZE, INO, CRC, RACY, ERROR, ERROR_LINE = range(7)
 Stamp = tuple[Any, ...]
 Info = tuple[dict[str, Any], int, int]
 # exactly the file names Project.atom_paths takes for each kind (`EXP-042b.md`, `K-7.md` …)
-_FILE_NAME = {k.prefix: re.compile(k.id_re.pattern.rstrip("$") + r"\.md$") for k in KINDS}
+_FILE_NAME = {k.prefix: re.compile(k.id_re.pattern.removesuffix(r"\Z") + r"\.md\Z") for k in KINDS}
 
 
 @dataclass
@@ -218,8 +218,11 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
         for kind in KINDS:
             files: list[tuple[str, Stamp]] = []
             sc.folders[kind.folder] = files
+            kind_folder = project.folder(kind)
+            if wall.reason(project.store.context, kind_folder):
+                continue  # a linked project or folder: not part of the store (validate says)
             try:
-                it = os.scandir(project.folder(kind))
+                it = os.scandir(kind_folder)
             except (FileNotFoundError, NotADirectoryError):
                 continue
             with it:
@@ -228,7 +231,7 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
             prefix = kind.folder + "/"
             for name, dirent in names:
                 try:
-                    st = dirent.stat()
+                    st = dirent.stat(follow_symlinks=False)  # a link is reported, not read
                 except OSError:
                     continue  # vanished since listing it
                 seen += 1
@@ -272,7 +275,8 @@ def _same_content(stamp: Stamp, path: str) -> bool:
 
 def _read(path: str, size_hint: int) -> bytes | None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never wait on a FIFO
+        # never wait on a FIFO, never read through a link
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         return None
     try:
@@ -308,7 +312,7 @@ def _parse_file(path: str, st: os.stat_result | None) -> tuple[Stamp, Info | Non
     now = time.time_ns()
     if st is None:
         try:
-            st = os.stat(path)
+            st = os.lstat(path)
         except OSError as e:
             return (0, -1, 0, 0, True, f"cannot read: {e.strerror}", None), None
     stamp = (st.st_mtime_ns, st.st_size, st.st_ino)

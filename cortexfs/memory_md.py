@@ -62,6 +62,8 @@ MAX_ENTRY_TOKENS = 100
 MAX_TOTAL_TOKENS = 15_000  # the footer's "Max tokens"; above it split (spec §11)
 SOFT_TOTAL_TOKENS = 10_000  # "prune when the file grows beyond 10K tokens"
 MAX_TOTAL_ENTRIES = 300  # the footer's "Max entries"
+# Bytes of a MEMORY.md read at all (~16x the token ceiling): a 12 MB one took 11.5 s to lint.
+MAX_BYTES = 1_000_000
 COUNT_TOLERANCE = 0.10  # a header token count within 10% (or 100 tokens) is true enough
 
 NX_CONFIDENCE = ("high", "med", "low")
@@ -226,7 +228,13 @@ class MemoryDoc:
 def read(path: Path) -> MemoryDoc:
     """Read and parse a MEMORY.md; InvalidInputError when it is missing or not text."""
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            raise InvalidInputError(
+                f"{path} is over {MAX_BYTES:,} bytes, far past the {MAX_TOTAL_TOKENS:,}-token "
+                "ceiling of a MEMORY.md: split it into satellite files (neocortex.md §11) "
+                "before linting or pruning it")
     except FileNotFoundError:
         raise InvalidInputError(f"no MEMORY.md at {path}: create it (neocortex.md v1.0 "
                                 "format) or pass the path of an existing one") from None
@@ -239,14 +247,15 @@ def read(path: Path) -> MemoryDoc:
 
 
 def decode(raw: bytes, path: Path) -> str:
-    """The text of a MEMORY.md; InvalidInputError for binary or non-UTF-8 content."""
-    if b"\x00" in raw:
-        raise InvalidInputError(f"{path} is a binary file, not a MEMORY.md: check the path")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InvalidInputError(f"{path} is not UTF-8 (byte {e.start}): re-save it as UTF-8") \
-            from None
+    """The text of a MEMORY.md; InvalidInputError naming what it is instead (UTF-16,
+    binary, bare CR line endings, not UTF-8)."""
+    from cortexfs.frontmatter import text_problem
+
+    problem = text_problem(raw, "a binary file, not a MEMORY.md: check the path")
+    if problem:
+        raise InvalidInputError(f"{path} is {problem}" if problem.startswith("a ")
+                                else f"{path}: {problem}")
+    return raw.decode("utf-8")
 
 
 def split_lines(text: str) -> list[str]:

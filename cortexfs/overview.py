@@ -29,10 +29,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
-from cortexfs import cache, templates
+from cortexfs import cache, escape, templates, wall
 from cortexfs.atoms import KINDS, Atom
+from cortexfs.errors import CortexError, OutsideStoreError
 from cortexfs.fsutil import write_if_changed
 from cortexfs.scaffold import GENERATED_END, GENERATED_START, PROJECT_FOLDERS, STORE_FOLDERS
 from cortexfs.store import Store
@@ -50,7 +50,7 @@ _SCAN_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})")
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _ATOM_FOLDERS = {k.folder: k for k in KINDS}
 # exactly the names atoms.kind_of_filename gives that kind (`EXP-042b.md`, `K-7.md` …)
-_ATOM_FILE = {k.prefix: re.compile(k.id_re.pattern.rstrip("$") + r"\.md$") for k in KINDS}
+_ATOM_FILE = {k.prefix: re.compile(k.id_re.pattern.removesuffix(r"\Z") + r"\.md\Z") for k in KINDS}
 # Files other generators write, described without reading them (they may not exist yet in
 # this run, and a description must not depend on the order generators run in).
 _GENERATED = {
@@ -123,7 +123,7 @@ def walk(store: Store, skip: Path | None = None,
                     links = links or entry.is_symlink()
                     if entry.is_dir(follow_symlinks=False):
                         dirs.append(name)
-                    elif entry.is_file():
+                    elif entry.is_file(follow_symlinks=False):  # a link: not in the store
                         files.append(name)
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             return None
@@ -165,7 +165,7 @@ def content_dirs(store: Store, skip: Path | None = None) -> list[Path]:
 
 def _head(path: Path) -> str:
     try:
-        with open(path, "rb") as f:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
             return f.read(HEAD_BYTES).decode("utf-8", "replace")
     except OSError:
         return ""
@@ -239,17 +239,6 @@ def _describe_file(path: Path) -> str:
     return ""
 
 
-def _cell(text: str) -> str:
-    """Text safe inside a markdown table cell or a list item (one line, no markup breakers)."""
-    text = " ".join(text.split())
-    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
-            .replace(">", "&gt;").replace("`", "'"))
-
-
-def _link(name: str) -> str:
-    return quote(name, safe="/._-~")
-
-
 # --- blocks ------------------------------------------------------------------------------------
 
 
@@ -274,7 +263,7 @@ def _new_cortex_md(store: Store, folder: Path) -> str:
 
     rel = folder.relative_to(store.context).parts
     if len(rel) == 2 and rel[0] == "projects":
-        return templates.render(store, "project/CORTEX.md.j2", project=rel[1],
+        return templates.render(store, "project/CORTEX.md.j2", project=escape.line(rel[1]),
                                 date="", generated_block=EMPTY_BLOCK)
     known = (PROJECT_FOLDERS if len(rel) == 3 and rel[0] == "projects" else
              STORE_FOLDERS if len(rel) == 1 else {})
@@ -284,8 +273,8 @@ def _new_cortex_md(store: Store, folder: Path) -> str:
         "is generated."))
     if len(rel) == 3 and rel[0] == "projects":
         title = f"{title} — {rel[1]}"
-    return templates.render(store, "store/folder-CORTEX.md.j2", title=title, purpose=purpose,
-                            generated_block=EMPTY_BLOCK)
+    return templates.render(store, "store/folder-CORTEX.md.j2", title=escape.line(title),
+                            purpose=purpose, generated_block=EMPTY_BLOCK)
 
 
 def _folder_entries(folder: Path, listing: Listing) -> tuple[list[str], list[str], list[str]]:
@@ -321,7 +310,8 @@ def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
         files.insert(0, "index.md")
     for name in files:
         desc = _describe_file(folder / name)
-        entries.append(f"- [{_cell(name)}]({_link(name)})" + (f" — {_cell(desc)}" if desc else ""))
+        entries.append(f"- [{escape.cell(name)}]({escape.link(name)})"
+                       + (f" — {escape.line(desc)}" if desc else ""))
     if kind is not None and atom_count:
         ordered = sorted(atom_ids, key=_id_sort)
         span = ordered[0] if atom_count == 1 else f"{ordered[0]} … {ordered[-1]}"
@@ -329,8 +319,8 @@ def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
                        f"`{kind.prefix}-NNN.md` ({span}): find them through index.md")
     for name in dirs:
         title = plan.title(folder / name)
-        entries.append(f"- [{_cell(name)}/]({_link(name)}/{CORTEX})"
-                       + (f" — {_cell(title)}" if title else ""))
+        entries.append(f"- [{escape.cell(name)}/]({escape.link(name)}/{CORTEX})"
+                       + (f" — {escape.line(title)}" if title else ""))
     if not entries:
         entries.append("_Nothing here yet._")
     if len(entries) > MAX_ENTRIES:
@@ -388,7 +378,9 @@ def cortex_md_updates(store: Store, folders: Mapping[Path, Listing] | None = Non
     for folder in folders:
         path = folder / CORTEX
         try:
-            texts[path] = path.read_bytes().decode("utf-8")
+            texts[path] = wall.read_bytes(store.context, path, 10 * wall.MAX_TEXT).decode()
+        except OutsideStoreError:
+            continue  # a link: not part of the store, neither read nor replaced
         except FileNotFoundError:
             texts[path] = _new_cortex_md(store, folder)
             new.add(path)
@@ -450,9 +442,9 @@ def _phase(store: Store, name: str) -> str:
     from cortexfs.governance import STATUS_FILE, read_status
 
     try:
-        phase = read_status((store.projects_dir / name / STATUS_FILE).read_text(
-            encoding="utf-8", errors="replace")).phase
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        phase = read_status(wall.read_text(store.context,
+                                           store.projects_dir / name / STATUS_FILE)).phase
+    except (OSError, CortexError):  # missing, a link, a folder, too big: no phase to show
         phase = None
     return _clip(phase) if phase else ""
 
@@ -472,12 +464,14 @@ def render_overview(store: Store, lines: list[ProjectLine]) -> str:
     match = _SCAN_DATE.match(scan) if scan else None
     return templates.render(
         store, "store/OVERVIEW.md.j2",
-        projects=[{"name": _cell(p.name), "link": _link(p.name), "phase": _cell(p.phase) or "—",
+        projects=[{"name": escape.cell(p.name), "link": escape.link(p.name),
+                   "phase": escape.cell(p.phase) or "—",
                    "experiments": p.counts["experiments"], "knowledge": p.counts["knowledge"],
                    "patterns": p.counts["patterns"], "newest": p.newest or "—"}
                   for p in lines],
         last_scan=match.group(1) if match else None,
-        last_scan_file=scan,
+        last_scan_file=escape.line(scan) if scan else None,
+        last_scan_link=escape.link(scan) if scan else None,
     )
 
 
@@ -501,15 +495,16 @@ def _refresh(store: Store, summaries: Mapping[str, AtomSummary], dry_run: bool) 
     overview = store.context / OVERVIEW
     text = render_overview(store, lines)
     try:
-        current = overview.read_bytes().decode("utf-8")
-    except (FileNotFoundError, UnicodeDecodeError):
+        current = wall.read_bytes(store.context, overview, 10 * wall.MAX_TEXT).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
         current = None
     if current != text:
         changes[overview] = text
     changes.update(cortex_md_updates(store))
     if dry_run:
         return sorted(changes)
-    return sorted(p for p, t in changes.items() if write_if_changed(p, t))
+    return sorted(p for p, t in changes.items()
+                  if write_if_changed(p, t, root=store.context))
 
 
 CACHE_KIND = "overview-2"
@@ -553,7 +548,7 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
     else:
         text = render_overview(store, lines)
         try:
-            current = overview.read_bytes().decode("utf-8")
+            current = wall.read_bytes(store.context, overview, 10 * wall.MAX_TEXT).decode()
         except (OSError, UnicodeDecodeError):
             current = None
         if current != text:
@@ -580,7 +575,8 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
         remember = not changes
         written = sorted(changes)
     else:
-        written = sorted(p for p, t in changes.items() if write_if_changed(p, t))
+        written = sorted(p for p, t in changes.items()
+                         if write_if_changed(p, t, root=store.context))
         if overview in changes and key is not None:
             state_now = cache.file_state(overview, cache.digest(
                 changes[overview].encode()).hex(), now)

@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from cortexfs import templates
+from cortexfs import templates, wall
 from cortexfs.atoms import ATOM_ID, KNOWLEDGE
+from cortexfs.errors import CortexError
 from cortexfs.store import Project, Store
 
 if TYPE_CHECKING:
@@ -470,8 +471,10 @@ def _charter(store: Store, project: Project, gaps: list[Gap]) -> None:
         path = project.root / name
         rel = _rel(store, path)
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except (FileNotFoundError, IsADirectoryError):
+            text = wall.read_text(store.context, path)
+        except CortexError:
+            continue  # too big (validate says so)
+        except OSError:  # missing, a folder, a link (not part of the store)
             gaps.append(Gap("charter", f"{name} is missing", f"run `cortex project new "
                             f"{project.name}` (it adds the missing files), then write {what}",
                             project.name, rel))
@@ -534,8 +537,8 @@ def _file_links(store: Store, path: Path, project: str | None, own: set[str],
     from cortexfs.scaffold import GENERATED_END, GENERATED_START
 
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        text = wall.read_text(store.context, path)
+    except (OSError, CortexError):  # missing, a link (not part of the store), too big
         return
     start = text.find(GENERATED_START)
     end = text.find(GENERATED_END, start + 1 if start >= 0 else 0)

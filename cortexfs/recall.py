@@ -59,10 +59,10 @@ from typing import Any
 
 import numpy as np
 
-from cortexfs import accesslog
+from cortexfs import accesslog, wall
 from cortexfs.atoms import ATOM_ID, KIND_BY_PREFIX, Atom, as_date, kind_of_filename, kind_of_id
 from cortexfs.errors import AtomParseError, CortexError, InvalidInputError
-from cortexfs.frontmatter import check_size, decode, parse
+from cortexfs.frontmatter import MAX_ATOM_BYTES, check_size, decode, parse, read_bytes
 from cortexfs.fsutil import atomic_write, file_lock
 from cortexfs.loader import RACY_NS
 from cortexfs.store import Project, Store
@@ -555,6 +555,8 @@ class RecallIndex:
         for project in projects:
             for kind in KIND_BY_PREFIX.values():
                 prefix = f"{project.name}/{kind.folder}/"
+                if wall.reason(self.store.context, project.folder(kind)):
+                    continue  # a linked folder is not part of the store
                 try:
                     entries = os.scandir(project.folder(kind))
                 except (FileNotFoundError, NotADirectoryError):
@@ -566,7 +568,7 @@ class RecallIndex:
                         if known is None and kind_of_filename(entry.name) is not kind:
                             continue
                         try:
-                            st = entry.stat()
+                            st = entry.stat(follow_symlinks=False)  # a link is skipped
                         except FileNotFoundError:
                             continue
                         if not stat.S_ISREG(st.st_mode):
@@ -651,8 +653,8 @@ class RecallIndex:
         when it changed, else whether its racy flag could be cleared."""
         doc = self.docs[idx]
         try:
-            raw = Path(path).read_bytes()
-        except OSError:
+            raw = read_bytes(Path(path))
+        except (OSError, AtomParseError):
             return None
         if hashlib.sha1(raw).hexdigest() != doc.sha:
             return None
@@ -918,7 +920,7 @@ def _read_doc(project: Project, key: str, path_str: Path | str,
     path = Path(path_str)
     try:
         check_size(st.st_size, str(path))  # before reading a huge file into memory
-        raw = path.read_bytes()
+        raw = read_bytes(path)  # a regular file, never through a link
         doc = parse(decode(raw, str(path)), str(path))
     except AtomParseError as e:
         return e.reason
@@ -1219,7 +1221,7 @@ class VectorStore:
 def _doc_dense_texts(index: RecallIndex, doc: Doc) -> tuple[str, str]:
     path = index.store.projects_dir / doc.key
     try:
-        parsed = parse(decode(path.read_bytes(), str(path)), str(path))
+        parsed = parse(decode(read_bytes(path), str(path)), str(path))
         body = parsed.body
     except (OSError, CortexError):
         body = ""
@@ -1318,8 +1320,9 @@ def find_atom(store: Store, atom_id: str, project: str | None = None) -> tuple[P
     if kind is None:
         raise InvalidInputError(f"{atom_id!r} is not an atom id: use EXP-NNN, K-NNN or PAT-NNN")
     projects = [store.project(project)] if project else store.projects()
+    # a link named like the atom is found here, and refused by read_atom (cortexfs.wall)
     found = [(p, p.folder(kind) / f"{atom_id}.md") for p in projects
-             if (p.folder(kind) / f"{atom_id}.md").is_file()]
+             if os.path.lexists(p.folder(kind) / f"{atom_id}.md")]
     if not found:
         where = f"project {project}" if project else "any project"
         raise InvalidInputError(f"no atom {atom_id} in {where}: check the id with "
@@ -1334,13 +1337,20 @@ def find_atom(store: Store, atom_id: str, project: str | None = None) -> tuple[P
 def read_atom(store: Store, atom_id: str, project: str | None = None,
               session: str = "", tool: str = "recall") -> OpenedAtom:
     """Read an atom's full text and record the read in its project's access log."""
+    from cortexfs.errors import OutsideStoreError
+
     proj, path = find_atom(store, atom_id, project)
     try:
-        check_size(path.stat().st_size, str(path))
-        text = decode(path.read_bytes(), str(path))
+        text = decode(wall.read_bytes(store.context, path, MAX_ATOM_BYTES), str(path))
+        parse(text, str(path))  # only an atom is returned: never any other file's text
+    except OutsideStoreError:
+        raise
     except OSError as e:
-        raise InvalidInputError(f"cannot read {path}: {e.strerror}") from None
+        raise InvalidInputError(f"cannot read {path}: {e.strerror}: it is not an atom "
+                                "file") from None
     except AtomParseError as e:
-        raise InvalidInputError(str(e)) from None
-    accesslog.append(proj.access_log, [accesslog.format_line(path.name, tool, session)])
+        raise InvalidInputError(f"{e}: not returned until it is fixed (see `cortex "
+                                "validate`)") from None
+    with contextlib.suppress(OutsideStoreError):  # a linked log is not counted into
+        accesslog.append(proj.access_log, [accesslog.format_line(path.name, tool, session)])
     return OpenedAtom(atom_id, proj.name, path, text)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cortexfs import accesslog, frontmatter
+from cortexfs import accesslog, frontmatter, wall
 from cortexfs.atoms import Kind, kind_of_filename
 from cortexfs.errors import AtomParseError
 from cortexfs.fsutil import atomic_write
@@ -226,7 +226,7 @@ def replace_log(path: Path, whole: Callable[[bytes], bytes],
     `tail` transforms lines that a writer appended to the old file after it was read.
     """
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = accesslog.open_log(path, os.O_RDONLY)  # never a linked log (cortexfs.wall)
     except FileNotFoundError:
         return False
     try:
@@ -294,7 +294,7 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
             kind = kind_of_filename(f"{old}.md")
             assert kind is not None
             old_path, new_path = root / kind.folder / f"{old}.md", root / kind.folder / f"{new}.md"
-            if old_path.exists():
+            if old_path.exists() and not wall.reason(store.context, old_path):
                 text = old_path.read_text(encoding="utf-8")
                 atomic_write(new_path, rewrite_text(text, mapping, str(old_path)))
                 old_path.unlink()
@@ -302,7 +302,8 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
         for rel in _changed_since(home, base, tip, project):
             path = home / rel
             name = path.name
-            if name in _SKIP_NAMES or not name.endswith(_TEXT_SUFFIXES) or not path.is_file():
+            if name in _SKIP_NAMES or not name.endswith(_TEXT_SUFFIXES) or not path.is_file() \
+                    or wall.reason(store.context, path):  # a link: not part of the store
                 continue
             if name == accesslog.LOG_NAME:
                 continue
@@ -318,7 +319,7 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
         log = root / "_meta" / accesslog.LOG_NAME
         rel_log = f"{PROJECTS}/{project}/_meta/{accesslog.LOG_NAME}"
         base_log = (git_blob(home, base, rel_log) if base else None) or b""
-        current = log.read_bytes() if log.exists() else b""
+        current = accesslog.read(log)
         # the local side's lines are those after the merge base's copy of the log
         skip = len(base_log) if current.startswith(base_log) else 0
         renames = {f"{old}.md": f"{new}.md" for old, new in mapping.items()}

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 
-from cortexfs import templates
+from cortexfs import templates, wall
 from cortexfs.atoms import KINDS
 from cortexfs.errors import InvalidInputError
 from cortexfs.fsutil import atomic_write
@@ -39,11 +40,12 @@ PROJECT_FILES = ("mission.md", "roadmap.md", "STATUS.md", "ISSUES.md", "TASKS.ya
                  "tasks-archive.md")
 
 
-def _create(path: Path, text: str, created: list[Path]) -> None:
-    """Write `path` only when it does not exist: init and project new never overwrite."""
-    if path.exists():
-        return
-    atomic_write(path, text)
+def _create(path: Path, text: str, created: list[Path], root: Path) -> None:
+    """Write `path` only when it does not exist: init and project new never overwrite
+    (`root`: the store's context/, whose wall the write must not cross: cortexfs.wall)."""
+    if os.path.lexists(path):
+        return  # (a link is left alone: not part of the store, validate reports it)
+    atomic_write(path, text, root=root)
     created.append(path)
 
 
@@ -62,15 +64,16 @@ def init_store(store: Store) -> list[Path]:
     for folder in (ctx, *(ctx / name for name in STORE_FOLDERS)):
         folder.mkdir(parents=True, exist_ok=True)
     _create(ctx / "CORTEX.md",
-            templates.render(store, "store/CORTEX.md.j2", generated_block=EMPTY_BLOCK), created)
+            templates.render(store, "store/CORTEX.md.j2", generated_block=EMPTY_BLOCK),
+            created, ctx)
     from cortexfs.overview import render_overview
 
-    _create(ctx / "OVERVIEW.md", render_overview(store, []), created)
-    _create(ctx / "user" / "USER.md", templates.render(store, "store/USER.md.j2"), created)
+    _create(ctx / "OVERVIEW.md", render_overview(store, []), created, ctx)
+    _create(ctx / "user" / "USER.md", templates.render(store, "store/USER.md.j2"), created, ctx)
     for name, (title, purpose) in STORE_FOLDERS.items():
         _create(ctx / name / "CORTEX.md", templates.render(
             store, "store/folder-CORTEX.md.j2", title=title, purpose=purpose,
-            generated_block=EMPTY_BLOCK), created)
+            generated_block=EMPTY_BLOCK), created, ctx)
     return created
 
 
@@ -82,17 +85,17 @@ def new_project(store: Store, name: str) -> tuple[Project, list[Path]]:
     created: list[Path] = []
     ctx = {"project": name, "date": dt.date.today().isoformat(),
            "generated_block": EMPTY_BLOCK}
-    project.root.mkdir(parents=True, exist_ok=True)
-    project.meta_dir.mkdir(exist_ok=True)
+    root = store.context
+    wall.makedirs(root, project.meta_dir)
     _create(project.root / "CORTEX.md",
-            templates.render(store, "project/CORTEX.md.j2", **ctx), created)
+            templates.render(store, "project/CORTEX.md.j2", **ctx), created, root)
     for filename in PROJECT_FILES:
         _create(project.root / filename,
-                templates.render(store, f"project/{filename}.j2", **ctx), created)
+                templates.render(store, f"project/{filename}.j2", **ctx), created, root)
     for folder, (title, purpose) in PROJECT_FOLDERS.items():
-        (project.root / folder).mkdir(exist_ok=True)
+        wall.makedirs(root, project.root / folder)
         _create(project.root / folder / "CORTEX.md", templates.render(
             store, "store/folder-CORTEX.md.j2", title=f"{title} — {name}", purpose=purpose,
-            generated_block=EMPTY_BLOCK), created)
+            generated_block=EMPTY_BLOCK), created, root)
     assert {k.folder for k in KINDS} <= set(PROJECT_FOLDERS)
     return project, created

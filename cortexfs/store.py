@@ -12,7 +12,7 @@ from cortexfs.atoms import KINDS, Kind, kind_of_filename
 from cortexfs.errors import InvalidInputError, NotAStoreError, ProjectNotFoundError
 
 DEFAULT_HOME = "~/.cortex"
-PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")  # (\Z: no final "\n")
 
 
 def resolve_home(option: str | os.PathLike[str] | None = None) -> Path:
@@ -68,24 +68,32 @@ class Store:
                 f"no cortex store at {self.home}: run `cortex init` "
                 "(or point CORTEX_HOME / --home at an existing store)"
             )
+        if self.context.is_symlink():  # (context/ is the wall's root: cortexfs.wall)
+            from cortexfs.errors import OutsideStoreError
+            from cortexfs.wall import LINK
+
+            raise OutsideStoreError(str(self.context), LINK)
 
     def project_names(self) -> list[str]:
-        """Names of the projects, sorted."""
-        if not self.projects_dir.is_dir():
+        """Names of the projects, sorted (a linked folder is not one: cortexfs.wall)."""
+        from cortexfs import wall
+
+        if wall.reason(self.context, self.projects_dir) or not self.projects_dir.is_dir():
             return []
-        return sorted(
-            p.name
-            for p in self.projects_dir.iterdir()
-            if p.is_dir() and not p.name.startswith((".", "_"))
-        )
+        with os.scandir(self.projects_dir) as it:
+            return sorted(e.name for e in it if e.is_dir(follow_symlinks=False)
+                          and not e.name.startswith((".", "_")))
 
     def projects(self) -> list[Project]:
         return [Project(self, name) for name in self.project_names()]
 
     def project(self, name: str) -> Project:
         """The existing project `name`; a clear error when there is none."""
+        from cortexfs import wall
+
         check_project_name(name)
         project = Project(self, name)
+        wall.check(self.context, project.root)
         if not project.root.is_dir():
             known = ", ".join(self.project_names()) or "none yet"
             raise ProjectNotFoundError(
@@ -102,7 +110,7 @@ class Store:
 
 
 def check_project_name(name: str) -> None:
-    if not PROJECT_NAME.match(name):
+    if not PROJECT_NAME.fullmatch(name):
         raise InvalidInputError(
             f"invalid project name {name!r}: use letters, digits, '.', '_' or '-' "
             "(starting with a letter or digit, at most 64 characters)"
@@ -133,8 +141,12 @@ class Project:
 
     def atom_paths(self, kind: Kind | None = None) -> Iterator[tuple[Kind, Path]]:
         """(kind, path) of every atom file, in id order within each kind."""
+        from cortexfs import wall
+
         for k in [kind] if kind else KINDS:
             folder = self.folder(k)
+            if wall.reason(self.store.context, folder):
+                continue  # a linked folder is not part of the store
             try:
                 names = os.listdir(folder)
             except (FileNotFoundError, NotADirectoryError):

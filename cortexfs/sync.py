@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cortexfs import git, renumber
+from cortexfs import accesslog, git, renumber, wall
 from cortexfs.accesslog import LOG_NAME
 from cortexfs.atoms import KINDS, kind_of_filename
 from cortexfs.errors import AtomParseError, CortexError, GitError, InvalidInputError
@@ -50,11 +50,11 @@ NETWORK_TIMEOUT = 300.0  # seconds a fetch or push may take
 MAX_ATTEMPTS = 5  # fetch–merge–push cycles before giving up on a remote that keeps moving
 CONTEXT = "context/"
 _GENERATED = re.compile(r"^context/(?:OVERVIEW\.md|HIPPOCAMPUS\.md|projects/[^/]+/"
-                        r"(?:experiments|knowledge|patterns)/index\.md)$")
-_LOG = re.compile(rf"^context/projects/[^/]+/_meta/{re.escape(LOG_NAME)}$")
+                        r"(?:experiments|knowledge|patterns)/index\.md)\Z")
+_LOG = re.compile(rf"^context/projects/[^/]+/_meta/{re.escape(LOG_NAME)}\Z")
 _TOOL_KEYS = ("refs", "last-ref")
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+$")
-_SCP = re.compile(r"^(?:[^@/\s:]+@)?[A-Za-z0-9][A-Za-z0-9.-]*:(?!//)\S+$")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+\Z")
+_SCP = re.compile(r"^(?:[^@/\s:]+@)?[A-Za-z0-9][A-Za-z0-9.-]*:(?!//)\S+\Z")
 
 
 class SyncConflictError(GitError):
@@ -510,7 +510,7 @@ def _resolve(store: Store) -> list[str]:
         if merged is None:
             unresolved.append(rel)
             continue
-        atomic_write(home / rel, merged)
+        atomic_write(home / rel, merged, root=_wall_root(home, rel))
         git.git_run(home, "add", "--", rel)
     return unresolved
 
@@ -518,10 +518,7 @@ def _resolve(store: Store) -> list[str]:
 def _union(ours: bytes, theirs: bytes, path: Path) -> bytes:
     """Every line of both sides, and any line appended to the work-tree file meanwhile."""
     merged = ours + renumber.missing_lines(ours, theirs)
-    try:
-        current = path.read_bytes()
-    except OSError:
-        current = b""
+    current = accesslog.read(path)  # (never through a link: cortexfs.wall)
     return merged + renumber.missing_lines(merged, current)
 
 
@@ -586,9 +583,9 @@ def keep_log_appends(store: Store) -> Iterator[None]:
     stay open here, and whatever reached them during the operation is appended again.
     """
     held: list[tuple[Path, int, int, int]] = []
-    for path in store.projects_dir.glob(f"*/_meta/{LOG_NAME}"):
+    for path in _logs(store):
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = accesslog.open_log(path, os.O_RDONLY)
         except OSError:
             continue
         st = os.fstat(fd)
@@ -601,7 +598,7 @@ def keep_log_appends(store: Store) -> Iterator[None]:
                 with contextlib.suppress(FileNotFoundError):
                     if os.stat(path).st_ino != ino:
                         late = renumber.read_from(fd, size)
-                        current = path.read_bytes() if path.exists() else b""
+                        current = accesslog.read(path)
                         extra = renumber.missing_lines(current, late)
                         if extra:
                             from cortexfs.accesslog import append
@@ -694,7 +691,7 @@ def _abort_merge(store: Store, head: str, upstream: str) -> None:
     """
     home = store.home
     extras = _log_extras(store, head, upstream)
-    on_disk = [os.path.relpath(p, home) for p in store.projects_dir.glob(f"*/_meta/{LOG_NAME}")]
+    on_disk = [os.path.relpath(p, home) for p in _logs(store)]
     logs = [p for p in git.git_run(home, "ls-files", "-z", "--", *on_disk).stdout.split("\0")
             if p] if on_disk else []
     if logs:
@@ -713,9 +710,9 @@ def _merge_head(home: Path) -> str | None:
 def _log_extras(store: Store, head: str, upstream: str) -> dict[Path, bytes]:
     """Log lines in the work tree that neither side has: appended by a hook meanwhile."""
     extras = {}
-    for path in store.projects_dir.glob(f"*/_meta/{LOG_NAME}"):
+    for path in _logs(store):
         rel = os.path.relpath(path, store.home)
-        current = path.read_bytes()
+        current = accesslog.read(path)
         sides = b"".join(git.git_blob(store.home, rev, rel) or b"" for rev in (head, upstream))
         extra = renumber.missing_lines(sides, current)
         if extra:
@@ -727,7 +724,7 @@ def _append_extras(store: Store, extras: dict[Path, bytes]) -> None:
     from cortexfs.accesslog import append
 
     for path, data in extras.items():
-        current = path.read_bytes() if path.exists() else b""
+        current = accesslog.read(path)
         extra = renumber.missing_lines(current, data)
         if extra:
             append(path, [extra])
@@ -745,18 +742,31 @@ def _undo_partial_checkout(store: Store, head: str, upstream: str) -> bool:
         if not rel.startswith(CONTEXT):
             continue
         path = home / rel
+        if wall.reason(store.context, path.parent):
+            continue  # in a linked folder: not part of the store, never written through
         mine = git.git_blob(home, head, rel)
         if is_log(rel):
-            if path.exists() and path.read_bytes() != (mine or b"") + extras.get(path, b""):
-                atomic_write(path, (mine or b"") + extras.get(path, b""))
+            if path.exists() and accesslog.read(path) != (mine or b"") + extras.get(path, b""):
+                atomic_write(path, (mine or b"") + extras.get(path, b""), root=store.context)
                 changed = True
             continue
-        current = path.read_bytes() if path.is_file() else None
+        current = path.read_bytes() if path.is_file() and not path.is_symlink() else None
         if current != git.git_blob(home, upstream, rel):
             continue
         if mine is None:
             path.unlink(missing_ok=True)
         else:
-            atomic_write(path, mine)
+            atomic_write(path, mine, root=store.context)
         changed = True
     return changed
+
+
+def _logs(store: Store) -> list[Path]:
+    """The projects' access logs that are part of the store (cortexfs.wall: no link)."""
+    return [p for p in store.projects_dir.glob(f"*/_meta/{LOG_NAME}")
+            if not wall.reason(store.context, p)]
+
+
+def _wall_root(home: Path, rel: str) -> Path:
+    """The root whose wall a write of `rel` must not cross: context/, else the store."""
+    return home / "context" if rel.startswith(CONTEXT) else home

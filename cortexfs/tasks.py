@@ -24,9 +24,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cortexfs import escape, wall
 from cortexfs.atoms import as_date, as_list
-from cortexfs.errors import InvalidInputError
-from cortexfs.frontmatter import dump_scalar, normalize, unbounded
+from cortexfs.errors import InvalidInputError, OutsideStoreError
+from cortexfs.escape import yaml_scalar
+from cortexfs.frontmatter import (
+    MAX_YAML_DEPTH,
+    decode_text,
+    normalize,
+    safe_loader,
+    too_deep,
+    unbounded,
+)
 from cortexfs.fsutil import atomic_write, file_lock
 from cortexfs.store import Project
 
@@ -40,8 +49,8 @@ TASK_KEYS = ("id", "text", "status", "priority", "why", "done-when", "depends-on
 TASK_STATUSES = ("todo", "doing", "done", "blocked")
 ARCHIVE_AFTER_DAYS = 3
 MAX_TEXT = 300
-TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_NUMBERED_ID = re.compile(r"^T-(\d+)$")
+TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+_NUMBERED_ID = re.compile(r"^T-(\d+)\Z")
 # `### T-3: Write the loader` — how tasks-archive.md names each archived task
 _ARCHIVED = re.compile(r"^###[ \t]+([A-Za-z0-9][A-Za-z0-9._-]*):", re.M)
 _STATUS_ORDER = {"doing": 0, "todo": 1, "blocked": 2, "done": 3}
@@ -142,8 +151,15 @@ def parse(text: str, path: Path, archived: set[str] | None = None) -> TaskFile:
     import yaml
 
     tf = TaskFile(path, text)
-    loader = yaml.SafeLoader(text)
+    deep = too_deep(text)
+    if deep is not None:
+        tf.problems.append(Problem("error", deep + 1, f"the YAML nests more than "
+                                   f"{MAX_YAML_DEPTH} levels deep: write the tasks out plainly"))
+        return tf
+    loader = None
     try:
+        # (the reader refuses control characters as soon as it is made)
+        loader = safe_loader(yaml.SafeLoader)(text)  # a repeated key: an error with its line
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as e:
@@ -153,7 +169,8 @@ def parse(text: str, path: Path, archived: set[str] | None = None) -> TaskFile:
                                    f"invalid YAML: {problem}"))
         return tf
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     problem = unbounded(data)
     if problem:
         tf.problems.append(Problem("error", None, f"{problem}: write the tasks out plainly"))
@@ -347,25 +364,28 @@ def archived_ids(text: str) -> set[str]:
 MAX_BYTES = 1_000_000  # a task queue this big is not one a person or an agent can read
 
 
-def _read(path: Path) -> str | None:
+def _read(path: Path, root: Path) -> str | None:
+    """The file's text (None when missing); InvalidInputError when it is a link (not part
+    of the store: cortexfs.wall), a folder, too big or not UTF-8."""
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise InvalidInputError(f"{path} is {path.stat().st_size:,} bytes, over the "
-                                    f"{MAX_BYTES:,}-byte limit: archive or delete old entries")
-        return path.read_bytes().decode("utf-8")  # bytes: keep CRLF line endings as they are
+        raw = wall.read_bytes(root, path, MAX_BYTES)
+        if len(raw) > MAX_BYTES:
+            raise InvalidInputError(f"{path} is over the {MAX_BYTES:,}-byte limit: archive "
+                                    "or delete old entries")
+        return decode_text(raw, str(path))  # bytes: keep CRLF line endings as they are
+    except OutsideStoreError:
+        raise
     except FileNotFoundError:
         return None
     except IsADirectoryError:
         raise InvalidInputError(f"{path} is a folder, not a file: move it away") from None
-    except UnicodeDecodeError:
-        raise InvalidInputError(f"{path} is not UTF-8: re-save it as UTF-8") from None
 
 
 def load(project: Project) -> TaskFile:
     """The project's TASKS.yaml, parsed and checked (an absent file reads as no tasks)."""
     path = project.root / TASKS_FILE
-    text = _read(path)
-    archive = _read(project.root / ARCHIVE_FILE) or ""
+    text = _read(path, project.store.context)
+    archive = _read(project.root / ARCHIVE_FILE, project.store.context) or ""
     return parse(text or "", path, archived_ids(archive))
 
 
@@ -438,7 +458,7 @@ def add_task(project: Project, text: str, *, priority: str | None = None,
                                 f"{'|'.join(TASK_STATUSES)}")
     with _locked(project):
         tf = _load_for_edit(project)
-        archived = archived_ids(_read(project.root / ARCHIVE_FILE) or "")
+        archived = archived_ids(_read(project.root / ARCHIVE_FILE, project.store.context) or "")
         known = {t.id for t in tf.tasks} | archived
         for dep in depends_on or []:
             if dep not in known:
@@ -458,7 +478,7 @@ def add_task(project: Project, text: str, *, priority: str | None = None,
             new["completed-at"] = dt.date.today().isoformat()
         expected = [*_task_list(tf.data), new]
         text_out, rewritten = _edit(tf, expected, lambda: _append_text(tf, new))
-        atomic_write(tf.path, text_out)
+        atomic_write(tf.path, text_out, root=project.store.context)
         added = parse(text_out, tf.path, archived).get(task_id)
     return EditResult([tf.path], rewritten, [added] if added else [])
 
@@ -486,7 +506,7 @@ def set_status(project: Project, task_id: str, status: str,
         text_out, rewritten = _edit(tf, expected,
                                     lambda: _set_keys_text(tf, item_index, updates))
         if text_out != tf.text:
-            atomic_write(tf.path, text_out)
+            atomic_write(tf.path, text_out, root=project.store.context)
         updated = parse(text_out, tf.path).tasks[index]
     return EditResult([tf.path] if text_out != tf.text else [], rewritten, [updated])
 
@@ -526,7 +546,7 @@ def archive(project: Project, *, older_than_days: int = ARCHIVE_AFTER_DAYS,
         if not old:
             return ArchiveResult([], undated=undated)
         archive_path = project.root / ARCHIVE_FILE
-        archive_text = _read(archive_path)
+        archive_text = _read(archive_path, project.store.context)
         already = archived_ids(archive_text or "")
         if archive_text is None:
             from cortexfs import templates
@@ -537,12 +557,13 @@ def archive(project: Project, *, older_than_days: int = ARCHIVE_AFTER_DAYS,
         fresh = [t for t in old if t.id not in already]
         paths: list[Path] = []
         if fresh:
-            atomic_write(archive_path, _append_archive(archive_text, fresh, today))
+            atomic_write(archive_path, _append_archive(archive_text, fresh, today),
+                         root=project.store.context)
             paths.append(archive_path)
         drop = {_item_index(tf, t) for t in old}
         expected = [t for i, t in enumerate(_task_list(tf.data)) if i not in drop]
         text_out, rewritten = _edit(tf, expected, lambda: _remove_text(tf, drop))
-        atomic_write(tf.path, text_out)
+        atomic_write(tf.path, text_out, root=project.store.context)
         paths.append(tf.path)
     return ArchiveResult(paths, rewritten, old, undated)
 
@@ -578,7 +599,7 @@ def render_archive_entry(task: Task) -> str:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    return escape.line(text)  # tasks-archive.md is markdown: one line, markup made literal
 
 
 def _append_archive(text: str, tasks: list[Task], today: dt.date) -> str:
@@ -615,8 +636,10 @@ class _CannotEdit(Exception):
 def _data_of(text: str) -> list[Any] | None:
     import yaml
 
+    if too_deep(text) is not None:
+        return None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=safe_loader(yaml.SafeLoader))  # noqa: S506 - safe
     except yaml.YAMLError:
         return None
     if data is not None and not isinstance(data, (list, dict)):
@@ -689,7 +712,7 @@ def _dump(value: Any) -> str:
     """Inline YAML for a value; an ISO date stays unquoted (it reads back as the same date)."""
     if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value) and as_date(value):
         return value
-    return dump_scalar(value)
+    return yaml_scalar(value)
 
 
 def _render_block(task: dict[str, Any], indent: str, eol: str) -> str:

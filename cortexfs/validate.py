@@ -184,7 +184,11 @@ class Context:
         read.update(os.path.basename(e.path) for e in self.loaded.errors)
         read.add("index.md")
         stray: list[tuple[Kind, str]] = []
+        from cortexfs import wall
+
         for kind in KINDS:
+            if wall.reason(self.project.store.context, self.project.folder(kind)):
+                continue  # a linked folder: reported as a link, never listed
             try:
                 names = os.listdir(self.project.folder(kind))
             except OSError:  # no such folder (or unreadable: the loader reports nothing either)
@@ -542,6 +546,9 @@ def anti_pattern_convention(atom: Atom, ctx: Context) -> Sequence[Issue]:
     return NONE
 
 
+MAX_KEY_ISSUES = 10  # unknown keys listed one by one per atom
+
+
 @atom_rule("unknown-key", WARNING)
 def keys_are_known(atom: Atom, ctx: Context) -> Sequence[Issue]:
     """Every frontmatter key is one its kind defines (catches typos such as `tag:`)."""
@@ -549,9 +556,15 @@ def keys_are_known(atom: Atom, ctx: Context) -> Sequence[Issue]:
         return NONE
     known = _KNOWN_KEYS[atom.kind.name]
     unknown = [k for k in atom.meta if k not in known]
-    return [Issue(f"unknown key `{k}` for {atom.kind.name} "
-                  f"(known: {', '.join((*atom.kind.required, *atom.kind.optional))})", k)
-            for k in unknown]
+    issues = [Issue(f"unknown key `{k}` for {atom.kind.name} "
+                    f"(known: {', '.join((*atom.kind.required, *atom.kind.optional))})", k)
+              for k in unknown[:MAX_KEY_ISSUES]]
+    if len(unknown) > MAX_KEY_ISSUES:  # 60,000 junk keys: one capped list, not 60,000 lines
+        shown = ", ".join(f"`{k[:40]}`" for k in unknown[MAX_KEY_ISSUES:2 * MAX_KEY_ISSUES])
+        issues.append(Issue(f"… and {len(unknown) - MAX_KEY_ISSUES:,} more unknown keys "
+                            f"({shown}{' …' if len(unknown) > 2 * MAX_KEY_ISSUES else ''}): "
+                            "is this file an atom?"))
+    return issues
 
 
 @atom_rule("summary", WARNING)
@@ -622,7 +635,34 @@ def validate(store: Store, projects: list[Project] | None = None) -> Report:
         findings.extend(check_project(project, loaded))
     for spec in EXTRA_CHECKS:
         findings.extend(_load_check(spec)(store, selected))
+    findings.extend(link_findings(store, selected, {f.path for f in findings}))
     return Report(findings, atoms, [p.name for p in selected])
+
+
+def link_findings(store: Store, projects: list[Project], reported: set[str]) -> list[Finding]:
+    """Every symbolic link in the store (in the projects being validated and outside any
+    project) and in its templates folder, once: none is part of the store (cortexfs.wall),
+    so cortex skips it and everything under it. `reported`: paths already named."""
+    from cortexfs import wall
+
+    selected = {p.name for p in projects}
+    prefix = str(store.projects_dir) + os.sep
+    templates = store.templates_dir
+    found = wall.links(store.context)
+    found += [str(templates)] if templates.is_symlink() else wall.links(templates)
+    out = []
+    for path in found:
+        parts = path[len(prefix):].split(os.sep) if path.startswith(prefix) else []
+        if len(parts) > 1 and parts[0] not in selected:
+            continue  # inside a project not being validated
+        rel = os.path.relpath(path, store.context).replace(os.sep, "/")
+        if rel in reported:
+            continue
+        out.append(Finding(ERROR, "link", rel, None,
+                           "a symbolic link, which is not part of the store: cortex neither "
+                           "reads nor writes through it (nor anything under it); replace it "
+                           "with the file or folder itself, or remove it"))
+    return out
 
 
 def check_project(project: Project, loaded: LoadedProject) -> list[Finding]:

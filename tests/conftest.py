@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +96,66 @@ def write_atom(project: Project) -> Callable[..., Path]:
         return path
 
     return _write
+
+
+# --- outside the store (issue 12: nothing crosses the store's wall) ---------------------------
+
+MARKER = "SECRET-OUTSIDE-THE-STORE"
+OUTSIDE_ATOM = (f"---\nid: EXP-002\ndate: 2026-03-01\nproject: flywheel\nsummary: \"{MARKER}\"\n"
+                f"tags: [a]\n---\n{MARKER}\n")
+OLD_ATIME = 1_000_000  # older than every mtime: any read moves it (relatime)
+
+
+class Outside:
+    """Files and folders outside the store, and a check that nothing touched them."""
+
+    MARKER = MARKER
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir()
+        (root / "passwd").write_text(f"root:x:0:0:{MARKER}:/root:/bin/sh\n")
+        (root / "atom.md").write_text(OUTSIDE_ATOM)
+        (root / "log.jsonl").write_text(json.dumps(
+            {"file": "EXP-001.md", "tool": "Read", "ts": "2026-03-02T00:00:00.000Z",
+             "session": MARKER}) + "\n")
+        for name in ("project", "meta", "folder", "hippocampus"):
+            (root / name).mkdir()
+        (root / "folder" / "PAT-001.md").write_text(OUTSIDE_ATOM.replace("EXP-002", "PAT-001"))
+        self.before = self.snapshot()
+        self.paths = list(self.entries())
+        # atime is only a witness where the file system keeps it (relatime: when older than
+        # the mtime); a probe file says whether it does here
+        probe = root.parent / "atime-probe"
+        probe.write_text("x")
+        os.utime(probe, (OLD_ATIME, probe.stat().st_mtime))
+        probe.read_text()
+        self.atime_works = probe.stat().st_atime != OLD_ATIME
+        probe.unlink()
+        self.reset_atimes()
+
+    def entries(self) -> Iterator[Path]:
+        yield self.root
+        yield from sorted(self.root.rglob("*"))
+
+    def snapshot(self) -> dict[str, tuple[bytes | None, int]]:
+        return {str(p.relative_to(self.root)): (p.read_bytes() if p.is_file() else None,
+                                                p.stat().st_mtime_ns) for p in self.entries()}
+
+    def reset_atimes(self) -> None:
+        for p in self.paths:
+            os.utime(p, ns=(OLD_ATIME * 10**9, p.stat().st_mtime_ns))
+
+    def assert_untouched(self, what: str) -> None:
+        # the atimes first (stat only): the snapshot itself lists and reads everything
+        read = [str(p) for p in self.paths if p.stat().st_atime != OLD_ATIME]
+        assert self.snapshot() == self.before, f"{what} wrote outside the store"
+        self.reset_atimes()
+        if self.atime_works:
+            assert read == [], f"{what} read (or listed) outside the store: {read}"
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Outside:
+    """Files and folders next to the store, for links to point at (see Outside)."""
+    return Outside(tmp_path / "outside")

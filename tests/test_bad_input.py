@@ -94,7 +94,7 @@ def test_a_read_only_store_is_one_line_with_exit_1(cli, store, monkeypatch) -> N
 
     from cortexfs import fsutil
 
-    def refuse(path: Path, data: object) -> None:
+    def refuse(path: Path, data: object, **kwargs: object) -> None:
         raise OSError(errno.EROFS, "Read-only file system", str(path))
 
     monkeypatch.setattr(fsutil, "atomic_write", refuse)
@@ -182,3 +182,160 @@ def test_fifo_or_folder_named_like_an_atom_is_reported_not_waited_on(cli, projec
     assert "EXP-003.md" in result.stdout and "a directory" in result.stdout
     regen = cli("index", "regen", "flywheel", "--no-commit")
     assert regen.exit_code == 0, regen.output
+
+
+DEEP = 30_000
+NESTED = {
+    "flow-list": "[" * DEEP + "]" * DEEP,
+    "flow-map": "{a: " * DEEP + "}" * DEEP,
+    "block-list": "\n  " + "- " * DEEP + "x",
+    "block-indented": "\n" + "".join(" " * i + "- \n" for i in range(1, 200)),
+}
+COMMANDS = [["validate"], ["index", "regen", "--all", "--no-commit"],
+            ["recall", "x", "--no-dense"], ["brief"], ["ready"], ["maintain"],
+            ["tasks", "list"], ["tasks", "add", "more", "-p", "flywheel", "--no-commit"]]
+
+
+@pytest.mark.parametrize("shape", sorted(NESTED))
+def test_nesting_past_64_levels_is_refused_before_yaml_sees_it(
+        cli, write_atom: Callable[..., Path], project: Project, shape: str) -> None:
+    # 30,000 nested `[` in one atom crashed every command that parses atoms (exit 139, the
+    # C stack); in TASKS.yaml it was "internal error: RecursionError … a bug"
+    write_atom("EXP-001")
+    write_atom("EXP-002", tags=NESTED[shape])
+    (project.root / "TASKS.yaml").write_text("tasks: " + NESTED[shape] + "\n")
+    for args in COMMANDS:
+        result = cli(*args)
+        assert result.exit_code in (0, 1), (args, result.output)
+        assert "internal error" not in result.stderr and "Traceback" not in result.output
+    import re
+
+    said = cli("validate").stdout
+    line = 6 if shape.startswith("flow") else r"\d+"  # where the 65th level opens
+    assert re.search(rf"EXP-002\.md:{line}  \[frontmatter\] the YAML nests more than 64 "
+                     "levels deep", said), said
+    assert re.search(r"TASKS\.yaml:\d+  \[tasks\] the YAML nests more than 64 levels deep",
+                     said), said
+    regen = cli("index", "regen", "--all", "--no-commit")
+    assert "EXP-002.md:" in regen.stderr and "the YAML nests" in regen.stderr  # skipped
+    assert "EXP-001" in (project.root / "experiments" / "index.md").read_text()
+
+
+def test_nesting_in_a_real_process_is_not_a_crash(project: Project,
+                                                  write_atom: Callable[..., Path]) -> None:
+    import subprocess
+    import sys
+
+    write_atom("EXP-002", tags=NESTED["flow-list"])
+    proc = subprocess.run([sys.executable, "-m", "cortexfs", "--home", str(project.store.home),
+                           "validate"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr  # was -11 (SIGSEGV)
+    assert "nests more than 64 levels deep" in proc.stdout
+
+
+@pytest.mark.parametrize(("extra", "line", "key"), [
+    ("status: active\nsummary: second\n", 8, "summary"),
+    ("status: active\nstatus: invalidated\nrefs: 999\n", 8, "status"),
+    ("links: {a: 1, a: 2}\n", 7, "a"),
+])
+def test_a_duplicate_frontmatter_key_is_an_error_with_its_line(
+        cli, write_atom: Callable[..., Path], extra: str, line: int, key: str) -> None:
+    # the last `summary:` / `status:` silently won (lines: 1 `---`, 2 id … 6 tags)
+    write_atom("EXP-001", extra=extra)
+    said = cli("validate", "flywheel").stdout
+    assert f"EXP-001.md:{line}  [frontmatter] invalid YAML in frontmatter: duplicate key " \
+           f"'{key}'" in said, said
+
+
+def test_a_duplicate_task_key_is_an_error_with_its_line(cli, project: Project) -> None:
+    (project.root / "TASKS.yaml").write_text(
+        "tasks:\n  - id: T-1\n    text: a\n    status: todo\n    status: done\n")
+    said = cli("validate", "flywheel").stdout
+    assert "TASKS.yaml:5  [tasks] invalid YAML: duplicate key 'status' (also 1 line above)" \
+        in said, said
+
+
+@pytest.mark.parametrize("name", ["evil\n", "evil\nx", "a/b", "..", "ok "])
+def test_names_are_full_matches(cli, store, name: str) -> None:
+    # `$` matches before a final newline: "evil\n" made a second folder listing as "evil"
+    result = cli("project", "new", name)
+    assert result.exit_code == 1 and "invalid project name" in result.stderr
+    assert [p.name for p in store.projects_dir.iterdir() if p.is_dir()] == []
+
+
+def test_ids_and_tags_are_full_matches(cli, project: Project) -> None:
+    from cortexfs.atoms import kind_of_filename, kind_of_id
+    from cortexfs.authoring import TAG
+    from cortexfs.decisions import RECORD_NAME
+    from cortexfs.tasks import TASK_ID
+
+    assert kind_of_id("EXP-001\n") is None and kind_of_filename("EXP-001.md\n") is None
+    assert TASK_ID.match("T-1\n") is None and TAG.match("a\n") is None
+    assert RECORD_NAME.match("0001-a.md\n") is None
+    result = cli("new", "exp", "-p", "flywheel", "-s", "x", "-t", "a\nb", "--no-commit")
+    assert result.exit_code == 1 and "invalid tag" in result.stderr
+
+
+def test_a_full_disk_says_disk_full(cli, project: Project,
+                                    write_atom: Callable[..., Path]) -> None:
+    import shutil
+    import subprocess
+
+    atoms = project.root / "experiments"
+    text = write_atom("EXP-001").read_bytes()
+    shutil.rmtree(atoms)
+    atoms.mkdir()
+    # a real, tiny tmpfs (needs mount(8) rights: skipped without)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(atoms)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        (atoms / "EXP-001.md").write_bytes(text)
+        with open(atoms / "filler", "wb", buffering=0) as f, pytest.raises(OSError):
+            while True:
+                f.write(b"x" * 4096)
+        said = _one_error_line(cli("index", "regen", "flywheel", "--no-commit"))
+        assert said.startswith("error: disk full: no space left on the device writing "), said
+        assert "index.md" in said and "writable" not in said
+    finally:
+        subprocess.run(["umount", "-l", str(atoms)], capture_output=True)
+
+
+def test_big_files_are_refused_in_bounded_time(cli, store, project: Project) -> None:
+    # a 12 MB MEMORY.md took 11.5 s to lint, a 10 MB STATUS.md 4.2 s in `ready`
+    memory = store.context / "user" / "MEMORY.md"
+    memory.write_text("<!-- neocortex.md v1.0 -->\n# Memory\n## Knowledge\n"
+                      + "- a fact that repeats <!-- nx: id=f -->\n" * 300_000)
+    said = _one_error_line(cli("memory", "lint"))
+    assert "is over 1,000,000 bytes" in said and "split it" in said
+    status = project.root / "STATUS.md"
+    status.write_text(status.read_text() + "- progress on EXP-001\n" * 500_000)
+    ready = cli("ready")
+    assert ready.exit_code == 1 and "over the 1,000,000-byte limit" in ready.stdout
+    assert "STATUS.md  [size]" in cli("validate").stdout
+
+
+@pytest.mark.parametrize(("raw", "says"), [
+    ("---\nid: EXP-001\n---\nbody\n".encode("utf-16"), "UTF-16 text, not UTF-8"),
+    ("---\nid: EXP-001\n---\nbody\n".encode("utf-16-le"), "UTF-16 text, not UTF-8"),
+    (b"---\rid: EXP-001\rdate: 2026-03-09\r---\rbody\r",
+     "its lines end with a bare CR (old Mac line endings)"),
+])
+def test_odd_encodings_and_line_endings_are_named(cli, project: Project, raw: bytes,
+                                                  says: str) -> None:
+    # UTF-16 was "binary file", CR-only "no frontmatter: the file must start with '---'"
+    folder = project.root / "experiments"
+    folder.mkdir(exist_ok=True)
+    (folder / "EXP-001.md").write_bytes(raw)
+    (project.root / "TASKS.yaml").write_bytes(raw)
+    said = cli("validate").stdout
+    assert f"EXP-001.md  [frontmatter] {says}" in said, said
+    assert f"TASKS.yaml: {says}" in said, said
+
+
+def test_an_atom_with_60000_keys_gives_one_capped_list(cli, write_atom: Callable[..., Path]) \
+        -> None:
+    write_atom("EXP-001", extra="".join(f"k{i}: v\n" for i in range(60_000)))
+    said = cli("validate").stdout
+    assert said.count("[unknown-key]") == 11, said[:2000]
+    assert "… and 59,990 more unknown keys" in said

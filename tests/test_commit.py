@@ -45,8 +45,8 @@ def head_consistent(store: Store) -> None:
     """In HEAD, every atom an index.md lists exists with the summary its row shows."""
     from test_invariant import index_rows
 
+    from cortexfs.escape import cell
     from cortexfs.frontmatter import parse
-    from cortexfs.index import cell
 
     files = set(sh(store.home, "ls-tree", "-r", "--name-only", "HEAD").splitlines())
     for rel in sorted(f for f in files if f.endswith("/index.md")):

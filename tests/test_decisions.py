@@ -150,7 +150,7 @@ def test_new_numbers_after_the_highest(store: Store, project: Project) -> None:
 def test_new_bad_titles(store: Store, title: str, message: str) -> None:
     with pytest.raises(InvalidInputError, match=message):
         decisions.new_decision(store, title)
-    assert decisions.records(store.context / "decisions") == []
+    assert decisions.records(store.context / "decisions", store.context) == []
 
 
 def test_cli_decision_new(cli, store: Store, project: Project) -> None:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,11 +142,13 @@ def test_symlink_inside_store_pointing_outside_is_ignored(
     os.symlink(outside, project.root / "experiments" / "EXP-900.md")
     os.symlink(project.root / "experiments" / "EXP-021.md",
                project.root / "experiments" / "EXP-901.md")
-    for name in ("EXP-900.md", "EXP-901.md"):
+    for name in ("EXP-900.md", "EXP-901.md", "EXP-021.md"):
         run(json.dumps({"session_id": "s", "cwd": "/", "tool_name": "Read",
                         "tool_input": {"file_path": str(project.root / "experiments" / name)}}),
             project.store)
-    assert [e["file"] for e in logged(project)] == ["EXP-021.md"]  # the real file it names
+    # a link in the store is not part of it (cortexfs.wall), even one to an atom; a folder
+    # outside the store that links into it is only a way there (the `dev` fixture's paths)
+    assert [e["file"] for e in logged(project)] == ["EXP-021.md"]
 
 
 def test_missing_atom_file_and_wrong_folder_are_not_counted(dev: Path, project: Project) -> None:
@@ -215,7 +218,8 @@ def test_unwritable_log_fails_open(dev: Path, project: Project) -> None:
     assert run(json.dumps({"tool_name": "Read", "tool_input": {"file_path": path}}),
                project.store) == 0
     lines = hook_log(project.store)
-    assert len(lines) == 1 and "IsADirectoryError" in lines[0]
+    assert len(lines) == 1 and "cannot log the read: [Errno 21] Is a directory" in lines[0]
+    assert "a bug" not in lines[0]  # the file system's refusal, not the hook's fault
 
 
 def test_huge_payload(dev: Path, project: Project) -> None:
@@ -326,3 +330,100 @@ def test_script_fails_open_on_bad_input(stdin: bytes, project: Project) -> None:
                           timeout=30)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
     assert len(hook_log(project.store)) == 1
+
+
+# --- bounded work (issue 12): whatever the payload, the hook stops in time ---------------------
+
+def _grep(names: list[str], path: str = "/") -> str:
+    return json.dumps({"session_id": "s", "cwd": "/", "tool_name": "Grep",
+                       "tool_input": {"pattern": "x", "path": path},
+                       "tool_response": {"mode": "files_with_matches", "filenames": names}})
+
+
+def _bash(command: str, cwd: str = "/") -> str:
+    return json.dumps({"session_id": "s", "cwd": cwd, "tool_name": "Bash",
+                       "tool_input": {"command": command}, "tool_response": {"stdout": ""}})
+
+
+def test_a_glob_lists_a_bounded_number_of_folders(dev: Path, project: Project, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # `cat /*/*/*/*/*/zz*` (18 bytes) walked the whole file system: 3.6–11 s
+    tree = tmp_path / "tree"
+    for i in range(40):
+        for j in range(40):
+            (tree / f"d{i}" / f"e{j}").mkdir(parents=True)
+    listed = []
+    real = os.scandir
+
+    def counting(path: Any = ".") -> Any:
+        listed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(hook.os, "scandir", counting)
+    exp = project.root / "experiments"
+    assert run(_bash(f"cat {tree}/*/*/zz* {exp}/EXP-02*.md"), project.store) == 0
+    assert len(listed) <= hook.MAX_GLOB_DIRS
+    assert "globs listed 1,000 folders" in hook_log(project.store)[-1]
+    # the budget is the call's: the atoms' glob came after it and found nothing to list
+    listed.clear()
+    assert run(_bash(f"cat {exp}/EXP-02*.md"), project.store) == 0
+    assert [e["file"] for e in logged(project)] == ["EXP-021.md", "EXP-022.md", "EXP-025.md"]
+
+
+def test_shell_tokens_are_shlex_s_in_one_linear_pass() -> None:
+    import shlex
+
+    for command in ["cat a 'b c' \"d \\\"e\\\" f\" g\\ h", "a|b&&c||d;e&f|&g", "x>y 2>&1 <z",
+                    "cat a#b # c", "echo $(cat x) `cat y`", "a <<< w", "(cat x)", "a\\\\b"]:
+        lexer = shlex.shlex(command.replace("`", ";"), posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        lexer.commenters = "" if "#" not in command else "#"
+        expected = [t for t in lexer]
+        if "# c" in command:
+            expected = ["cat", "a#b"]
+        assert hook._tokens(command) == expected, command
+    long = "cat " + "a" * 1_000_000  # shlex: quadratic in a word's length (1 MB: 38 s)
+    assert hook._tokens(long) == ["cat", "a" * 1_000_000]
+
+
+def test_a_huge_file_list_is_capped_and_bad_names_skip_only_themselves(
+        dev: Path, project: Project) -> None:
+    # 600,000 names took 15–48 s (one realpath each); a NUL or a lone surrogate in one
+    # name dropped the valid reads of the same call ("a bug")
+    exp = project.root / "experiments"
+    names = [str(exp / "EXP-021.md"), "bad\0name/EXP-1.md", "/x/\ud800/EXP-2.md",
+             str(exp / "\ud800EXP-3.md")]
+    names += [f"/nowhere/d{i % 500}/EXP-{i}.md" for i in range(600_000)]
+    names.append(str(exp / "EXP-022.md"))  # past the cap: not looked at
+    assert run(_grep(names), project.store) == 0
+    assert [e["file"] for e in logged(project)] == ["EXP-021.md"]
+    log = hook_log(project.store)
+    assert len(log) == 1 and f"the first {hook.MAX_NAMES:,} of 600,005 file names" in log[0]
+    assert "bug" not in log[0]
+    command = f"cat {exp}/EXP-022.md bad\0name {exp}/\udcff.md; head {exp}/EXP-025.md"
+    assert "\\u0000" in _bash(command)  # a NUL and a lone surrogate, as JSON escapes
+    assert run(_bash(command), project.store) == 0
+    assert [e["file"] for e in logged(project)][1:] == ["EXP-022.md", "EXP-025.md"]
+
+
+@pytest.mark.parametrize("payload, says", [
+    (b'{"tool_name": "Read", "tool_input": {"file_path": "' + b"[" * 100_000, "not JSON"),
+    (b"[" * 100_000 + b"]" * 100_000, "nests deeper"),
+    (b'{"a": ' * 50_000 + b"1" + b"}" * 50_000, "nests deeper"),
+])
+def test_malformed_json_is_not_a_hook_payload_not_a_bug(payload: bytes, says: str,
+                                                        project: Project) -> None:
+    # truncated JSON was logged as "SystemError … (a bug)", deep JSON as RecursionError
+    assert run(payload, project.store) == 0
+    line = hook_log(project.store)[0]
+    assert "not a hook payload" in line and says in line and "bug" not in line
+
+
+def test_the_deadline_keeps_what_was_found(dev: Path, project: Project,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hook, "MAX_SECONDS", 0.0)
+    exp = project.root / "experiments"
+    names = [str(exp / "EXP-021.md")] * 300 + [str(exp / "EXP-022.md")] * 5000
+    assert run(_grep(names), project.store) == 0
+    assert [e["file"] for e in logged(project)] == ["EXP-021.md"]  # found before the stop
+    assert "stopped after 0 s of CPU (1 line(s) logged)" in hook_log(project.store)[0]

@@ -319,8 +319,8 @@ class CortexMachine(RuleBasedStateMachine):
         assert cached.returncode == 0, self.git("diff", "--cached", "--stat").stdout
 
     def check_head(self) -> None:
+        from cortexfs.escape import cell
         from cortexfs.frontmatter import parse
-        from cortexfs.index import cell
 
         listing = self.git("ls-tree", "-r", "--name-only", "HEAD", "--", "context/")
         files = set(listing.stdout.splitlines())

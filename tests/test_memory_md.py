@@ -227,19 +227,34 @@ def test_total_token_target_and_ceiling() -> None:
     assert "error:total-tokens" in codes(huge)
 
 
-def test_five_megabyte_memory_gives_a_clear_capped_result(tmp_path: Path, cli) -> None:
+def _big_memory(path: Path, sections: int) -> None:
     chunk = "".join(f"- Fact {j}: a fairly long sentence to fill the memory file with text.\n"
                     f"  <!-- nx: u=2025-01-01 a=0 -->\n" for j in range(400))
-    body = "".join(f"## {SECTIONS[i % 7]}\n{chunk}" for i in range(170))
-    path = tmp_path / "MEMORY.md"
+    body = "".join(f"## {SECTIONS[i % 7]}\n{chunk}" for i in range(sections))
     path.write_text(HEADER.format(n=1, t=1) + body)
-    assert path.stat().st_size > 5_000_000
+
+
+def test_a_megabyte_memory_gives_a_clear_capped_result(tmp_path: Path, cli) -> None:
+    path = tmp_path / "MEMORY.md"
+    _big_memory(path, 24)
+    assert 900_000 < path.stat().st_size < memory_md.MAX_BYTES
     result = cli("memory", "lint", str(path))
     assert result.exit_code == 1
     out = result.stdout
     assert "over the 15,000-token ceiling" in out
-    assert len(out.splitlines()) < 400  # capped listing, with "… and N more"
-    assert "… and" in out and "68,000 entries" in out
+    assert len(out.splitlines()) < 400  # capped listing
+    assert "9,600 entries" in out
+
+
+def test_a_five_megabyte_memory_is_refused_in_one_line(tmp_path: Path, cli) -> None:
+    # a 12 MB one took 11.5 s to lint: past MAX_BYTES it is not read at all
+    path = tmp_path / "MEMORY.md"
+    _big_memory(path, 170)
+    assert path.stat().st_size > 5_000_000
+    result = cli("memory", "lint", str(path))
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "is over 1,000,000 bytes" in result.stderr
+    assert "split it into satellite files" in result.stderr
 
 
 # --- --fix -----------------------------------------------------------------------------------

@@ -143,7 +143,7 @@ def test_odd_file_names_are_escaped(project: Project) -> None:
     _refresh(project.store)
     block = _block((project.root / "CORTEX.md").read_text())
     assert "- [a file\\|with&lt;bits&gt;.md](a%20file%7Cwith%3Cbits%3E.md) — Title with " \
-           "'code'" in block
+           "\\`code\\`" in block
 
 
 def test_describe_markdown() -> None:

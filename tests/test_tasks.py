@@ -396,7 +396,7 @@ def test_cli_list_all_projects_past_an_unreadable_tasks_file(cli, store, project
     assert listing.exit_code == 0
     assert listing.stdout.splitlines() == ["other  T-1    todo    -    Keep going"]
     assert listing.stderr.count("\n") == 1 and "flywheel" in listing.stderr
-    assert "not UTF-8: re-save it as UTF-8" in listing.stderr
+    assert "not UTF-8 (byte 32): re-save the file as UTF-8" in listing.stderr
     data = json.loads(cli("tasks", "list", "--format", "json").stdout)
     assert [p["project"] for p in data["problems"]] == ["flywheel"]
     single = cli("tasks", "list", "-p", "flywheel")  # one project named: its error is the answer

@@ -31,16 +31,21 @@ NoCommit = Annotated[bool, typer.Option(
 
 def _resolve(path: Path | None) -> tuple[Path, Store | None]:
     """The MEMORY.md to work on and the store it lies in (None when outside any store)."""
+    from cortexfs import wall
     from cortexfs.errors import NotAStoreError
 
     if path is None:
         store = common.open_store()
-        return store.context / "user" / "MEMORY.md", store
+        path = store.context / "user" / "MEMORY.md"
+        wall.check(store.context, path)  # a linked MEMORY.md or user/ is not the store's
+        return path, store
     try:
         store = common.open_store()
     except NotAStoreError:
         return path, None
     inside = path.resolve().is_relative_to(store.home.resolve())
+    if path.absolute().is_relative_to(store.context):
+        wall.check(store.context, path.absolute())
     return path, store if inside else None
 
 

@@ -164,7 +164,7 @@ def select(store: Store, names: list[str] | None) -> tuple[list[Project], list[s
 
     shown, skipped = [], []
     for project in store.select(names):
-        if not PROJECT_NAME.match(project.name):
+        if not PROJECT_NAME.fullmatch(project.name):
             skipped.append(f"{project.name}: not a valid project name (rename the folder)")
         elif os.path.islink(project.root):
             skipped.append(f"{project.name}: the project folder is a symlink (not part of the "
@@ -210,7 +210,10 @@ def load_project(ctx: RegenContext, project: Project) -> ProjectModel:
     loaded = ctx.projects[project.name]
     history = daily_reads(project)
     atoms: list[AtomModel] = []
-    symlinks: list[str] = []
+    # the loader reports a linked atom as an error (cortexfs.wall): here it is one of these
+    symlinks = [os.path.join(*e.path.split(os.sep)[-2:]) for e in loaded.errors
+                if os.path.islink(e.path)]
+    errors = [e for e in loaded.errors if not os.path.islink(e.path)]
     linked_folders = {k.folder for k in KINDS if os.path.islink(project.folder(k))}
     for atom in loaded.atoms:
         rel = f"{atom.kind.folder}/{atom.path.name}"
@@ -225,7 +228,7 @@ def load_project(ctx: RegenContext, project: Project) -> ProjectModel:
                                history.get(atom.path.name, {})))
     texts = {name: _read_text(project.root / name) for name in GOVERNANCE_TEXTS}
     tasks, tasks_error = _tasks(project)
-    pm = ProjectModel(project, atoms, list(loaded.errors), symlinks, ctx.access[project.name],
+    pm = ProjectModel(project, atoms, errors, symlinks, ctx.access[project.name],
                       history, texts, _phase(texts["STATUS.md"]), tasks, tasks_error)
     pm.link()
     return pm
