@@ -16,6 +16,12 @@ from cortexfs import wall
 from cortexfs.errors import LockTimeoutError
 
 
+def temp_prefix(path: Path) -> str:
+    """The name start of a temporary file for `path`: `.NAME.PID.` (cortex.commit tells an
+    abandoned one, whose writer is gone, by that pid)."""
+    return f".{path.name}.{os.getpid()}."
+
+
 def atomic_write(path: Path, data: str | bytes, *, root: Path | None = None) -> None:
     """Write `data` to `path` through a temporary file in the same folder and a rename.
 
@@ -28,7 +34,7 @@ def atomic_write(path: Path, data: str | bytes, *, root: Path | None = None) -> 
     if root is not None:
         wall.check(root, path.parent)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)

@@ -72,14 +72,19 @@ def add_atom(store: Store, kind: str, project: str, summary: str, tags: list[str
     """Write a new atom as `cortex new` does (gate included); `body`, when given, replaces
     the template's body."""
     from cortexfs import authoring
+    from cortexfs.commit import transaction
     from cortexfs.recall import open_retriever
 
     proj = store.project(project)
     req = authoring.NewAtom(authoring.kind_named(kind), summary,
                             [t.strip() for t in tags if t.strip()], list(evidence or []),
                             list(sources or []), list(links or []))
-    added = authoring.add_atom(proj, req, strict=strict, commit=commit, body=body)
-    atom, duplicates, committed = added.atom, added.duplicates, added.committed
+    authoring.check_request(proj, req)
+    with transaction(store, commit=commit) as txn:  # refusals before the file is written
+        added = authoring.add_atom(proj, req, strict=strict, body=body)
+        txn.add(added.change)
+    atom, duplicates = added.atom, added.duplicates
+    committed = bool(txn.result and txn.result.commit)
     open_retriever(store, dense=False).invalidate()
     return {"id": atom.id, "project": proj.name, "path": _rel(store, atom.path),
             "committed": committed,
@@ -190,17 +195,16 @@ def build_server(store: Store) -> Any:
     ) -> dict[str, Any]:
         """Rebuild the index.md files, fold the access logs into refs / last-ref, refresh
         OVERVIEW.md, HIPPOCAMPUS.md and the CORTEX.md blocks; commit what changed."""
-        from cortexfs import git
+        from cortexfs.commit import Change, transaction
         from cortexfs.index import regenerate as regen
         from cortexfs.recall import open_retriever
 
-        if commit:
-            git.check_can_commit(store)
-        result = regen(store, projects or None)
-        committed = False
-        if result.written and commit:
-            committed = git.commit_paths(store, result.written, "index: regenerate "
-                                         + (", ".join(result.projects) or "all projects"))
+        with transaction(store, commit=commit) as txn:
+            result = regen(store, projects or None)
+            txn.add(Change(result.written, "index: regenerate "
+                           + (", ".join(result.projects) or "all projects"),
+                           regenerated=set(result.projects)))
+        committed = bool(txn.result and txn.result.commit)
         open_retriever(store, dense=False).invalidate()
         return {"projects": result.projects,
                 "written": [_rel(store, p) for p in result.written],
