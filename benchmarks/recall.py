@@ -51,6 +51,16 @@ def queries_from(index: rc.LexicalIndex, n: int, seed: int) -> list[str]:
     return [" ".join(rng.sample(words, rng.randint(1, 4))) for _ in range(n)]
 
 
+def _misspell(query: str, n: int) -> str:
+    """The query with its longest word cut short (`tokeniz`) or two letters swapped."""
+    words = query.split()
+    i = max(range(len(words)), key=lambda j: len(words[j]))
+    w = words[i]
+    if len(w) >= 5:
+        words[i] = w[:-2] if n % 2 else w[:2] + w[3] + w[2] + w[4:]
+    return " ".join(words)
+
+
 def percentiles(samples: list[float]) -> str:
     ms = sorted(s * 1000 for s in samples)
     p95 = ms[min(len(ms) - 1, int(round(0.95 * (len(ms) - 1))))]
@@ -96,6 +106,17 @@ def in_process(store: Store, weights: rc.Weights, args: argparse.Namespace) -> i
             cpu.append(time.process_time() - c)
         print(f"in-process, warm, {label}:\n    wall {percentiles(samples)}\n"
               f"    CPU  {percentiles(cpu)}  ({len(samples)} queries)")
+    # partial words and typos: the variant look-up only runs for words no atom has
+    typos = [_misspell(q, n) for n, q in enumerate(queries)]
+    for label, tuning in (("variants of unknown words on", rc.DEFAULT_TUNING),
+                          ("variants off", rc.Tuning(fuzzy_weight=0))):
+        cpu = []
+        for q in typos:
+            c = time.process_time()
+            rc.recall(store, q, k=args.k, weights=weights, max_age=60, tuning=tuning)
+            cpu.append(time.process_time() - c)
+        print(f"in-process, server mode, one word misspelt per query, {label}:\n"
+              f"    CPU  {percentiles(cpu)}  ({len(cpu)} queries)")
     env = dict(os.environ, CORTEX_HOME=str(store.home))
     cmd = [sys.executable, "-m", "cortexfs", "recall", "--k", str(args.k)]
     if not args.dense:
