@@ -338,9 +338,11 @@ VARIANTS: list[tuple[str, rc.Weights]] = [
 ]
 
 
-def recall_ranker(store: Store, weights: rc.Weights, to_key: dict[tuple[str, str], str]) -> Ranker:
+def recall_ranker(store: Store, weights: rc.Weights, to_key: dict[tuple[str, str], str],
+                  tuning: rc.Tuning | None = None) -> Ranker:
     def rank(q: Question) -> list[str]:
-        result = rc.recall(store, q.text, project=q.conv, k=K, weights=weights)
+        result = rc.recall(store, q.text, project=q.conv, k=K, weights=weights,
+                           tuning=tuning, snippets=False, max_age=3600)
         return [to_key[(h.project, h.id)] for h in result.hits]
 
     return rank
@@ -373,6 +375,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--conversations", type=int, help="use the first N conversations only")
     ap.add_argument("--weights", metavar="L,D,H,R,W", help="also run these signal weights "
                     "(lexical, dense, heat, recency, when), e.g. 1,0.25,0.3,0.1,0.5")
+    ap.add_argument("--loco", action="store_true",
+                    help="choose the tuning by leave-one-conversation-out (tune on all but "
+                         "one conversation, score that one, in turn) and report the held-out "
+                         "figures next to the in-sample ones")
+    ap.add_argument("--abstention", action="store_true",
+                    help="calibrate the dense abstention floors: each question against its "
+                         "own conversation (true) and another's (no answer there)")
     args = ap.parse_args(argv)
     if not args.data.is_file():
         print(f"error: no data file {args.data}", file=sys.stderr)
@@ -385,8 +394,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"evidence ids: {ev.ids} read, {ev.repaired} repaired, {ev.dropped} dropped; "
           f"{ev.questions_without_evidence} questions left with no evidence skipped")
     dense = not args.no_dense and rc.dense_available()
+    if args.abstention and not dense:
+        print("error: --abstention needs the embed extra (and no --no-dense)", file=sys.stderr)
+        return 1
     print(f"dense vectors: {'all-MiniLM-L6-v2' if dense else 'off'}; default weights "
-          f"{rc.DEFAULT_WEIGHTS}, RRF k = {rc.RRF_K}")
+          f"{rc.DEFAULT_WEIGHTS}, {rc.DEFAULT_TUNING}")
     variants = VARIANTS if not args.no_ablation else VARIANTS[:1]
     if args.weights:
         try:
@@ -409,24 +421,50 @@ def main(argv: list[str] | None = None) -> int:
         tmp = tempfile.TemporaryDirectory(prefix="cortex-locomo-")
         root = Path(tmp.name)
     try:
-        run(convs, root, variants, dense)
+        stores = build_stores(convs, root, dense)
+        if args.loco:
+            from locomo_tuning import loco
+
+            loco(convs, stores, dense)
+        elif args.abstention:
+            from locomo_tuning import abstention
+
+            abstention(convs, stores)
+        else:
+            ablation(convs, stores, variants)
     finally:
         if tmp is not None:
             tmp.cleanup()
     return 0
 
 
-def run(convs: list[Conversation], root: Path, variants: list[tuple[str, rc.Weights]],
-        dense: bool) -> None:
-    # Turn level.
+@dataclass
+class Stores:
+    """The two imported stores and how their atoms map back to LoCoMo's ids."""
+
+    turns: Store
+    turn_key: dict[tuple[str, str], str]  # (project, atom id) → dia id
+    sessions: Store
+    sess_key: dict[tuple[str, str], str]  # (project, atom id) → session number
+
+
+def turn_gold(q: Question) -> set[str]:
+    return set(q.evidence)
+
+
+def sess_gold(q: Question) -> set[str]:
+    return {e.split(":")[0][1:] for e in q.evidence}
+
+
+def build_stores(convs: list[Conversation], root: Path, dense: bool) -> Stores:
+    """Import the conversations (unless `root` holds them already) and index them."""
     turn_store = make_store(root / "turns")
     turn_key: dict[tuple[str, str], str] = {}
-    for conv in convs:
-        for dia, atom_id in import_turns(turn_store, conv).items():
-            turn_key[(conv.sample_id, atom_id)] = dia
     sess_store = make_store(root / "sessions")
     sess_key: dict[tuple[str, str], str] = {}
     for conv in convs:
+        for dia, atom_id in import_turns(turn_store, conv).items():
+            turn_key[(conv.sample_id, atom_id)] = dia
         for number, atom_id in import_sessions(sess_store, conv).items():
             sess_key[(conv.sample_id, atom_id)] = str(number)
     for store in (turn_store, sess_store):
@@ -434,23 +472,22 @@ def run(convs: list[Conversation], root: Path, variants: list[tuple[str, rc.Weig
         rc.recall(store, "warm up", k=1, weights=rc.DEFAULT_WEIGHTS if dense
                   else rc.Weights(dense=0), progress=_progress)
         print(f"indexed {store.home.name} in {time.monotonic() - started:.1f}s", file=sys.stderr)
+    return Stores(turn_store, turn_key, sess_store, sess_key)
 
-    def turn_gold(q: Question) -> set[str]:
-        return set(q.evidence)
 
-    def sess_gold(q: Question) -> set[str]:
-        return {e.split(":")[0][1:] for e in q.evidence}
-
+def ablation(convs: list[Conversation], stores: Stores,
+             variants: list[tuple[str, rc.Weights]]) -> None:
+    """The plain BM25 baseline and one row per variant, turn and session level."""
     rows_t = [("plain BM25 (bm25s, speaker: text)", evaluate(convs, plain_bm25(convs, "turn"),
                                                              turn_gold))]
     rows_s = [("plain BM25 (bm25s, speaker: text)",
                evaluate(convs, plain_bm25(convs, "session"), sess_gold))]
     for name, weights in variants:
         started = time.monotonic()
-        rows_t.append((name, evaluate(convs, recall_ranker(turn_store, weights, turn_key),
-                                      turn_gold)))
-        rows_s.append((name, evaluate(convs, recall_ranker(sess_store, weights, sess_key),
-                                      sess_gold)))
+        rows_t.append((name, evaluate(convs, recall_ranker(stores.turns, weights,
+                                                           stores.turn_key), turn_gold)))
+        rows_s.append((name, evaluate(convs, recall_ranker(stores.sessions, weights,
+                                                           stores.sess_key), sess_gold)))
         print(f"{name.strip()}: {time.monotonic() - started:.1f}s", file=sys.stderr)
     print_table("Turn level (one atom per dialog turn): any / all / MRR @10",
                 rows_t, ["any", "all", "mrr"])
@@ -458,8 +495,8 @@ def run(convs: list[Conversation], root: Path, variants: list[tuple[str, rc.Weig
                 rows_s, ["any", "mrr"])
 
 
-def _progress(done: int, total: int) -> None:
-    print(f"  embedding {done}/{total} passages", file=sys.stderr)
+def _progress(what: str, done: int, total: int) -> None:
+    print(f"  {what}: {done}/{total}", file=sys.stderr)
 
 
 if __name__ == "__main__":

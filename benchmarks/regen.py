@@ -13,6 +13,7 @@ For each store, after one regeneration that folds the access logs into the atoms
 - no-op:    the same command again (nothing changed)
 - 1 change: after editing one atom's summary (index re-rendered and committed), and the same
             with --no-commit
+- new atom: `cortex new exp -p PROJECT …` (duplicate gate, the file, its commit)
 - 1 read:   after one new access-log line newer than anything in the store (--no-commit):
             the atom's refs are folded and its index re-rendered, and the store clock moves,
             so every HIPPOCAMPUS.md strength is recomputed and every topic file rewritten
@@ -170,6 +171,14 @@ def bench_store(store: Path, reps: int) -> dict[str, str]:
         wall, peak = run_rss(regen, env)
         changed.append(wall)
         rss.append(peak)
+    project = sorted(p.name for p in (store / "context" / "projects").iterdir() if p.is_dir())[0]
+    new_atom = []
+    for rep in range(reps):
+        wall, out = run([*cortex, "new", "exp", "-p", project, "-s",
+                         f"benchmark atom {rep} on {time.time_ns()}", "-t", "bench"], env)
+        if not out.strip().endswith(".md"):
+            raise SystemExit(f"cortex new failed: {out}")
+        new_atom.append(wall)
     floor_wall, floor_inproc = [], []
     for _ in range(reps):
         wall, out = run([sys.executable, "-c", FLOOR, str(store)], env)
@@ -187,14 +196,14 @@ def bench_store(store: Path, reps: int) -> dict[str, str]:
         "1 changed": median_min(changed),
         "1 changed, --no-commit": median_min(changed_nc),
         "1 changed, indexes only, --no-commit": median_min(changed_only),
+        "new atom (cortex new, committed)": median_min(new_atom),
         "1 read, --no-commit": median_min(reads),
         "floor (process)": median_min(floor_wall),
         "floor (parse only)": median_min(floor_inproc),
         "cold / floor": f"{statistics.median(cold) / statistics.median(floor_wall):.2f}",
         "peak RSS MB": f"{max(rss) / 1024:.0f}",
         "--help": median_min(helps),
-        "git clean after": "yes" if len([ln for ln in status.splitlines()
-                                         if "EXP-001.md" not in ln]) == 0 else "NO",
+        "git clean after": "yes" if not status.strip() else "NO",
     }
 
 

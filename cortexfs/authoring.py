@@ -25,10 +25,11 @@ from cortexfs.atoms import (
 from cortexfs.errors import AtomParseError, InvalidInputError
 from cortexfs.escape import yaml_scalar
 from cortexfs.frontmatter import decode, parse
-from cortexfs.fsutil import file_lock
+from cortexfs.fsutil import file_lock, temp_prefix
 from cortexfs.store import Project
 
 if TYPE_CHECKING:
+    from cortexfs.commit import Change
     from cortexfs.dedup import Duplicate
 
 TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]{0,63}\Z")
@@ -56,7 +57,8 @@ def next_number(project: Project, kind: Kind) -> int:
     return highest + 1
 
 
-def _check(project: Project, req: NewAtom) -> None:
+def check_request(project: Project, req: NewAtom) -> None:
+    """Refuse bad input for a new atom (one line saying what to pass instead)."""
     summary = req.summary.strip()
     if not summary:
         raise InvalidInputError("the summary is empty: pass --summary \"what this atom says\"")
@@ -124,30 +126,30 @@ def kind_named(short: str) -> Kind:
 
 @dataclass
 class AddedAtom:
-    """What `add_atom` did: the atom, the near-duplicates it warned about, the commit."""
+    """What `add_atom` did: the atom, the near-duplicates it warned about, the change to
+    commit (cortexfs.commit)."""
 
     atom: Atom
     duplicates: list[Duplicate]
-    committed: bool
+    change: Change
 
 
-def add_atom(project: Project, req: NewAtom, *, strict: bool = False, commit: bool = True,
+def add_atom(project: Project, req: NewAtom, *, strict: bool = False,
              body: str | None = None) -> AddedAtom:
-    """`cortex new` as a library call: the duplicate gate, the new file, its commit.
+    """`cortex new` as a library call: the duplicate gate, then the new file.
 
-    Everything that could refuse (bad input, a strict near-duplicate, git unable to
-    commit) refuses before the file is written.
+    Everything that could refuse (bad input, a strict near-duplicate) refuses before the
+    file is written; the caller commits `change` (inside a cortexfs.commit.transaction,
+    whose pre-flight has checked what the commit needs before this writes).
     """
-    from cortexfs import dedup, git
+    from cortexfs import dedup
+    from cortexfs.commit import Change
 
-    _check(project, req)
-    if commit:
-        git.check_can_commit(project.store)
+    check_request(project, req)
     duplicates = dedup.check_new_atom(project, req.kind, req.summary, req.tags, strict=strict)
     atom = create_atom(project, req, body=body)
-    committed = commit and git.commit_paths(project.store, [atom.path],
-                                            f"atom: add {atom.id} — {atom.summary}")
-    return AddedAtom(atom, duplicates, committed)
+    change = Change([atom.path], f"atom: add {atom.id} — {atom.summary}", created=[atom.path])
+    return AddedAtom(atom, duplicates, change)
 
 
 def create_atom(project: Project, req: NewAtom, body: str | None = None) -> Atom:
@@ -155,7 +157,7 @@ def create_atom(project: Project, req: NewAtom, body: str | None = None) -> Atom
 
     `body`, when given, replaces the template's body.
     """
-    _check(project, req)
+    check_request(project, req)
     folder = project.folder(req.kind)
     wall.check(project.store.context, folder)  # never write through a linked folder
     folder.mkdir(parents=True, exist_ok=True)
@@ -201,7 +203,8 @@ def _check_written(req: NewAtom, meta: dict[str, object]) -> None:
 
 def _write_new(path: Path, text: str) -> None:
     """Create `path` atomically, failing if it exists (a hard link never replaces a file)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path),
+                                suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)

@@ -4,7 +4,8 @@ The hook appends lines and calls `request(home)`: unless a committer already run
 store (it holds an flock on `.locks/autocommit.lock`), it spawns one, detached, handing it
 the lock it just took so that there is no moment when lines can be appended with nobody due
 to commit them. The committer waits for a few seconds of quiet (at most MAX_DELAY in all),
-commits only the access logs through `git.commit_paths`, and repeats while lines keep
+commits only the access logs through the committer (`cortexfs.commit.commit_paths`: the
+logs rest on nothing, so nothing else comes with them), and repeats while lines keep
 arriving. A failed commit (a held index.lock, a merge under way) is retried later; the
 lines stay in the work tree, so nothing is lost whatever happens.
 
@@ -145,11 +146,11 @@ def commit_logs(home: str) -> bool:
     """Commit the access logs that changed (nothing else); True when a commit was made."""
     from pathlib import Path
 
-    from cortexfs.git import commit_paths
+    from cortexfs.commit import commit_paths
     from cortexfs.store import Store
 
     store = Store(Path(home))
-    return commit_paths(store, [Path(p) for p in access_logs(home)], MESSAGE)
+    return commit_paths(store, [Path(p) for p in access_logs(home)], MESSAGE) is not None
 
 
 def _log(home: str, message: str) -> None:

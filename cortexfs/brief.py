@@ -11,7 +11,13 @@ issue titles, and the strongest knowledge and newest experiments across all proj
 Ranking: knowledge and patterns by `cortexfs.strength` (hours since the last read, or the
 atom's date, up to the store clock — the same as HIPPOCAMPUS.md — with the v1/v2 modifiers:
 `priority: critical` never decays, high 0.3×, low 2×, `src: manual` 0.5×, 3+ related 0.7×),
-then by reads. Experiments by date, newest first.
+then by reads. Experiments by date, newest first. Only active atoms are listed, and of
+them only those at strength 0.1 or more: below it hippocampus.md v2 (§8.3) takes an entry
+out of the context (its file stays; HIPPOCAMPUS.md's decay queue lists it) — the section
+says how many. Knowledge or a pattern whose evidence experiments are all retired
+(superseded, invalidated …) is marked "evidence retired" and ranked after the others: it
+may no longer hold. (Checked for the first EVIDENCE_CHECKED lines, more than any budget
+shows.)
 
 Packing (the paper's ContextDecomposer): when everything fits, everything is shown. Else
 each section first gets a share of the budget and takes its items in rank order while they
@@ -41,6 +47,8 @@ if TYPE_CHECKING:
 DEFAULT_BUDGET = 4_000
 MIN_BUDGET = 100
 MAX_ITEM_CHARS = 400
+DECAY_FLOOR = 0.1  # hippocampus.md v2 §8.3: below this strength an entry leaves the context
+EVIDENCE_CHECKED = 200
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _OPEN_STATUSES = ("doing", "todo", "blocked")
 
@@ -263,26 +271,92 @@ def _task_items(project: Project, prefix: str = "") -> tuple[list[tuple[Any, str
     return out, note
 
 
-def _rank(parts: Sequence[Part]) -> tuple[list[IndexEntry], list[IndexEntry]]:
-    """(active knowledge and patterns, strongest first; active experiments, newest first),
-    with the strengths HIPPOCAMPUS.md shows."""
+@dataclass
+class Ranked:
+    """The brief's atoms: active knowledge and patterns (strongest first, those on retired
+    evidence last) and active experiments (newest first), at strength DECAY_FLOOR or more;
+    how many were left out below it; the keys of those on retired evidence."""
+
+    minds: list[IndexEntry]
+    experiments: list[IndexEntry]
+    decayed_minds: int = 0
+    decayed_experiments: int = 0
+    weak: set[str] = field(default_factory=set)
+
+
+def _rank(store: Store, parts: Sequence[Part]) -> Ranked:
+    """The atoms of the brief, with the strengths HIPPOCAMPUS.md shows."""
     from cortexfs.hippocampus import assemble
 
     entries = assemble(parts).entries
     minds = [e for e in entries if e.kind != "experiments"]
-    minds.sort(key=lambda e: (-e.strength, -e.hits, e.project, _id_order(e.id)))
     experiments = [e for e in entries if e.kind == "experiments"]
-    experiments.sort(key=lambda e: (-(e.created or dt.date.min).toordinal(), e.project,
-                                    _id_order(e.id)))
-    return minds, experiments
+    out = Ranked([e for e in minds if e.strength >= DECAY_FLOOR],
+                 [e for e in experiments if e.strength >= DECAY_FLOOR])
+    out.decayed_minds = len(minds) - len(out.minds)
+    out.decayed_experiments = len(experiments) - len(out.experiments)
+    out.minds.sort(key=lambda e: (-e.strength, -e.hits, e.project, _id_order(e.id)))
+    out.experiments.sort(key=lambda e: (-(e.created or dt.date.min).toordinal(), e.project,
+                                        _id_order(e.id)))
+    head = out.minds[:EVIDENCE_CHECKED]
+    out.weak = _on_retired_evidence(store, head)
+    out.minds[:len(head)] = [e for e in head if e.key not in out.weak] + \
+        [e for e in head if e.key in out.weak]
+    return out
+
+
+def _on_retired_evidence(store: Store, entries: Sequence[IndexEntry]) -> set[str]:
+    """The keys of the entries whose evidence experiments (those that exist) are all
+    retired: superseded, refined, stale, deprecated or invalidated."""
+    from cortexfs import wall
+    from cortexfs.atoms import EXPERIMENT, KINDS, status_group
+    from cortexfs.errors import AtomParseError
+    from cortexfs.loader import read_atom
+
+    kinds = {k.folder: k for k in KINDS}
+    groups: dict[tuple[str, str], str | None] = {}
+
+    def group(project: str, exp: str) -> str | None:
+        key = (project, exp)
+        if key not in groups:
+            path = store.projects_dir / project / EXPERIMENT.folder / f"{exp}.md"
+            read = read_atom(path, EXPERIMENT) if not wall.reason(store.context, path) \
+                else None
+            groups[key] = None if read is None or isinstance(read, AtomParseError) else \
+                status_group(read[0].status)
+        return groups[key]
+
+    weak = set()
+    for e in entries:
+        atom = e.atom
+        if atom is None:
+            if wall.reason(store.context, store.context / e.pointer):
+                continue
+            read = read_atom(store.context / e.pointer, kinds[e.kind])
+            if isinstance(read, AtomParseError):
+                continue
+            atom = read[0]
+        found = [g for exp in atom.cited_experiments() if (g := group(e.project, exp))]
+        if found and all(g != "active" for g in found):
+            weak.add(e.key)
+    return weak
+
+
+def _decayed(n: int) -> str:
+    """What a section's intro says of the atoms below DECAY_FLOOR it leaves out."""
+    return f"; {n:,} below strength {DECAY_FLOOR} left out (see HIPPOCAMPUS.md's decay " \
+        "queue)" if n else ""
 
 
 def _id_order(atom_id: str) -> tuple[int, str]:
-    m = re.search(r"(\d+)", atom_id)
-    return (-int(m.group(1)) if m else 0, atom_id)
+    """Higher numbers first (EXP-042 before EXP-007); a slice, not a regex: it runs once
+    per atom of the store."""
+    number = atom_id[atom_id.find("-") + 1:].rstrip("abcdefghijklmnopqrstuvwxyz")
+    return (-int(number) if number.isdigit() else 0, atom_id)
 
 
-def _atom_line(r: IndexEntry, qualified: bool, with_strength: bool) -> str:
+def _atom_line(r: IndexEntry, qualified: bool, with_strength: bool,
+               weak: set[str] | None = None) -> str:
     label = r.key if qualified else r.id
     notes = []
     if with_strength:
@@ -293,6 +367,8 @@ def _atom_line(r: IndexEntry, qualified: bool, with_strength: bool) -> str:
         notes.append(r.created.isoformat() if r.created else "undated")
     if r.status not in ("active", "valid"):
         notes.append(r.status)
+    if weak and r.key in weak:
+        notes.append("evidence retired")
     kind = "pattern " if r.kind == "patterns" else ""
     summary = r.summary or "(no summary)"
     return f"- {kind}{label} ({', '.join(notes)}): {summary}"
@@ -325,7 +401,7 @@ def build(store: Store, project: str | None = None, budget: int = DEFAULT_BUDGET
 
 
 def _project_brief(store: Store, project: Project, budget: int) -> Brief:
-    minds, experiments = _rank(_parts(store, [project]))
+    ranked = _rank(store, _parts(store, [project]))
     slots: list[Slot] = []
     status_text = _read_text(project, "STATUS.md")
     status_items = [_item(line + "\n") for line in markdown_lines(status_text or "")]
@@ -343,11 +419,13 @@ def _project_brief(store: Store, project: Project, budget: int) -> Brief:
     slots.append(Slot("issues", "Issues", [_item(b) for b in issues], 0.10, "issues",
                       f"(from {rel}/ISSUES.md)"))
     slots.append(Slot("knowledge", "Strongest knowledge and patterns",
-                      [_item(_atom_line(r, False, True)) for r in minds], 0.30, "atoms",
-                      f"(files: {rel}/knowledge/K-NNN.md, {rel}/patterns/PAT-NNN.md)"))
+                      [_item(_atom_line(r, False, True, ranked.weak)) for r in ranked.minds],
+                      0.30, "atoms", f"(files: {rel}/knowledge/K-NNN.md, "
+                      f"{rel}/patterns/PAT-NNN.md{_decayed(ranked.decayed_minds)})"))
     slots.append(Slot("experiments", "Recent experiments",
-                      [_item(_atom_line(r, False, False)) for r in experiments], 0.15,
-                      "atoms", f"(files: {rel}/experiments/EXP-NNN.md)"))
+                      [_item(_atom_line(r, False, False)) for r in ranked.experiments], 0.15,
+                      "atoms", f"(files: {rel}/experiments/EXP-NNN.md"
+                      f"{_decayed(ranked.decayed_experiments)})"))
     slots = [s for s in slots if s.items]
     head = (f"# Session brief — {project.name}\n"
             f"Knowledge root: {store.context} · `cortex brief` · budget {budget:,} tokens\n")
@@ -359,7 +437,7 @@ def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brie
     from cortexfs.governance import read_status
 
     parts = _parts(store, projects)
-    minds, experiments = _rank(parts)
+    ranked = _rank(store, parts)
     overview: list[str] = []
     for project, part in zip(projects, parts, strict=True):
         name = project.name
@@ -387,11 +465,13 @@ def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brie
              "tasks"),
         Slot("issues", "Issues", issue_items, 0.10, "issues"),
         Slot("knowledge", "Strongest knowledge and patterns",
-             [_item(_atom_line(r, True, True)) for r in minds], 0.35, "atoms",
-             "(files: projects/<project>/knowledge/K-NNN.md, …/patterns/PAT-NNN.md)"),
+             [_item(_atom_line(r, True, True, ranked.weak)) for r in ranked.minds], 0.35,
+             "atoms", "(files: projects/<project>/knowledge/K-NNN.md, …/patterns/PAT-NNN.md"
+             f"{_decayed(ranked.decayed_minds)})"),
         Slot("experiments", "Recent experiments",
-             [_item(_atom_line(r, True, False)) for r in experiments], 0.20, "atoms",
-             "(files: projects/<project>/experiments/EXP-NNN.md)"),
+             [_item(_atom_line(r, True, False)) for r in ranked.experiments], 0.20, "atoms",
+             f"(files: projects/<project>/experiments/EXP-NNN.md"
+             f"{_decayed(ranked.decayed_experiments)})"),
     ]
     slots = [s for s in slots if s.items]
     if not projects:

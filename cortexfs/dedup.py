@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from cortexfs.atoms import Kind
 from cortexfs.errors import InvalidInputError
 from cortexfs.store import Project
@@ -76,25 +74,33 @@ def find_duplicates(project: Project, kind: Kind, summary: str, tags: list[str],
                     jaccard_threshold: float = JACCARD_THRESHOLD,
                     cosine_threshold: float = COSINE_THRESHOLD) -> list[Duplicate]:
     """Existing atoms of `kind` in `project` that the new atom nearly duplicates, most
-    similar first (at most MAX_REPORTED)."""
-    from cortexfs.recall import dense_available, dense_texts, open_index
+    similar first (at most MAX_REPORTED).
 
-    # Vectors only if recall has built some: loading the model costs more than the gate.
-    cached = dense_available() and any(
-        (project.store.cache_dir / "recall").glob("vectors-*.npz"))
-    index = open_index(project.store, dense=cached)
-    index.refresh(dense=False)  # lexical side only: cheap, incremental
-    folder = f"{project.name}/{kind.folder}/"
-    docs = [index.docs[i] for i, key in enumerate(index.docs.keys) if key.startswith(folder)]
-    if not docs:
+    The lexical side reads the summaries and tags from the loader's cache (a stat per
+    file): `cortex new` must not wait for recall's index to be rebuilt (at 10,000 atoms a
+    rebuild after each new atom took 10 s)."""
+    from cortexfs.loader import load_project
+    from cortexfs.recall import dense_available, dense_texts, open_retriever
+
+    atoms = [a for a in load_project(project, bodies=False).atoms if a.kind is kind]
+    if not atoms:
         return []
     new_terms = gate_terms(summary, tags)
     found: dict[str, Duplicate] = {}
-    for doc in docs:
-        sim = jaccard(new_terms, gate_terms(doc.summary, doc.tags))
+    for atom in atoms:
+        sim = jaccard(new_terms, gate_terms(atom.summary, atom.tags))
         if sim >= jaccard_threshold:
-            found[doc.key] = Duplicate(doc.id, project.store.projects_dir / doc.key,
-                                       doc.summary, sim, "terms")
+            key = f"{project.name}/{kind.folder}/{atom.path.name}"
+            found[key] = Duplicate(atom.id, atom.path, atom.summary, sim, "terms")
+    # Vectors only if recall has built some: loading the model costs more than the gate.
+    if not (dense_available() and any(
+            (project.store.cache_dir / "recall").glob("vectors-*.npz"))):
+        return sorted(found.values(), key=lambda d: -d.similarity)[:MAX_REPORTED]
+    import numpy as np
+
+    index = open_retriever(project.store, dense=True)
+    index.refresh(dense=False)
+    docs = index.lexical.docs_in(f"{project.name}/{kind.folder}")
     vectors = index.vectors
     if vectors is not None:
         vectors.load_cached()

@@ -9,7 +9,7 @@ Why not sentence-transformers: it imports torch (seconds of start-up, gigabytes 
 run a 6-layer, 384-wide BERT that numpy runs fine. This module reads the safetensors file
 itself, tokenizes with BERT's uncased WordPiece, and computes the same forward pass, mean
 pooling and L2 normalisation as sentence-transformers (cosine agreement > 0.9999 with it).
-Only numpy is needed, which recall already has through bm25s.
+Only numpy is needed, which recall uses anyway.
 """
 
 from __future__ import annotations

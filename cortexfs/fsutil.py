@@ -17,6 +17,12 @@ from cortexfs import wall
 from cortexfs.errors import LockTimeoutError
 
 
+def temp_prefix(path: Path) -> str:
+    """The name start of a temporary file for `path`: `.NAME.PID.` (cortex.commit tells an
+    abandoned one, whose writer is gone, by that pid)."""
+    return f".{path.name}.{os.getpid()}."
+
+
 def atomic_write(path: Path, data: str | bytes, *, root: Path | None = None) -> None:
     """Write `data` to `path` through a temporary file in the same folder and a rename.
 
@@ -41,7 +47,7 @@ def write_temp(path: Path, raw: bytes, durable: bool = True) -> str:
     """A temporary file beside `path` holding `raw`, with `path`'s mode (0644 & ~umask for a
     new file); fsynced unless `durable` is False (the caller syncs). Its name."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)

@@ -1,11 +1,17 @@
-"""The one module that talks to git: the store's repository and cortex's own commits.
+"""The one module that runs git: the store's repository, its lock files, cortex's commits.
 
-cortex commits only the paths it wrote, never a user's other staged or unstaged work: a
-commit is built in a private index from HEAD plus those paths, HEAD is moved with a
-compare-and-swap, and only those paths' entries of the user's index are brought up to date.
+What a commit holds is decided by cortexfs.commit (the committer); this module makes one
+exactly (`commit_exactly`): in a private index, so that a user's staged work is never
+committed, with the user's index updated for those paths before HEAD moves (a
+compare-and-swap), so that it is never left behind HEAD. `preflight` checks, before a
+command writes, what that commit will need; `stale_lock` says when one of git's lock
+files was left by a git that is gone, so that it can be removed.
 
-Git runs as plain subprocesses (not gitpython objects) on every path that must be fast:
-`cortex ready` reads `worktree_state` at each session start.
+Git runs as plain subprocesses through `git_run`, not through gitpython's `Git` wrapper:
+a call costs the same either way (1.4 ms for `git rev-parse HEAD`, median of 40, both
+ways), but `import git` costs 67 ms (min of 8 runs, shared 2-core machine, load 6.5) —
+a quarter of the 0.25 s that `cortex new` may take as a whole process. gitpython creates
+the repository at `cortex init` (`ensure_repo`), where that does not matter.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -67,9 +74,12 @@ def _is_lock_busy(stderr: str) -> bool:
 def git_run(home: Path, *args: str, check: bool = True, input: str | None = None,
             env: dict[str, str] | None = None, timeout: float | None = None,
             ) -> subprocess.CompletedProcess[str]:
-    """Run `git args` in `home`, waiting out another process's index.lock.
+    """Run `git args` in `home`, waiting out another process's lock file (index.lock,
+    HEAD.lock, a ref's lock) and removing a stale one (see `stale_lock`).
 
-    With `check`, a failure becomes a GitError whose one line says what git said.
+    With `check`, a failure becomes a GitError whose one line says what git said. git runs
+    in its own process group: a Ctrl-C meant for cortex does not kill it half-way (cortex
+    stops at a boundary of its own, see cortexfs.interrupt).
     """
     deadline = time.monotonic() + LOCK_WAIT_SECONDS
     cmd = ["git", "--literal-pathspecs", *args]
@@ -77,28 +87,32 @@ def git_run(home: Path, *args: str, check: bool = True, input: str | None = None
         try:
             proc = subprocess.run(cmd, cwd=home, input=input, capture_output=True, text=True,
                                   encoding="utf-8", errors="surrogateescape",
-                                  env=git_env(env), timeout=timeout)
+                                  env=git_env(env), timeout=timeout, process_group=0)
         except FileNotFoundError:
             raise GitError("git is not installed or not on PATH: install git") from None
         except subprocess.TimeoutExpired:
             raise GitError(f"git {args[0]} did not finish within {timeout:.0f}s: check the "
                            "network and the remote, then try again") from None
-        if proc.returncode == 0 or not check:
-            if proc.returncode != 0 and _is_lock_busy(proc.stderr) \
-                    and time.monotonic() < deadline:
-                time.sleep(0.05)
-                continue
-            return proc
-        if _is_lock_busy(proc.stderr):
-            if time.monotonic() < deadline:
-                time.sleep(0.05)
-                continue
-            held = re.search(r"'([^']+\.lock)'", proc.stderr)
-            lock = held.group(1) if held else f"{git_dir_of(home)}/index.lock"
-            raise GitError(f"git is busy ({lock} has been held for {LOCK_WAIT_SECONDS:.0f}s): "
-                           "wait for the other git process, or delete the lock file if none "
-                           "is running")
+        if proc.returncode == 0 or not _is_lock_busy(proc.stderr):
+            break
+        lock = _lock_named(home, proc.stderr)
+        if _remove_if_stale(home, lock):
+            continue
+        if time.monotonic() >= deadline:
+            if not check:
+                return proc
+            raise _busy(home, lock, LOCK_WAIT_SECONDS)
+        time.sleep(0.05)
+    if proc.returncode != 0 and check:
         raise git_error(args, proc.stderr or proc.stdout)
+    return proc
+
+
+def _lock_named(home: Path, stderr: str) -> Path:
+    """The lock file a git error message says is held."""
+    held = re.search(r"'([^']+\.lock)'", stderr)
+    lock = Path(held.group(1)) if held else git_dir_of(home) / "index.lock"
+    return lock if lock.is_absolute() else home / lock
 
 
 def git_error(args: Sequence[str], output: str) -> GitError:
@@ -203,20 +217,6 @@ def check_idle(repo: git.Repo | Path) -> None:
     if what:
         raise GitError(f"{home} is in the middle of a {what}: finish or abort it (`git status` "
                        "says how), then run the command again")
-
-
-def check_can_commit(store: Store) -> None:
-    """Raise now what `commit_paths` would raise only after a command wrote its files: a
-    merge (rebase, cherry-pick) under way, or no identity for commits. A command that
-    writes and then commits calls this first, so that a refusal writes nothing (a rerun
-    would otherwise write the atom again, under the next id)."""
-    if not is_repo(store.home):
-        return  # commit_paths commits nothing outside a repository, and does not fail
-    check_idle(store.home)
-    for who in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
-        proc = git_run(store.home, "var", who, check=False)
-        if proc.returncode != 0:
-            raise git_error(["var"], proc.stderr)
 
 
 def head_commit(home: Path) -> str | None:
@@ -333,112 +333,514 @@ def git_lock_path(store: Store) -> Path:
     return store.locks_dir / "git.lock"
 
 
-_held_locks: set[Path] = set()  # homes whose git lock this process holds (re-entrant use)
+# homes whose git lock this process holds (re-entrant use) → when it took it (time.time())
+_held_since: dict[Path, float] = {}
 
 
 @contextlib.contextmanager
 def git_lock(store: Store, timeout: float = GIT_LOCK_SECONDS) -> Iterator[None]:
-    """Serialise cortex's own git work on one store (commits, a whole sync) across processes.
+    """Serialise cortex's own work on one store's git repository (every writing command from
+    its pre-flight to its commit, a whole sync, the watcher's and the access-log
+    committer's commits) across processes.
 
-    Re-entrant within a process, so `sync` can commit through `commit_paths` while it holds it.
+    Re-entrant within a process, so `sync` can commit through `commit_paths` while it holds
+    it. Whoever holds it is the only cortex process running git in the repository: a git
+    lock file older than this holding is therefore not a live cortex's (see `stale_lock`).
+    The holder's pid is written into the lock file and cleared on release: a pid found
+    there means the last holder was killed, and the temporary files it may have left are
+    removed first (cortexfs.commit.remove_stale_temporaries).
     """
     from cortexfs.fsutil import file_lock
 
     home = store.home.absolute()
-    if home in _held_locks:
+    if home in _held_since:
         yield
         return
+    path = git_lock_path(store)
     # `cortex watch` looks at this lock to tell cortex's own reads of atoms from others'
-    with file_lock(git_lock_path(store), timeout=timeout,
+    with file_lock(path, timeout=timeout,
                    what=f"git in {store.home} (a `cortex sync` or commit is running)"):
-        _held_locks.add(home)
+        abandoned, _held_since[home] = _mark_held(path)
         try:
+            if abandoned:
+                from cortexfs.commit import remove_stale_temporaries
+
+                with contextlib.suppress(OSError):
+                    remove_stale_temporaries(store)
             yield
         finally:
-            _held_locks.discard(home)
+            _held_since.pop(home, None)
+            with contextlib.suppress(OSError):
+                os.truncate(path, 0)
+
+
+def _mark_held(path: Path) -> tuple[bool, float]:
+    """Write our pid into the lock file: (whether a killed holder's pid was there, now as
+    the file system stamps files — its clock is coarser than time.time(): a file made a
+    moment after time.time() was read can carry an earlier mtime)."""
+    try:
+        with open(path, "r+b") as f:
+            abandoned = bool(f.read(32).strip())
+            f.seek(0)
+            f.truncate()
+            f.write(f"{os.getpid()}\n".encode())
+            f.flush()
+            return abandoned, os.fstat(f.fileno()).st_mtime
+    except OSError:
+        return False, time.time()
+
+
+def holds_git_lock(store: Store) -> bool:
+    """Whether this process holds the store's git lock now."""
+    return store.home.absolute() in _held_since
+
+
+# --- git's own lock files: waiting them out, or removing stale ones --------------------------
+
+def git_lock_files(home: Path) -> list[Path]:
+    """The lock files a cortex commit needs free: the index's, HEAD's and its branch's."""
+    gitdir = git_dir_of(home)
+    out = [gitdir / "index.lock", gitdir / "HEAD.lock"]
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        head = (gitdir / "HEAD").read_text(encoding="utf-8").strip()
+        if head.startswith("ref: refs/"):
+            out.append(gitdir / f"{head[5:]}.lock")
+    return out
+
+
+def git_processes(home: Path) -> list[str] | None:
+    """The live git processes working in the repository at `home`, each as "pid N (command)";
+    None when this system cannot tell.
+
+    On Linux, from /proc: a process whose command name is git (or git-*) and whose current
+    folder, command line or GIT_DIR / GIT_WORK_TREE / GIT_INDEX_FILE lies in the work tree or
+    the git dir. One whose details we may not read (another user's) counts as working here:
+    a lock is only ever removed when no process could be holding it. Elsewhere (no /proc),
+    every running git process counts, as `ps` lists them; without `ps`, None.
+    """
+    if not os.path.isdir("/proc/self/fd"):
+        return _git_processes_ps()
+    places = {str(home.resolve()), str(git_dir_of(home).resolve())}
+    found = []
+    me = os.getpid()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            with open(f"/proc/{entry.name}/comm", encoding="utf-8", errors="replace") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue  # gone meanwhile
+        if comm != "git" and not comm.startswith("git-"):
+            continue
+        where = _works_in(entry.name, places)
+        if where is not False:
+            found.append(f"pid {entry.name} ({where or comm})")
+    return found
+
+
+def _inside(path: str, places: set[str]) -> bool:
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in places)
+
+
+def _works_in(pid: str, places: set[str]) -> str | bool:
+    """False when git process `pid` works elsewhere (or is a zombie), else its command line
+    ('' when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        args = []
+    command = " ".join(args)[:120]
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except PermissionError:
+        return command  # another user's git: it may be working here
+    except OSError:
+        return False  # gone, or a zombie (which holds no lock)
+    if _inside(cwd, places) or any(_inside(a.split("=", 1)[-1], places) for a in args):
+        return command
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+    except PermissionError:
+        return command
+    except OSError:
+        return False
+    for item in env:
+        name, _, value = item.decode("utf-8", "replace").partition("=")
+        if name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE") and _inside(value, places):
+            return command
+    return False
+
+
+def _git_processes_ps() -> list[str] | None:
+    try:
+        proc = subprocess.run(["ps", "-A", "-o", "pid=,comm="], capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    out = []
+    for line in proc.stdout.splitlines():
+        pid, _, comm = line.strip().partition(" ")
+        name = os.path.basename(comm.strip())
+        if (name == "git" or name.startswith("git-")) and pid != str(os.getpid()):
+            out.append(f"pid {pid} ({name})")
+    return out
+
+
+def stale_lock(home: Path, lock: Path) -> bool:
+    """Whether git lock file `lock` is stale, so that cortex may remove it.
+
+    Decided only while this process holds the store's git lock (`git_lock`): every cortex
+    process runs git under that lock, so a lock file made before we took it was made by a
+    git that a cortex (or a person) started earlier. It is stale when, besides, no live git
+    process works in this repository (`git_processes`): its maker was killed (kill -9, a
+    crash, a power cut) and nothing will ever remove it. A lock file made after we took the
+    store's lock, or any while a git process works here, belongs to a running git: wait.
+    """
+    since = _held_since.get(home.absolute())
+    if since is None:
+        return False
+    try:
+        made = lock.stat().st_mtime
+    except OSError:
+        return False
+    if made >= since:
+        return False
+    return git_processes(home) == []
+
+
+def clear_git_locks(home: Path, wait: float | None = None) -> None:
+    """Make sure no git lock file stands in the way of a commit: remove stale ones (a one-line
+    note on stderr), wait out held ones for up to `wait` seconds (LOCK_WAIT_SECONDS), then
+    raise a GitError that says what to do."""
+    wait = LOCK_WAIT_SECONDS if wait is None else wait
+    deadline = time.monotonic() + wait
+    while True:
+        held = [lock for lock in git_lock_files(home) if lock.exists()]
+        held = [lock for lock in held if not _remove_if_stale(home, lock)]
+        if not held:
+            return
+        if time.monotonic() >= deadline:
+            raise _busy(home, held[0], wait)
+        time.sleep(0.05)
+
+
+def _remove_if_stale(home: Path, lock: Path) -> bool:
+    """Remove `lock` if it is stale (with a one-line note on stderr); True when it is gone."""
+    if stale_lock(home, lock):
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()
+        sys.stderr.write(f"cortex: removed the stale git lock {lock} (the git process that "
+                         "made it is gone)\n")
+    return not lock.exists()
+
+
+def _busy(home: Path, lock: Path, waited: float) -> GitError:
+    holders = git_processes(home)
+    if holders:
+        return GitError(f"git is busy: {lock} has been held for {waited:.0f}s by "
+                        f"{', '.join(holders[:2])} working in {home}; wait for it to finish "
+                        "(or stop it), then run the command again")
+    return GitError(f"git is busy: {lock} has been held for {waited:.0f}s; if no git process "
+                    f"is running in {home}, delete that file, then run the command again")
+
+
+# --- pre-flight: what a commit needs, checked before a command writes ----------------------------
+
+MIN_FREE_BYTES = 1 << 20  # besides two copies of the index: git's objects, temporary files
+
+
+def check_identity(home: Path) -> None:
+    """Refuse when git has no identity for commits (a name and an email)."""
+    env = os.environ
+    for role in ("AUTHOR", "COMMITTER"):
+        if env.get(f"GIT_{role}_NAME", "").strip() and env.get(f"GIT_{role}_EMAIL", "").strip():
+            continue  # given by the environment: nothing in the config can take it away
+        where = home if home.is_dir() else _existing_parent(home)
+        proc = git_run(where, "var", f"GIT_{role}_IDENT", check=False)
+        if proc.returncode != 0:
+            raise git_error(["var"], proc.stderr)
+
+
+def _existing_parent(path: Path) -> Path:
+    path = path.absolute()
+    while not path.is_dir() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_room(folder: Path, need: int, what: str) -> None:
+    """Refuse when `folder` (or, while it does not exist, where it would be made) is not
+    writable or has less than `need` bytes free."""
+    from cortexfs.errors import EnvironmentProblem
+
+    folder = _existing_parent(folder)
+    if not os.access(folder, os.W_OK):
+        try:
+            read_only = os.statvfs(folder).f_flag & os.ST_RDONLY
+        except OSError:
+            read_only = False
+        why = "is on a read-only file system" if read_only else "is not writable"
+        raise EnvironmentProblem(f"{folder} {why}, and {what} must be written there: "
+                                 "remount it read-write or fix its permissions (nothing was "
+                                 "written)")
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return
+    free = st.f_bavail * st.f_frsize
+    if free < need:
+        raise EnvironmentProblem(f"only {free // 1024:,} KiB free on the disk holding {folder}; "
+                                 f"{what} needs about {need // 1024:,} KiB: free some space, "
+                                 "then run the command again (nothing was written)")
+
+
+def preflight(store: Store, *, init: bool = False) -> None:
+    """Refuse now what a commit would fail on after the command had written its files: a
+    merge (rebase, cherry-pick) under way, no identity for commits, git's lock files held by
+    a live git (stale ones are removed), a read-only or full disk for git's objects.
+
+    Call it holding `git_lock` (the stale-lock rule needs it). With `init`, the repository
+    may not exist yet: what `cortex init` is about to create is checked instead.
+    """
+    home = store.home
+    if not is_repo(home):
+        if init:
+            check_identity(home)
+            check_room(home, MIN_FREE_BYTES, "the new git repository")
+        return
+    check_idle(home)
+    check_identity(home)
+    gitdir = git_dir_of(home)
+    try:
+        index_size = (gitdir / "index").stat().st_size
+    except OSError:
+        index_size = 0
+    # git writes a new index beside the old one (twice: cortex's private one and yours)
+    check_room(gitdir / "objects", 2 * index_size + MIN_FREE_BYTES, "git's commit")
+    check_room(gitdir, 0, "git's index")
+    check_room(store.context, 0, "the store's files")
+    clear_git_locks(home)
+
+
+def check_can_commit(store: Store) -> None:
+    """`preflight` under the store's git lock (for callers that do not hold it)."""
+    if not is_repo(store.home):
+        return
+    with git_lock(store):
+        preflight(store)
 
 
 # --- committing ------------------------------------------------------------------------------
 
-PATHS_PER_CALL = 500  # keeps every command line far below the system's limit
+def changes(home: Path, pathspecs: Sequence[str]) -> list[tuple[str, str]]:
+    """(XY status, path relative to home) of every path under `pathspecs` that differs from
+    HEAD in the index or the work tree, untracked included, ignored files not.
 
-
-def _chunks(items: Sequence[str]) -> list[Sequence[str]]:
-    return [items[i:i + PATHS_PER_CALL] for i in range(0, len(items), PATHS_PER_CALL)]
-
-
-def changed_paths(home: Path, rel: Sequence[str]) -> list[str]:
-    """Which of `rel` (files or folders, relative to home) differ from HEAD, ignored excluded."""
-    out: list[str] = []
-    for chunk in _chunks(rel):
-        proc = git_run(home, "status", "--porcelain=v1", "-z", "--untracked-files=all",
-                       "--no-renames", "--", *chunk)
-        out += [rec[3:] for rec in proc.stdout.split("\0") if len(rec) > 3]
-    return sorted(dict.fromkeys(out))
-
-
-def commit_paths(store: Store, paths: Iterable[Path], message: str) -> bool:
-    """Commit exactly `paths` (additions, changes, deletions) with `message`.
-
-    Other staged or unstaged changes in the repository stay as they were. Works on a
-    branch with no commits yet. Returns False when there was nothing to commit or the
-    store is not a git repository (True: the paths' changes are in HEAD now).
+    One `git status`; it may refresh the stat data of your index (as `git status` does).
     """
-    if not is_repo(store.home):
-        return False
+    if not pathspecs:
+        return []
+    proc = git_run(home, "status", "--porcelain=v1", "-z", "--untracked-files=all",
+                   "--no-renames", "--ignore-submodules", "--", *pathspecs)
+    return [(rec[:2], rec[3:]) for rec in proc.stdout.split("\0") if len(rec) > 3]
+
+
+def _head(home: Path) -> str | None:
+    """The commit HEAD points at; None on a branch with no commits yet."""
+    proc = git_run(home, "rev-parse", "-q", "--verify", "HEAD", check=False)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+PRIVATE_INDEX = "cortex-index"  # in the git dir: the index of cortex's last commit, reused
+
+
+def commit_exactly(store: Store, rel: Sequence[str], message: str,
+                   staged: Iterable[str] = ()) -> str | None:
+    """Commit the current content of `rel` (paths relative to home: changes, additions,
+    deletions) on top of HEAD with `message`; the new commit, or None when they already
+    match HEAD. `staged`: those of them whose entry in your index differs from HEAD (git
+    status's first column). Hold `git_lock`.
+
+    The commit is built in a private index holding HEAD plus these paths, so that nothing
+    you staged is committed. Then your index's entries for these paths (only) are set to
+    what the commit holds, and only then is HEAD moved, with a compare-and-swap: a kill at
+    any point leaves your index equal to HEAD or ahead of it (staged changes already in
+    the work tree), never behind it — a `git commit` of yours never undoes cortex's. A
+    moved HEAD (another committer) is retried; a failure after the index was updated puts
+    those entries back as HEAD has them.
+
+    Git calls: rev-parse, update-index, diff-index, write-tree, commit-tree, update-index,
+    update-ref, whatever the number of paths (paths go through stdin).
+    """
     home = store.home
-    check_idle(home)
-    rel = sorted({os.path.relpath(os.path.abspath(p), home) for p in paths})
-    if any(r == ".." or r.startswith("../") for r in rel):
-        raise GitError(f"cannot commit paths outside the store {home}: {rel}")
-    with git_lock(store):
-        for _attempt in range(5):
-            changed = changed_paths(home, rel)
-            if not changed:
-                return False
-            if _commit_once(home, changed, message):
-                return True
+    paths = sorted(set(rel))
+    gitdir = git_dir_of(home)
+    for _attempt in range(5):
+        parent = _head(home)
+        index = _private_index(home, gitdir, parent)
+        try:
+            tree, entries = _build_tree(home, parent, paths, index)
+            behind = sorted(set(staged) - {e.split("\t", 1)[1] for e in entries})
+            if behind:  # your index differs from HEAD where the commit changes nothing
+                _restore_index_entries(home, behind)
+            if tree is None:
+                _keep(index, gitdir)
+                return None
+            args = ["commit-tree", tree, "-F", "-"]
+            if parent:
+                args += ["-p", parent]
+            commit = git_run(home, *args, input=message.rstrip("\n") + "\n").stdout.strip()
+            _set_index_entries(home, entries)
+            old = parent or "0" * len(commit)
+            proc = git_run(home, "update-ref", "-m", f"commit: {message.splitlines()[0]}",
+                           "HEAD", commit, old, check=False)
+            if proc.returncode == 0:
+                _keep(index, gitdir)
+                return commit
+        finally:
+            for leftover in (index, index + ".lock"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover)
+        if _head(home) != parent:
+            continue  # another process committed meanwhile: build again on top of it
+        _restore_index_entries(home, paths)
+        if _is_lock_busy(proc.stderr):
+            raise _busy(home, _lock_named(home, proc.stderr), LOCK_WAIT_SECONDS)
+        raise git_error(["update-ref"], proc.stderr)
+    _restore_index_entries(home, paths)
     raise GitError("another process kept moving HEAD while cortex committed: run the "
                    "command again")
 
 
-def _commit_once(home: Path, rel: Sequence[str], message: str) -> bool:
-    """One attempt; False when HEAD moved under us (the caller retries)."""
-    parent = head_commit(home)
-    gitdir = git_dir_of(home)
-    fd, tmp_index = tempfile.mkstemp(dir=gitdir, prefix="cortex-index.")
+def _private_index(home: Path, gitdir: Path, parent: str | None) -> str:
+    """A private index file to build a commit on `parent` in: the one of cortex's last
+    commit if it is there (it holds that commit's tree with git's stat data and cached
+    trees, so that git's work is proportional to the change, not to the store), else a
+    copy of yours, else `parent` read afresh. Whatever it holds beyond `parent` is put
+    back by `_build_tree`."""
+    fd, index = tempfile.mkstemp(dir=gitdir, prefix=f"cortex-index.{os.getpid()}.")
     os.close(fd)
-    os.unlink(tmp_index)  # git wants to create the index file itself
-    env = {"GIT_INDEX_FILE": tmp_index}
-    try:
-        if parent:
-            git_run(home, "read-tree", parent, env=env)
-        for chunk in _chunks(rel):
-            git_run(home, "add", "--all", "--", *chunk, env=env)
+    if parent is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(gitdir / PRIVATE_INDEX, index)
+            return index
+        with contextlib.suppress(FileNotFoundError):
+            import shutil
+
+            shutil.copyfile(gitdir / "index", index)
+            return index
+    os.unlink(index)  # git wants to create the index file itself
+    if parent is not None:
+        git_run(home, "read-tree", parent, env={"GIT_INDEX_FILE": index})
+    return index
+
+
+def _keep(index: str, gitdir: Path) -> None:
+    """Keep the private index for the next commit (it holds HEAD's tree now)."""
+    with contextlib.suppress(OSError):
+        os.replace(index, gitdir / PRIVATE_INDEX)
+
+
+def _build_tree(home: Path, parent: str | None, paths: Sequence[str], index: str,
+                ) -> tuple[str | None, list[str]]:
+    """In the private `index`: `parent`'s tree with `paths` as the work tree has them.
+
+    (the tree, or None when it is `parent`'s own; the index entries of the paths that
+    differ from `parent`, as `update-index --index-info` reads them: "mode sha\\tpath",
+    mode 0 for a removal). Anything else the index held differently from `parent` (your
+    staged work, in a copy of your index) is put back as `parent` has it first.
+    """
+    env = {"GIT_INDEX_FILE": index}
+    wanted = set(paths)
+    # --remove: a path gone from the work tree leaves the index (a deletion)
+    git_run(home, "update-index", "--add", "--remove", "-z", "--stdin",
+            input="".join(f"{p}\0" for p in paths), env=env)
+    if parent is None:  # the first commit: nothing to compare with
         tree = git_run(home, "write-tree", env=env).stdout.strip()
-    finally:
-        for leftover in (tmp_index, tmp_index + ".lock"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(leftover)
-    if parent and tree == git_run(home, "rev-parse", f"{parent}^{{tree}}").stdout.strip():
-        # the files already match HEAD: only their index entries lag (a commit killed
-        # between moving HEAD and updating the index); bring those up to date
-        for chunk in _chunks(rel):
-            git_run(home, "reset", "-q", "HEAD", "--", *chunk)
-        return True
-    args = ["commit-tree", tree, "-F", "-"]
-    if parent:
-        args += ["-p", parent]
-    commit = git_run(home, *args, input=message.rstrip("\n") + "\n").stdout.strip()
-    # compare-and-swap: fails if another process moved HEAD since we read it
-    old = parent or "0" * 40
-    proc = git_run(home, "update-ref", "-m", f"commit: {message.splitlines()[0]}", "HEAD",
-                   commit, old, check=False)
-    if proc.returncode != 0:
-        if head_commit(home) != parent:
-            return False
-        raise git_error(["update-ref"], proc.stderr)
-    # bring the user's index entries for these paths (only) to what HEAD now holds
-    for chunk in _chunks(rel):
-        git_run(home, "reset", "-q", "HEAD", "--", *chunk)
-    return True
+        listed = git_run(home, "ls-files", "-s", "-z", env=env).stdout
+        zero = "0" * len(tree)
+        found = {}
+        for rec in listed.split("\0"):
+            info, _, path = rec.partition("\t")
+            if path in wanted:
+                mode, sha, _stage = info.split(" ")
+                found[path] = f"{mode} {sha}\t{path}"
+        return tree, [found.get(p, f"0 {zero}\t{p}") for p in paths]
+    diff = _diff_index(home, parent, env)
+    if any(d.status == "U" for d in diff):  # a copy of an index in conflict: start afresh
+        os.unlink(index)
+        git_run(home, "read-tree", parent, env=env)
+        return _build_tree(home, parent, paths, index)
+    foreign = [d for d in diff if d.path not in wanted]
+    if foreign:
+        git_run(home, "update-index", "-z", "--index-info", env=env,
+                input="".join(f"{d.old}\0" for d in foreign))
+    ours = [d.new for d in diff if d.path in wanted]
+    if not ours:
+        return None, []
+    return git_run(home, "write-tree", env=env).stdout.strip(), ours
+
+
+class _Diff(tuple[str, str, str, str]):
+    """One path of `git diff-index --raw`: (HEAD's entry, the index's entry — each as
+    `update-index --index-info` reads it, mode 0 for no entry —, status letter, path)."""
+
+    @property
+    def old(self) -> str:
+        return self[0]
+
+    @property
+    def new(self) -> str:
+        return self[1]
+
+    @property
+    def status(self) -> str:
+        return self[2]
+
+    @property
+    def path(self) -> str:
+        return self[3]
+
+
+def _diff_index(home: Path, parent: str, env: dict[str, str]) -> list[_Diff]:
+    """Where the index `env` names differs from commit `parent` (one `git diff-index`)."""
+    out = git_run(home, "diff-index", "--cached", "--raw", "-z", "--no-renames", parent,
+                  env=env).stdout.split("\0")
+    found = []
+    for head, path in zip(out[0::2], out[1::2], strict=False):
+        if not head.startswith(":"):
+            continue
+        old_mode, new_mode, old_sha, new_sha, status = head[1:].split(" ")
+        old = f"0 {old_sha}" if old_mode == "000000" else f"{old_mode} {old_sha}"
+        new = f"0 {new_sha}" if new_mode == "000000" else f"{new_mode} {new_sha}"
+        found.append(_Diff((f"{old}\t{path}", f"{new}\t{path}", status[:1], path)))
+    return found
+
+
+def _set_index_entries(home: Path, entries: Sequence[str]) -> None:
+    """Set your index's entries of these paths (only) to `entries`, in one `update-index`."""
+    if entries:
+        git_run(home, "update-index", "-z", "--index-info",
+                input="".join(f"{e}\0" for e in entries))
+
+
+def _restore_index_entries(home: Path, paths: Sequence[str]) -> None:
+    """Put your index's entries of `paths` back as HEAD has them (after a failed commit)."""
+    with contextlib.suppress(GitError):
+        git_run(home, "reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul", "HEAD",
+                input="".join(f"{p}\0" for p in paths))
+
+
+def commit_paths(store: Store, paths: Iterable[Path], message: str) -> bool:
+    """Commit `paths` (additions, changes, deletions; files or folders) with `message`,
+    through the committer (cortexfs.commit): with everything pending under context/ that
+    they rest on. True when a commit was made; False when there was nothing to commit or
+    the store is not a git repository."""
+    from cortexfs import commit
+
+    return commit.commit_paths(store, paths, message) is not None

@@ -215,13 +215,13 @@ def store_findings(store: Store) -> Iterator[Finding]:
         if text is None:
             where = _rel(store, folder) or "."
             yield Finding(WARNING, "cortex-md", rel, None,
-                          f"the folder {where}/ has no CORTEX.md: run `cortex index regen` to "
-                          "create one, then say in it what the folder is for")
+                          f"the folder {where}/ has no CORTEX.md: run `cortex index regen "
+                          "--all` to create one, then say in it what the folder is for")
         elif has_broken_markers(text):
             yield Finding(WARNING, "cortex-md", rel, None,
                           "the generated-block markers are broken (a start marker without "
-                          "its end marker): fix or delete them so `cortex index regen` can "
-                          "refresh the block")
+                          "its end marker): fix or delete them so `cortex index regen --all` "
+                          "can refresh the block")
 
 
 def check(store: Store, projects: list[Project]) -> Iterable[Finding]:

@@ -994,7 +994,7 @@ class PointerProblem:
 
     def __str__(self) -> str:
         return (f"{self.file}:{self.line}: pointer {self.pointer!r} {self.reason}: run "
-                "`cortex index regen`")
+                "`cortex index regen --all`")
 
 
 def pointers_of(line: str) -> list[str]:

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cortexfs import accesslog, cache, escape
+from cortexfs import accesslog, cache, escape, interrupt
 from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import KINDS, Atom, Kind, as_date, as_list, split_status, status_group
 from cortexfs.errors import AtomParseError, CortexError, OutsideStoreError, from_os_error
@@ -210,8 +210,6 @@ def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool
 
 def _regenerate(store: Store, selected: list[Project], dry_run: bool, progress: bool,
                 result: RegenResult, scans: list[ProjectScan]) -> RegenResult:
-    from cortexfs.derived import GENERATORS
-
     run = _Run(store, dry_run)
     for sc in scans:
         if sc.project.store.home == store.home:
@@ -222,25 +220,49 @@ def _regenerate(store: Store, selected: list[Project], dry_run: bool, progress: 
     worker = _Worker.start(store, theirs, dry_run, run.now) if theirs else None
     if worker is None:
         mine, theirs = selected, []
+    done: list[str] = []
+    try:
+        _regenerate_all(run, selected, mine, theirs, worker, progress, result, done)
+    except interrupt.Interrupted as e:
+        # stopped between two files (each written whole); the next run does the rest
+        projects = f"{len(selected)} project{'s' if len(selected) != 1 else ''}"
+        if worker is not None and worker.stop():  # it had written files of its own
+            e.done = f"regeneration of {projects} stopped part-way (files were written)"
+        else:
+            e.done = f"{len(done)} of {projects} regenerated ({len(result.written):,} " \
+                     "file(s) written)"
+        raise
+    return result
+
+
+def _regenerate_all(run: _Run, selected: list[Project], mine: list[Project],
+                    theirs: list[Project], worker: _Worker | None, progress: bool,
+                    result: RegenResult, done: list[str]) -> None:
+    from cortexfs.derived import GENERATORS
+
     run.prescan(mine)
     bar = _Progress(enabled=progress, total=len(selected))
     for project in mine:
+        interrupt.check()
         run.regenerate_project(project, result)
+        done.append(project.name)
         bar.advance(project.name)
     if worker is not None:  # while it works: what the generators will need of ours
         run.prepare([p.name for p in mine])
     if worker is not None and not worker.join(result):
         for project in theirs:  # the worker failed: do its share here
+            interrupt.check()
             run.regenerate_project(project, result)
+    done.extend(p.name for p in theirs)
     bar.close()
     ctx = run.context([p.name for p in selected])
     for spec in GENERATORS:
+        interrupt.check()
         module, _, name = spec.partition(":")
         generator = getattr(importlib.import_module(module), name)
-        for path in generator(ctx, dry_run=dry_run):
+        for path in generator(ctx, dry_run=run.dry_run):
             result.add(Path(path))
     run.save()  # what the generators made us scan and fold in other projects
-    return result
 
 
 FORK_MIN_FILES = 2000  # parse work below which a second process costs more than it saves
@@ -288,6 +310,7 @@ class _Worker:
     def __init__(self, pid: int, fd: int) -> None:
         self.pid = pid
         self.fd = fd
+        self.joined = False  # reaped: its pid may belong to another process now
 
     @classmethod
     def start(cls, store: Store, projects: list[Project], dry_run: bool,
@@ -323,6 +346,25 @@ class _Worker:
         os.close(write_fd)
         return cls(pid, read_fd)
 
+    def stop(self) -> bool:
+        """Ask the worker to stop at its next file boundary, and wait for it; True when it
+        was still running (it may have written files its report would have named)."""
+        import signal
+
+        if self.joined:
+            return False
+        self.joined = True
+        running = True
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except OSError:
+            running = False
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+        return running
+
     def join(self, result: RegenResult) -> bool:
         """Merge the worker's result into `result`; False if it failed (nothing merged)."""
         chunks = []
@@ -331,6 +373,7 @@ class _Worker:
                 chunks.append(chunk)
         os.close(self.fd)
         _, status = os.waitpid(self.pid, 0)
+        self.joined = True
         if status != 0:
             return False
         try:
@@ -531,6 +574,7 @@ class _Run:
             self._write_back(project, result)
             pending = self.folded_values(project)  # not written back: dry run or errors
             for kind in KINDS:
+                interrupt.check()
                 self._render_folder(project, kind, paths[kind], pending, state, result)
         sc.save()
         if state.pop("dirty", False):
@@ -803,6 +847,7 @@ def _replace_files(edits: list[tuple[Path, str, bytes, dict[str, Any]]],
     out: list[AtomParseError | None] = []
     try:
         for path, text, _, _ in edits:
+            interrupt.check()
             try:
                 wall.check(root, path.parent)
                 temps.append(write_temp(path, text.encode("utf-8"), durable=not batch))
@@ -813,6 +858,7 @@ def _replace_files(edits: list[tuple[Path, str, bytes, dict[str, Any]]],
         if batch:
             os.sync()  # every temporary file is on disk before any rename
         for i, (path, text, seen, updates) in enumerate(edits):
+            interrupt.check()
             temp, temps[i] = temps[i], None
             if temp is None:
                 continue

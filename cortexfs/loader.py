@@ -350,3 +350,31 @@ def _parse_many(items: list[tuple[str, os.stat_result]]) -> list[tuple[Stamp, In
     finally:
         if enabled:
             gc.enable()
+
+
+def read_atom(path: Path, kind: Kind) -> tuple[Atom, bytes] | AtomParseError:
+    """One atom file read and parsed on its own, body included, past the cache: for an
+    index that keeps its own record of each file (recall). Returns the atom and the bytes
+    it was parsed from, or why the file is not an atom."""
+    where = str(path)
+    try:
+        st = os.stat(where, follow_symlinks=False)
+    except OSError as e:
+        return AtomParseError(where, f"cannot read: {e.strerror}")
+    reason = not_a_file(st.st_mode)  # (a link too: never read through one)
+    if reason:
+        return AtomParseError(where, reason)
+    try:
+        check_size(st.st_size, where)
+    except AtomParseError as e:
+        return e
+    raw = _read(where, st.st_size)
+    if raw is None:
+        return AtomParseError(where, "cannot read the file: check its permissions")
+    try:
+        text = decode(raw, where)
+        span = locate(text, where)
+        meta = load_mapping(text[span.fm_start:span.fm_end], where, first_line=2)
+    except AtomParseError as e:
+        return e
+    return Atom(path, kind, meta, text[span.body_start:]), raw

@@ -55,11 +55,10 @@ def _tool_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _progress(done: int, total: int) -> None:
-    """The first recall after installing the embed extra embeds every atom: say so on
+def _progress(what: str, done: int, total: int) -> None:
+    """A first recall indexes (and, with the embed extra, embeds) every atom: say so on
     stderr (the client's server log), never stdout (the protocol)."""
-    print(f"cortex: embedding atoms for recall: {done}/{total} passages", file=sys.stderr,
-          flush=True)
+    print(f"cortex: {what}: {done}/{total}", file=sys.stderr, flush=True)
 
 
 def _rel(store: Store, path: Path | str) -> str:
@@ -73,15 +72,20 @@ def add_atom(store: Store, kind: str, project: str, summary: str, tags: list[str
     """Write a new atom as `cortex new` does (gate included); `body`, when given, replaces
     the template's body."""
     from cortexfs import authoring
-    from cortexfs.recall import open_index
+    from cortexfs.commit import transaction
+    from cortexfs.recall import open_retriever
 
     proj = store.project(project)
     req = authoring.NewAtom(authoring.kind_named(kind), summary,
                             [t.strip() for t in tags if t.strip()], list(evidence or []),
                             list(sources or []), list(links or []))
-    added = authoring.add_atom(proj, req, strict=strict, commit=commit, body=body)
-    atom, duplicates, committed = added.atom, added.duplicates, added.committed
-    open_index(store, dense=False).invalidate()
+    authoring.check_request(proj, req)
+    with transaction(store, commit=commit) as txn:  # refusals before the file is written
+        added = authoring.add_atom(proj, req, strict=strict, body=body)
+        txn.add(added.change)
+    atom, duplicates = added.atom, added.duplicates
+    committed = bool(txn.result and txn.result.commit)
+    open_retriever(store, dense=False).invalidate()
     return {"id": atom.id, "project": proj.name, "path": _rel(store, atom.path),
             "committed": committed,
             "near_duplicates": [{"id": d.id, "summary": d.summary,
@@ -106,15 +110,28 @@ def build_server(store: Store) -> Any:
         project: Annotated[str | None, Field(
             description="Search this project only (default: every project).")] = None,
         k: Annotated[int, Field(ge=1, le=100, description="How many atoms to return.")] = 10,
+        status: Annotated[str | None, Field(
+            description="Only atoms of this status: active, retired, superseded, invalidated "
+                        "or a status name (several: commas); 'any' searches all with no "
+                        "status ranking. Default: all, retired ones ranked below.")] = None,
+        kind: Annotated[str | None, Field(
+            description="Only this kind: exp, k or pat (several: commas).")] = None,
+        tags: Annotated[list[str] | None, Field(
+            description="Only atoms with every one of these tags.")] = None,
+        since: Annotated[str | None, Field(
+            description="Only atoms dated on or after this date (YYYY-MM-DD) or within "
+                        "this age (7d, 2w, 3m, 1y).")] = None,
     ) -> dict[str, Any]:
         """Ranked pointers to the atoms that best match the query: id, project, path,
-        summary, score and the signals that matched (lexical BM25, dense vectors when
-        installed, heat from reads, recency). Listing is not a read: open an atom with
-        read_atom."""
+        summary, score, the signals that matched (lexical BM25, dense vectors when
+        installed, heat from reads, recency) and the snippet each was ranked by. Retired
+        atoms and knowledge on retired evidence rank lower and are marked. Listing is not a
+        read: open an atom with read_atom."""
         from cortexfs import recall as rc
 
-        result = rc.recall(store, query, project=project, k=k, max_age=REFRESH_INTERVAL,
-                           progress=_progress)
+        filters = rc.parse_filters(project, kind, status, tags, since)
+        result = rc.recall(store, query, k=k, max_age=REFRESH_INTERVAL, progress=_progress,
+                           filters=filters)
         out = result.to_json()
         for hit in out["hits"]:
             hit["path"] = _rel(store, hit["path"])
@@ -178,18 +195,17 @@ def build_server(store: Store) -> Any:
     ) -> dict[str, Any]:
         """Rebuild the index.md files, fold the access logs into refs / last-ref, refresh
         OVERVIEW.md, HIPPOCAMPUS.md and the CORTEX.md blocks; commit what changed."""
-        from cortexfs import git
+        from cortexfs.commit import Change, transaction
         from cortexfs.index import regenerate as regen
-        from cortexfs.recall import open_index
+        from cortexfs.recall import open_retriever
 
-        if commit:
-            git.check_can_commit(store)
-        result = regen(store, projects or None)
-        committed = False
-        if result.written and commit:
-            committed = git.commit_paths(store, result.written, "index: regenerate "
-                                         + (", ".join(result.projects) or "all projects"))
-        open_index(store, dense=False).invalidate()
+        with transaction(store, commit=commit) as txn:
+            result = regen(store, projects or None)
+            txn.add(Change(result.written, "index: regenerate "
+                           + (", ".join(result.projects) or "all projects"),
+                           regenerated=set(result.projects)))
+        committed = bool(txn.result and txn.result.commit)
+        open_retriever(store, dense=False).invalidate()
         return {"projects": result.projects,
                 "written": [_rel(store, p) for p in result.written],
                 "skipped": [{"path": _rel(store, e.path), "line": e.line, "reason": e.reason}

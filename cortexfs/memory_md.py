@@ -32,17 +32,20 @@ rest of MEMORY.md is left byte-for-byte (header counts included: `lint --fix` re
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-import hashlib
+import fcntl
+import os
 import re
-import tempfile
+import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cortexfs.errors import InvalidInputError
-from cortexfs.fsutil import atomic_write, file_lock
+from cortexfs.errors import InvalidInputError, LockTimeoutError
+from cortexfs.fsutil import atomic_write
 from cortexfs.tokens import estimate
 
 FORMAT_VERSION = "1.0"
@@ -1022,11 +1025,42 @@ class PruneResult:
     written: list[Path]  # archive files first, then MEMORY.md
 
 
-def _lock(path: Path) -> Any:
-    # A lock keyed by the file's real path: MEMORY.md need not live in a store.
-    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
-    return file_lock(Path(tempfile.gettempdir()) / f"cortex-memory-{digest}.lock",
-                     what=str(path))
+@contextlib.contextmanager
+def _lock(path: Path, timeout: float = 30.0) -> Iterator[None]:
+    """An exclusive flock on MEMORY.md itself, so that two `--fix` / `prune` runs take turns.
+
+    No lock file anywhere: MEMORY.md need not live in a store, and cortex writes nothing
+    outside a store but that file and its archive. Each write replaces the file (a new
+    inode), so a run that waited checks, once it holds the lock, that the path still names
+    the file it locked, and otherwise locks the new one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            read(path)  # raises the one-line message for a missing or unreadable file
+            raise
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise LockTimeoutError(
+                            f"another cortex process has been changing {path} for "
+                            f"{timeout:.0f}s; wait for it to finish and try again") from None
+                    time.sleep(0.01)
+            locked = os.fstat(fd)
+            try:
+                now = os.stat(path)
+            except FileNotFoundError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == (locked.st_dev, locked.st_ino):
+                yield
+                return
+        finally:
+            os.close(fd)  # releases the lock
 
 
 def apply_prune(path: Path, today: dt.date) -> PruneResult:

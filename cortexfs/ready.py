@@ -32,6 +32,7 @@ import datetime as dt
 import importlib
 import os
 import re
+import shlex
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -364,7 +365,8 @@ def _git(store: Store, project: str | None, gaps: list[Gap]) -> Any:
     state = worktree_state(store)
     if not state.is_repo:
         gaps.append(Gap("git", f"{store.home} is not a git repository: nothing is committed",
-                        "run `cortex init` (it makes the store a git repository), then commit"))
+                        "run `cortex init` (it makes the store a git repository and commits "
+                        "it)"))
         return state
     if state.in_progress:
         gaps.append(Gap("git", f"a {state.in_progress} is in progress in {store.home}",
@@ -376,9 +378,15 @@ def _git(store: Store, project: str | None, gaps: list[Gap]) -> Any:
         shown = ", ".join(dirty[:MAX_LISTED_PATHS])
         more = f" and {len(dirty) - MAX_LISTED_PATHS} more" if len(dirty) > MAX_LISTED_PATHS \
             else ""
+        outside = [d for d in dirty if not d.startswith("context/")]
+        fix = "run `cortex commit`" if not outside else (
+            f"commit them: `git -C {store.home} add -- "
+            f"{' '.join(shlex.quote(p) for p in outside[:3])}"
+            f"{' …' if len(outside) > 3 else ''} && git -C {store.home} commit` (cortex "
+            "commits only context/)" + (", and `cortex commit` for the rest"
+                                        if len(outside) < len(dirty) else ""))
         gaps.append(Gap("uncommitted", f"{len(dirty)} uncommitted change(s): {shown}{more}",
-                        f"commit them: `git -C {store.home} add -A && git -C {store.home} "
-                        "commit -m \"…\"` (or `cortex sync`)", project, None))
+                        fix, project, None))
     if state.has_remote:
         if state.upstream is None:
             gaps.append(Gap("unpushed", f"branch {state.branch or '(detached HEAD)'} has no "

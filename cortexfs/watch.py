@@ -329,6 +329,7 @@ class Watcher:
     def _regenerate_and_commit(self, projects: list[str], changed: dict[str, set[Path]]
                                ) -> None:
         from cortexfs import git
+        from cortexfs.commit import Change, commit_change
 
         with self.state.lock:
             self.state.own_active = True
@@ -338,17 +339,27 @@ class Watcher:
             # a project that is gone altogether still shows in the store-wide files
             # (OVERVIEW.md, HIPPOCAMPUS.md): then refresh everything
             targets = existing if len(existing) == len(projects) else None
-            result = self._regenerate(self.store, targets)
-            written = [Path(p) for p in getattr(result, "written", []) or []]
-            self.log(f"regenerated {', '.join(targets or ['all projects'])}: "
-                     f"{len(written)} file(s) written")
-            paths = sorted({*written, *(a for p in projects for a in changed.get(p, ()))})
-            if paths:
-                names = ", ".join(projects)
-                atoms = sorted({a.name for p in projects for a in changed.get(p, ())})
-                body = f"\n\natoms: {', '.join(atoms)}" if atoms else ""
-                if git.commit_paths(self.store, paths, f"index: regenerate {names}{body}"):
-                    self.log(f"committed {len(paths)} path(s): index: regenerate {names}")
+            # the git lock first (regeneration takes its own lock inside): the order every
+            # cortex command takes them in
+            with git.git_lock(self.store):
+                result = self._regenerate(self.store, targets)
+                written = [Path(p) for p in getattr(result, "written", []) or []]
+                self.log(f"regenerated {', '.join(targets or ['all projects'])}: "
+                         f"{len(written)} file(s) written")
+                paths = sorted({*written, *(a for p in projects for a in changed.get(p, ()))})
+                if paths:
+                    names = ", ".join(projects)
+                    atoms = sorted({a.name for p in projects for a in changed.get(p, ())})
+                    body = f"\n\natoms: {', '.join(atoms)}" if atoms else ""
+                    done = commit_change(self.store, Change(
+                        paths, f"index: regenerate {names}{body}",
+                        regenerated=set(targets or self.store.project_names())),
+                        everything=False)
+                    if done.commit:
+                        self.log(f"committed {len(done.paths)} path(s): index: regenerate "
+                                 f"{names}")
+                    if done.warning:
+                        self.log(done.warning)
         except CortexError as e:
             self.log(f"regenerating {', '.join(projects)} failed, will retry: {e}")
             self._schedule_retry(projects, changed)

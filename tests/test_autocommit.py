@@ -107,10 +107,11 @@ def test_only_access_logs_are_committed(store: Store, project: Project, atom: Pa
 
 def test_held_index_lock_means_retry_not_loss(store: Store, project: Project, atom: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from git_holders import hold_index_lock, release
+
     monkeypatch.setattr(git, "LOCK_WAIT_SECONDS", 0.2)
     autocommit.access_logs(str(store.home))
-    lock = store.home / ".git" / "index.lock"
-    lock.write_text("")
+    holder = hold_index_lock(store.home)  # a live git process: its lock is not stale
     monkeypatch.setenv("CORTEX_AUTOCOMMIT", "0")  # run the committer in-process instead
     read(project, atom)
     done: list[int] = []
@@ -120,7 +121,7 @@ def test_held_index_lock_means_retry_not_loss(store: Store, project: Project, at
     wait_until(lambda: "will retry" in (store.logs_dir / autocommit.LOG_NAME).read_text()
                if (store.logs_dir / autocommit.LOG_NAME).exists() else False)
     assert worker.is_alive()
-    lock.unlink()
+    release(holder)
     worker.join(timeout=30)
     assert done and done[0] >= 1
     # the line is in HEAD once the lock is gone (the lines never left the work tree)

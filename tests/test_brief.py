@@ -106,7 +106,8 @@ def test_project_brief_holds_every_section_in_order(store: Store, rich: Project)
     order = [line.split()[1] if not line.startswith("- pattern") else line.split()[2]
              for line in minds.splitlines() if line.startswith("- ")]
     assert order[0] == "K-002"  # critical never decays
-    assert order[-1] == "K-003"  # six years without a read
+    # six years without a read: strength 0.08, below 0.1 — out of the context, and said so
+    assert "K-003" not in order and "; 1 below strength 0.1 left out" in minds
     # the clock is the newest event, EXP-006's date: 14 h after K-001's last read
     assert f"- K-001 (str {(1 + 1.4) ** -0.3:.2f}, 3 reads): Cache keys need the locale" in minds
     exps = text.split("## Recent experiments")[1]
@@ -114,6 +115,19 @@ def test_project_brief_holds_every_section_in_order(store: Store, rich: Project)
     assert ids == ["EXP-005", "EXP-004", "EXP-003", "EXP-002", "EXP-001"]  # invalidated out
     assert "cortex brief: cut" not in text  # everything fit: no banner
     assert result.tokens <= brief.DEFAULT_BUDGET
+
+
+def test_knowledge_on_retired_evidence_is_marked_and_ranked_last(
+        store: Store, rich: Project, write_atom: Callable[..., Path]) -> None:
+    write_atom("K-004", summary="Rests on a wrong result", date="2026-03-06",
+               extra="evidence: [EXP-006]\n")  # EXP-006 is invalidated
+    write_atom("PAT-002", summary="Rests on one good and one wrong result", date="2026-03-06",
+               extra="source-experiments: [EXP-005, EXP-006]\n")
+    minds = brief.build(store, "flywheel").text.split("## Strongest knowledge")[1] \
+        .split("## Recent")[0]
+    lines = [line for line in minds.splitlines() if line.startswith("- ")]
+    assert lines[-1].startswith("- K-004 (str 1.00, evidence retired): Rests on a wrong")
+    assert any(line.startswith("- pattern PAT-002 (str 1.00): ") for line in lines)
 
 
 def test_cut_brief_ends_with_a_banner_listing_what_was_cut(store: Store, rich: Project,

@@ -119,9 +119,10 @@ def test_add_atom_refuses_before_writing_and_takes_a_body(project) -> None:
 
     req = NewAtom(EXPERIMENT, "Registry extraction from artifacts", ["registry"], [], [], [])
     first = add_atom(project, req, body="## Results\n\n573 artifacts.\n")
-    assert first.committed and first.duplicates == []
+    assert first.duplicates == [] and first.change.created == [first.atom.path]
+    assert first.change.message == "atom: add EXP-001 — Registry extraction from artifacts"
     assert first.atom.path.read_text().endswith("---\n\n## Results\n\n573 artifacts.\n")
-    second = add_atom(project, req, commit=False)
+    second = add_atom(project, req)
     assert [d.id for d in second.duplicates] == ["EXP-001"]
     with pytest.raises(CortexError):
         add_atom(project, req, strict=True)

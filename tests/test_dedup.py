@@ -70,7 +70,7 @@ def test_vectors_when_recall_has_them(store: Store, project: Project, existing: 
     # no vectors cached yet: the gate does not load the model or embed the store
     assert dedup.find_duplicates(project, EXPERIMENT, "unrelated words", ["x"],
                                  cosine_threshold=-1.0) == []
-    rc._indexes.clear()
+    rc.forget_open_indexes()
     rc.recall(store, "cache")  # recall embeds the atoms
     dups = dedup.find_duplicates(project, EXPERIMENT, "unrelated words", ["x"],
                                  cosine_threshold=-1.0)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from git_holders import hold_head_lock, hold_index_lock, kill_9, release
 
 from cortexfs import git
 from cortexfs.errors import GitError
@@ -154,9 +157,8 @@ def test_commit_in_a_folder_that_is_not_a_repo(tmp_path: Path) -> None:
 
 
 def test_commit_waits_for_a_held_index_lock(store: Store) -> None:
-    lock = git.git_dir_of(store.home) / "index.lock"
-    lock.write_text("")
-    threading.Timer(0.6, lock.unlink).start()
+    holder = hold_index_lock(store.home)  # a live git process: wait for it
+    threading.Timer(0.6, release, [holder]).start()
     path = store.context / "OVERVIEW.md"
     path.write_text("new\n")
     start = time.monotonic()
@@ -166,36 +168,90 @@ def test_commit_waits_for_a_held_index_lock(store: Store) -> None:
 
 
 def test_commit_waits_for_a_held_head_lock(store: Store) -> None:
-    lock = git.git_dir_of(store.home) / "HEAD.lock"
-    lock.write_text("")
-    threading.Timer(0.5, lock.unlink).start()
+    holder = hold_head_lock(store.home)
+    threading.Timer(0.5, release, [holder]).start()
     path = store.context / "OVERVIEW.md"
     path.write_text("new\n")
     assert git.commit_paths(store, [path], "chore: overview")
     assert porcelain(store.home) == ""
 
 
-def test_commit_many_paths_in_chunks(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(git, "PATHS_PER_CALL", 7)
+def test_many_paths_take_as_many_git_processes_as_one(store: Store,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = git.git_run
+
+    def counting(home: Path, *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+        calls.append(args[0])
+        return real(home, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(git, "git_run", counting)
+    one = store.context / "ideas" / "one.md"
+    one.write_text("1\n")
+    assert git.commit_paths(store, [one], "one")
+    single = list(calls)
+    calls.clear()
     paths = []
-    for i in range(30):
-        path = store.context / "ideas" / f"idea-{i:02d}.md"
+    for i in range(1200):
+        path = store.context / "ideas" / f"idea-{i:04d}.md"
         path.write_text(f"{i}\n")
         paths.append(path)
     paths[3].unlink()
     assert git.commit_paths(store, paths, "ideas")
-    assert len(sh(store.home, "show", "--name-only", "--format=", "HEAD").split()) == 29
+    assert calls == single, (single, calls)
+    assert len(single) <= 9, single
+    assert len(sh(store.home, "show", "--name-only", "--format=", "HEAD").split()) == 1199
     assert porcelain(store.home) == ""
+    assert sh(store.home, "diff", "--cached", "--stat") == ""
 
 
 def test_a_lock_that_is_never_released_is_a_clear_error(store: Store,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(git, "LOCK_WAIT_SECONDS", 0.3)
-    (git.git_dir_of(store.home) / "index.lock").write_text("")
+    holder = hold_index_lock(store.home)
+    try:
+        path = store.context / "OVERVIEW.md"
+        path.write_text("new\n")
+        with pytest.raises(GitError, match=rf"index.lock has been held for 0s by pid "
+                                           rf"{holder.pid} \(git update-index --stdin\) working"):
+            git.commit_paths(store, [path], "x")
+    finally:
+        release(holder)
+
+
+@pytest.mark.parametrize("hold", [hold_index_lock, hold_head_lock])
+def test_a_lock_left_by_a_killed_git_is_removed_with_a_note(
+        store: Store, hold: Callable[[Path], subprocess.Popen[str]],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    kill_9(hold(store.home))  # kill -9 of git: its lock files stay behind
+    left = [p.name for p in git.git_lock_files(store.home) if p.exists()]
+    assert left
     path = store.context / "OVERVIEW.md"
     path.write_text("new\n")
-    with pytest.raises(GitError, match=r"index.lock has been held .*delete the lock"):
-        git.commit_paths(store, [path], "x")
+    assert git.commit_paths(store, [path], "chore: overview")
+    assert porcelain(store.home) == ""
+    assert sh(store.home, "diff", "--cached", "--stat") == ""
+    assert not any(p.exists() for p in git.git_lock_files(store.home))
+    err = capsys.readouterr().err
+    assert err.count("cortex: removed the stale git lock") == len(left)
+    assert "the git process that made it is gone" in err
+
+
+def test_a_lock_newer_than_the_store_lock_is_not_stale(store: Store) -> None:
+    lock = git.git_dir_of(store.home) / "index.lock"
+    with git.git_lock(store):
+        lock.write_text("")  # made while we hold the store's lock: some git is running
+        assert not git.stale_lock(store.home, lock)
+    os.utime(lock, (time.time() - 60, time.time() - 60))
+    assert not git.stale_lock(store.home, lock)  # we do not hold the store's lock
+    with git.git_lock(store):
+        assert git.stale_lock(store.home, lock)
+        holder = hold_head_lock(store.home)  # a live git in this repository
+        try:
+            assert not git.stale_lock(store.home, lock)
+            assert any(f"pid {holder.pid}" in p for p in git.git_processes(store.home) or [])
+        finally:
+            release(holder)
 
 
 @pytest.mark.parametrize(("marker", "what"), [("MERGE_HEAD", "merge"),
@@ -261,7 +317,7 @@ def test_a_commit_killed_before_the_index_update_is_finished_by_the_next(store: 
                             cwd=store.home, capture_output=True, text=True).stdout.strip()
     sh(store.home, "update-ref", "HEAD", commit)
     assert porcelain(store.home) != ""
-    assert git.commit_paths(store, [path], "again")
+    assert not git.commit_paths(store, [path], "again")  # nothing new: the index catches up
     assert porcelain(store.home) == ""
     assert git.head_commit(store.home) == commit
 

@@ -210,7 +210,7 @@ def test_every_folder_needs_a_cortex_md(project: Project) -> None:
     (project.root / "_drafts" / "x.md").write_text("x")
     [f] = _findings(store, "cortex-md")
     assert (f.severity, f.path) == ("warning", "ideas/graph-memory/CORTEX.md")
-    assert "run `cortex index regen`" in f.message
+    assert "run `cortex index regen --all`" in f.message
     (store.context / "ideas" / "graph-memory" / "CORTEX.md").write_text("# Graph memory\n")
     assert _findings(store, "cortex-md") == []
 

@@ -287,7 +287,7 @@ def test_check_pointers_finds_dangling_and_escaping_pointers(
     problems = hippocampus.check_pointers(store)
     assert problems and {p.pointer for p in problems} == {
         "projects/flywheel/experiments/EXP-001.md"}
-    assert "run `cortex index regen`" in str(problems[0])
+    assert "run `cortex index regen --all`" in str(problems[0])
     path = store.context / "HIPPOCAMPUS.md"
     path.write_text(path.read_text() + "→ ../../etc/passwd | projects §x\n")
     pointers = {p.pointer for p in hippocampus.check_pointers(store)}

@@ -275,6 +275,37 @@ def test_fix_rewrites_only_the_counts_and_is_idempotent(tmp_path: Path) -> None:
     assert memory_md.lint_file(path, fix=True) == (report, False)
 
 
+def test_fix_and_prune_take_turns_without_a_lock_file_anywhere(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # MEMORY.md need not live in a store: its lock is a flock on the file itself, and a run
+    # that waited while another replaced the file locks the new one
+    import fcntl
+    import os
+    import tempfile
+    import threading
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    path = tmp_path / "notes" / "MEMORY.md"
+    path.parent.mkdir()
+    path.write_text(_prune_fixture())
+    results: list[object] = []
+    waiter = threading.Thread(target=lambda: results.append(memory_md.apply_prune(path, TODAY)))
+    with open(path, "rb") as holder:  # another run holds the lock on the current file
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        waiter.start()
+        waiter.join(0.3)
+        assert waiter.is_alive() and not results  # it waits for the holder
+        replacement = path.with_name("MEMORY.new")
+        replacement.write_text(_prune_fixture() + "\n")
+        os.replace(replacement, path)  # the holder's own write: a new file, same name
+    waiter.join(10)
+    assert results and path.read_text().count("Ancient fact") == 0
+    assert sorted(p.name for p in path.parent.iterdir()) == ["MEMORY.md", "memory"]
+    assert list(temp.iterdir()) == []
+
+
 def test_fix_adds_a_missing_counts_line_and_keeps_crlf_and_bom(tmp_path: Path) -> None:
     text = "\ufeff<!-- neocortex.md v1.0 -->\r\n<!-- agent: a -->\r\n\r\n# Memory\r\n" \
            "## Identity\r\n- Name: A\r\n"

@@ -444,10 +444,15 @@ def test_uncommitted_atoms_are_committed_by_sync(tmp_path: Path) -> None:
 
 # --- errors ------------------------------------------------------------------------------------
 
-def test_sync_without_a_remote(store: Store) -> None:
+def test_sync_without_a_remote_commits_locally(store: Store) -> None:
+    (store.context / "ideas" / "idea.md").write_text("an idea\n")
     proc = cortex(store.home, "sync", check=False)
-    assert proc.returncode == 1
-    assert proc.stderr == "error: no remote to sync with: run `cortex remote set URL`\n"
+    assert proc.returncode == 0, proc.stderr
+    assert "committed 1 file(s)" in proc.stdout and "add ideas/idea.md" in proc.stdout
+    assert "no remote to sync with: add one with `cortex remote set URL`" in proc.stdout
+    assert sh(store.home, "status", "--porcelain") == ""
+    again = cortex(store.home, "sync", check=False)
+    assert again.returncode == 0 and "nothing to commit under context/" in again.stdout
 
 
 def test_sync_with_an_unreachable_remote(store: Store, tmp_path: Path) -> None:

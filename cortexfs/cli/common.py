@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from cortexfs.store import Store
 
-_state: dict[str, str | None] = {"home": None}
+if TYPE_CHECKING:
+    from cortexfs.commit import Transaction
+
+_state: dict[str, Any] = {"home": None, "argv": []}
 
 # The options several commands share, worded once.
 Format = Annotated[str, typer.Option("--format", "-f", metavar="text|json",
@@ -35,18 +39,44 @@ def unopened_store() -> Store:
     return Store(resolve_home(_state["home"]))
 
 
-def check_can_commit(store: Store, no_commit: bool) -> None:
-    """Before a command writes: refuse now (writing nothing) what its commit would refuse
-    after the writes — a merge under way, no git identity."""
-    if no_commit:
-        return
-    from cortexfs import git
-    from cortexfs.errors import GitError
+def set_argv(args: list[str]) -> None:
+    from cortexfs import interrupt
 
-    try:
-        git.check_can_commit(store)
-    except GitError as e:
-        raise GitError(f"{e} (or pass --no-commit to write without committing)") from None
+    _state["argv"] = list(args)
+    interrupt.set_command(command_line())
+
+
+def command_line() -> str:
+    """The command being run, as the user would type it again."""
+    import shlex
+
+    return shlex.join(["cortex", *_state["argv"]])
+
+
+def writing(store: Store, no_commit: bool = False, *, init: bool = False,
+            has_no_commit: bool = True) -> AbstractContextManager[Transaction]:
+    """The transaction a writing command runs in (cortexfs.commit.transaction): pre-flight
+    (unless --no-commit), the writes in the block, one commit of everything pending under
+    context/; Ctrl-C stops it at a file boundary."""
+    from cortexfs.commit import transaction
+
+    return transaction(store, commit=not no_commit, command=command_line(), init=init,
+                       refusal_hint=" (or pass --no-commit to write without committing)"
+                       if has_no_commit else "")
+
+
+def report(txn: Transaction) -> None:
+    """Say what a command's commit took along besides its own files, and what it could not."""
+    done = txn.result
+    if done is None:
+        return
+    if done.pending:
+        shown = ", ".join(p.removeprefix("context/") for p in done.pending[:3])
+        more = f" and {len(done.pending) - 3} more" if len(done.pending) > 3 else ""
+        typer.secho(f"also committed what was pending under context/: {shown}{more}",
+                    err=True)
+    if done.warning:
+        warn(done.warning)
 
 
 def split_list(values: list[str] | None) -> list[str]:

@@ -20,21 +20,23 @@ def init(
     ] = None,
 ) -> None:
     """Create a store at CORTEX_HOME (safe to run again: existing files are kept)."""
-    from cortexfs import git, scaffold, sync
+    from cortexfs import commit, git, scaffold, sync
 
     store = common.unopened_store()
     if remote is not None:
         sync.check_url(store, remote)  # a bad URL fails before anything is written
     scaffold.check_home(store)
-    written = git.ensure_repo(store)
-    common.check_can_commit(store, no_commit)  # before the scaffold is written
-    created = scaffold.init_store(store)
-    if not no_commit:
-        # .gitignore and .gitattributes even when this run did not write them: a run
-        # refused by check_can_commit had written them already
-        repo_files = [store.home / ".gitignore", store.home / ".gitattributes"]
-        git.commit_paths(store, [*created, *written, *repo_files],
-                         "chore: initialise cortex store")
+    # refusals (no identity, a read-only or full disk…) come before anything is written;
+    # a failure half-way removes what this run made
+    with common.writing(store, no_commit, init=True) as txn:
+        written = git.ensure_repo(store)
+        created = scaffold.init_store(store)
+        # .gitignore and .gitattributes even when this run did not write them: an older
+        # cortex, refused at the commit, had written them already
+        repo_files = [store.home / name for name in commit.INIT_FILES]
+        txn.add(commit.Change([*created, *written, *repo_files],
+                              "chore: initialise cortex store", created=created))
+    common.report(txn)
     if created:
         common.ok(f"initialised a cortex store at {store.home}")
     else:
@@ -50,16 +52,20 @@ def project_new(
     no_commit: NoCommit = False,
 ) -> None:
     """Scaffold a project: governance files, atom folders and _meta/."""
-    from cortexfs import git, scaffold
+    from cortexfs import scaffold
+    from cortexfs.commit import Change
+    from cortexfs.store import check_project_name
 
     store = common.open_store()
-    common.check_can_commit(store, no_commit)
-    project, created = scaffold.new_project(store, name)
+    check_project_name(name)
+    with common.writing(store, no_commit) as txn:
+        txn.fresh(store.projects_dir / name)  # removed whole if the command fails
+        project, created = scaffold.new_project(store, name)
+        txn.add(Change(created, f"project: add {name}", created=created))
+    common.report(txn)
     if not created:
         common.ok(f"project {name} already exists at {project.root}")
         return
-    if not no_commit:
-        git.commit_paths(store, created, f"project: add {name}")
     common.ok(f"created project {name} at {project.root}")
 
 
@@ -92,20 +98,22 @@ def new(
 
     Warns when an atom of the same kind in the project nearly duplicates it (--strict
     refuses)."""
-    from cortexfs.authoring import NewAtom, add_atom, kind_named
+    from cortexfs.authoring import NewAtom, add_atom, check_request, kind_named
 
     atom_kind = kind_named(kind)
     store = common.open_store()
     proj = store.project(project)
-    common.check_can_commit(store, no_commit)
     req = NewAtom(atom_kind, summary, common.split_list([tags]), common.split_list(evidence),
                   common.split_list(sources), common.split_list(links), executor)
-    added = add_atom(proj, req, strict=strict, commit=not no_commit)
+    check_request(proj, req)  # bad input is said before git is asked anything
+    with common.writing(store, no_commit) as txn:
+        added = add_atom(proj, req, strict=strict)
+        txn.add(added.change)
+    common.report(txn)
     for dup in added.duplicates:
         common.warn(f"{dup.describe()} nearly duplicates {added.atom.id}: update that atom "
                     "instead, or pass --strict to refuse near-duplicates")
-    atom = added.atom
-    typer.echo(str(atom.path))
+    typer.echo(str(added.atom.path))
 
 
 def register(app: typer.Typer) -> None:

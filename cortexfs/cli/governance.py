@@ -9,6 +9,8 @@ import typer
 from cortexfs.cli import common
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from cortexfs.store import Project, Store
 
 tasks_app = typer.Typer(help="The project's task queue (TASKS.yaml).", no_args_is_help=True)
@@ -42,6 +44,13 @@ def _rewritten_note(rewritten: bool, project: Project) -> None:
 
 
 # --- tasks ---------------------------------------------------------------------------------------
+
+
+def _task_files(project: Project) -> list[Path]:
+    """The files a tasks command may rewrite (put back as they were if it fails)."""
+    from cortexfs import tasks
+
+    return [project.root / "TASKS.yaml", project.root / tasks.ARCHIVE_FILE]
 
 
 @tasks_app.command("list")
@@ -128,17 +137,19 @@ def tasks_add(
     no_commit: NoCommit = False,
 ) -> None:
     """Append a task to TASKS.yaml with the next id (T-N) and print that id."""
-    from cortexfs import git, tasks
+    from cortexfs import tasks
+    from cortexfs.commit import Change
 
     store = common.open_store()
     proj = _one_project(store, project)
-    common.check_can_commit(store, no_commit)
-    result = tasks.add_task(proj, text, priority=priority, why=why, done_when=done_when,
-                            depends_on=common.split_list(depends_on), status=status)
+    with common.writing(store, no_commit) as txn:
+        txn.keep(*_task_files(proj))
+        result = tasks.add_task(proj, text, priority=priority, why=why, done_when=done_when,
+                                depends_on=common.split_list(depends_on), status=status)
+        task = result.tasks[0]
+        txn.add(Change(result.paths, f"tasks: add {task.id} — {task.text}"))
+    common.report(txn)
     _rewritten_note(result.rewritten, proj)
-    task = result.tasks[0]
-    if not no_commit:
-        git.commit_paths(store, result.paths, f"tasks: add {task.id} — {task.text}")
     typer.echo(task.id)
 
 
@@ -149,16 +160,18 @@ def tasks_done(
     no_commit: NoCommit = False,
 ) -> None:
     """Mark a task done and stamp its completed-at with today's date."""
-    from cortexfs import git, tasks
+    from cortexfs import tasks
+    from cortexfs.commit import Change
 
     store = common.open_store()
     proj = _one_project(store, project)
-    common.check_can_commit(store, no_commit)
-    result = tasks.set_status(proj, task_id, "done")
+    with common.writing(store, no_commit) as txn:
+        txn.keep(*_task_files(proj))
+        result = tasks.set_status(proj, task_id, "done")
+        task = result.tasks[0]
+        txn.add(Change(result.paths, f"tasks: done {task.id} — {task.text}"))
+    common.report(txn)
     _rewritten_note(result.rewritten, proj)
-    task = result.tasks[0]
-    if result.paths and not no_commit:
-        git.commit_paths(store, result.paths, f"tasks: done {task.id} — {task.text}")
     completed = task.completed_at.isoformat() if task.completed_at else "?"
     common.ok(f"{task.id} done (completed-at {completed}): {task.text}")
 
@@ -172,32 +185,36 @@ def tasks_archive(
     no_commit: NoCommit = False,
 ) -> None:
     """Move done tasks completed more than 3 days ago to tasks-archive.md, and commit."""
-    from pathlib import Path
-
-    from cortexfs import git, tasks
+    from cortexfs import tasks
+    from cortexfs.commit import Change
 
     store = common.open_store()
     projects = [store.project(project)] if project else store.projects()
-    common.check_can_commit(store, no_commit)
-    paths: list[Path] = []
     moved: list[str] = []
-    for proj in projects:
-        result = tasks.archive(proj, older_than_days=older_than)
-        _rewritten_note(result.rewritten, proj)
-        if result.tasks:
-            ids = ", ".join(t.id for t in result.tasks)
-            moved.append(f"{proj.name}: {ids}")
-            paths.extend(result.paths)
-            common.ok(f"{proj.name}: archived {ids} to {tasks.ARCHIVE_FILE}")
-        if result.undated:
-            common.warn(f"{proj.name}: done without completed-at, so not archived: "
-                        f"{', '.join(result.undated)} (add `completed-at: YYYY-MM-DD`)")
+    notes: list[tuple[bool, str]] = []
+    with common.writing(store, no_commit) as txn:
+        for proj in projects:
+            txn.keep(*_task_files(proj))
+            result = tasks.archive(proj, older_than_days=older_than)
+            if result.rewritten:
+                _rewritten_note(result.rewritten, proj)
+            if result.tasks:
+                ids = ", ".join(t.id for t in result.tasks)
+                moved.append(f"{proj.name}: {ids}")
+                txn.add(Change(result.paths))
+                notes.append((True, f"{proj.name}: archived {ids} to {tasks.ARCHIVE_FILE}"))
+            if result.undated:
+                notes.append((False, f"{proj.name}: done without completed-at, so not "
+                               f"archived: {', '.join(result.undated)} (add "
+                               "`completed-at: YYYY-MM-DD`)"))
+        if moved:
+            txn.add(Change(message=f"auto-archive: completed tasks ({'; '.join(moved)})"))
+    common.report(txn)
+    for good, note in notes:
+        (common.ok if good else common.warn)(note)
     if not moved:
         typer.echo(f"nothing to archive: no done task completed more than {older_than} "
                    f"day{'s' if older_than != 1 else ''} ago")
-        return
-    if not no_commit:
-        git.commit_paths(store, paths, f"auto-archive: completed tasks ({'; '.join(moved)})")
 
 
 # --- decisions -----------------------------------------------------------------------------------
@@ -213,15 +230,16 @@ def decision_new(
     no_commit: NoCommit = False,
 ) -> None:
     """Write the next decision record NNNN-title.md from its template and print its path."""
-    from cortexfs import decisions, git
+    from cortexfs import decisions
+    from cortexfs.commit import Change
 
     store = common.open_store()
     if project is not None:
         store.project(project)  # an unknown project is the first thing to say
-    common.check_can_commit(store, no_commit)
-    path = decisions.new_decision(store, title, project)
-    if not no_commit:
-        git.commit_paths(store, [path], f"decision: add {path.stem}")
+    with common.writing(store, no_commit) as txn:
+        path = decisions.new_decision(store, title, project)
+        txn.add(Change([path], f"decision: add {path.stem}", created=[path]))
+    common.report(txn)
     typer.echo(str(path))
 
 

@@ -30,7 +30,7 @@ def regen(
 
     Also folds the access logs into refs / last-ref and refreshes the store-wide files
     (OVERVIEW.md, HIPPOCAMPUS.md, the CORTEX.md blocks)."""
-    from cortexfs import git
+    from cortexfs.commit import Change
     from cortexfs.errors import InvalidInputError
     from cortexfs.index import regenerate
 
@@ -41,14 +41,21 @@ def regen(
         raise InvalidInputError("say what to regenerate: pass --all, or one or more project "
                                 "names (`cortex project list` shows them)")
     store = common.open_store()
-    common.check_can_commit(store, no_commit or check)
-    result = regenerate(store, None if all_ else projects, dry_run=check,
-                        progress=fmt == "text")
-    committed = False
-    if result.written and not check and not no_commit:
-        committed = git.commit_paths(store, result.written,
-                                     f"index: regenerate {_describe(result.projects, all_)}")
-
+    selected = None if all_ else projects
+    if check:
+        result = regenerate(store, selected, dry_run=True, progress=fmt == "text")
+        pending: list[str] = []
+    else:
+        # also finishes what an interrupted or killed command left: what it wrote is
+        # committed with the rest, even when nothing needs rendering (and its temporary
+        # files are gone: the store's git lock, taken after a killed holder, removes them)
+        with common.writing(store, no_commit) as txn:
+            result = regenerate(store, selected, progress=fmt == "text")
+            txn.add(Change(result.written, f"index: regenerate {_describe(result.projects, all_)}",
+                           regenerated=set(result.projects)))
+        common.report(txn)
+        pending = txn.result.pending if txn.result else []
+    committed = bool(txn.result and txn.result.commit) if not check else False
     def rel(path: Path | str) -> str:
         return os.path.relpath(path, store.home)
 
@@ -62,6 +69,7 @@ def regen(
             "fold_errors": [{"path": rel(e.path), "reason": e.reason}
                             for e in result.fold_errors],
             "committed": committed,
+            "pending_committed": [rel(store.home / p) for p in pending],
         })
     else:
         for error in [*result.skipped, *result.fold_errors]:
@@ -70,7 +78,8 @@ def regen(
         if check:
             for path in result.written:
                 typer.echo(f"would change: {rel(path)}")
-        _summary(result, check, committed, len(result.projects))
+        _summary(result, check, committed, len(result.projects), len(pending),
+                 "--all" if all_ else " ".join(result.projects))
     if check and result.written:
         raise typer.Exit(1)
 
@@ -83,19 +92,23 @@ def _describe(projects: list[str], all_: bool) -> str:
     return f"{', '.join(projects[:3])} and {len(projects) - 3} more"
 
 
-def _summary(result: RegenResult, check: bool, committed: bool, n_projects: int) -> None:
+def _summary(result: RegenResult, check: bool, committed: bool, n_projects: int,
+             pending: int = 0, target: str = "--all") -> None:
     where = f"{n_projects} project{'s' if n_projects != 1 else ''}"
     skipped = (f"; {len(result.skipped)} malformed atom{'s' if len(result.skipped) != 1 else ''}"
                " skipped (run `cortex validate`)") if result.skipped else ""
     if check:
         if result.written:
             typer.secho(f"{len(result.written)} file(s) out of date in {where}: run "
-                        "`cortex index regen` to update them" + skipped, fg="red", err=True)
+                        f"`cortex index regen {target}` to update them" + skipped, fg="red",
+                        err=True)
         else:
             common.ok(f"indexes are up to date ({where}){skipped}")
         return
     if not result.written:
-        common.ok(f"indexes are up to date ({where}){skipped}")
+        also = (f"; committed {pending} pending file{'s' if pending != 1 else ''}"
+                if committed and pending else "")
+        common.ok(f"indexes are up to date ({where}){also}{skipped}")
         return
     folded = f", refs updated in {len(result.folded)} atoms" if result.folded else ""
     commit = ", committed" if committed else ""

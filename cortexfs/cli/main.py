@@ -13,6 +13,7 @@ from typer.core import TyperGroup
 from cortexfs import __version__
 from cortexfs.cli import common
 from cortexfs.errors import CortexError, from_os_error
+from cortexfs.interrupt import EXIT_CODE, Interrupted
 
 
 class CortexGroup(TyperGroup):
@@ -24,6 +25,8 @@ class CortexGroup(TyperGroup):
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
                      **extra: Any) -> Any:
+        if parent is None:
+            common.set_argv(args)  # for "run `cortex …` again" after an interruption
         try:
             return super().make_context(info_name, args, parent, **extra)
         except UsageError as e:
@@ -37,6 +40,9 @@ class CortexGroup(TyperGroup):
         except CortexError as e:
             typer.secho(f"error: {e}", fg="red", err=True)
             raise typer.Exit(1) from None
+        except Interrupted as e:  # SIGINT / SIGTERM, stopped at a file boundary
+            typer.secho(e.message(), fg="yellow", err=True)
+            raise typer.Exit(EXIT_CODE) from None
         except (typer.Exit, typer.Abort, typer.TyperException, KeyboardInterrupt):
             raise
         except BrokenPipeError:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,6 +13,7 @@ import typer
 from cortexfs.cli import common
 
 if TYPE_CHECKING:
+    from cortexfs.commit import Transaction
     from cortexfs.store import Store
 
 memory_app = typer.Typer(
@@ -46,12 +49,16 @@ def _resolve(path: Path | None) -> tuple[Path, Store | None]:
     return path, store if inside else None
 
 
-def _commit(store: Store | None, paths: list[Path], message: str, no_commit: bool) -> None:
-    if store is None or no_commit or not paths:
+@contextlib.contextmanager
+def _writing(store: Store | None, no_commit: bool, keep: Path) -> Iterator[Transaction | None]:
+    """A writing command's transaction when the file lies in the store (None outside it)."""
+    if store is None:
+        yield None
         return
-    from cortexfs import git
-
-    git.commit_paths(store, paths, message)
+    with common.writing(store, no_commit) as txn:
+        txn.keep(keep)
+        yield txn
+    common.report(txn)
 
 
 @memory_app.command("lint")
@@ -66,12 +73,13 @@ def lint(path: PathArg = None,
     from cortexfs import memory_md
 
     common.check_format(fmt)
+    from cortexfs.commit import Change
+
     target, store = _resolve(path)
-    if fix and store is not None:
-        common.check_can_commit(store, no_commit)
-    report, changed = memory_md.lint_file(target, fix=fix)
-    if changed:
-        _commit(store, [target], "memory: refresh MEMORY.md header counts", no_commit)
+    with _writing(store if fix else None, no_commit, target) as txn:
+        report, changed = memory_md.lint_file(target, fix=fix)
+        if changed and txn is not None:
+            txn.add(Change([target], "memory: refresh MEMORY.md header counts"))
     if fmt == "json":
         common.print_json({**report.to_json(), "fixed": changed})
     else:
@@ -144,13 +152,14 @@ def prune(path: PathArg = None,
         plan = memory_md.plan_prune(memory_md.read(target), today)
         written: list[Path] = []
     else:
-        if store is not None:
-            common.check_can_commit(store, no_commit)
-        result = memory_md.apply_prune(target, today)
-        plan, written = result.plan, result.written
-        if written:
-            _commit(store, written, f"memory: archive {len(plan.archive)} MEMORY.md entries",
-                    no_commit)
+        from cortexfs.commit import Change
+
+        with _writing(store, no_commit, target) as txn:
+            result = memory_md.apply_prune(target, today)
+            plan, written = result.plan, result.written
+            if written and txn is not None:
+                txn.add(Change(written, f"memory: archive {len(plan.archive)} MEMORY.md "
+                               "entries"))
     if fmt == "json":
         common.print_json({**plan.to_json(), "dry_run": dry_run,
                            "written": [str(p) for p in written]})

@@ -11,12 +11,12 @@ import typer
 from cortexfs.cli import common
 
 if TYPE_CHECKING:
-    from cortexfs.recall import Hit
+    from cortexfs.recall import Hit, RecallResult
 
 
-def _progress(done: int, total: int) -> None:
+def _progress(what: str, done: int, total: int) -> None:
     end = "\n" if done >= total else "\r"
-    sys.stderr.write(f"embedding atoms for recall: {done}/{total} passages{end}")
+    sys.stderr.write(f"{what}: {done:,}/{total:,}{end}")
     sys.stderr.flush()
 
 
@@ -25,9 +25,45 @@ def _signals_text(hit: Hit) -> str:
     for name, match in hit.signals.items():
         text = f"{name} #{match.rank}"
         if name == "lexical" and hit.matched:
-            text += f" ({', '.join(hit.matched)})"
+            words = [w + (f" ~{'/'.join(hit.variants[w])}" if w in hit.variants else "")
+                     for w in hit.matched]
+            text += f" ({', '.join(words)})"
         parts.append(text)
     return " · ".join(parts)
+
+
+def _print_hits(result: RecallResult) -> None:
+    """The hits as text; on a terminal the query's words in the snippets are highlighted
+    (rich), piped they are plain (rich is imported only then: it costs ~40 ms)."""
+    color = sys.stdout.isatty()
+    console = None
+    if color:
+        from rich.console import Console
+
+        console = Console(highlight=False, soft_wrap=True)
+    for n, hit in enumerate(result.hits, start=1):
+        marks = "".join(f" [{m}]" for m in hit.marks)
+        typer.echo(f"{n:>2}. {typer.style(hit.id, bold=True)}  {hit.project}  "
+                   f"{hit.score:.4f}{marks}  {hit.summary}")
+        typer.echo(f"    {hit.path}  ·  {_signals_text(hit)}")
+        snip = hit.snippet
+        if snip is None or not snip.text or (not snip.first and snip.text == hit.summary):
+            continue
+        where = f"{snip.first}" if snip.first == snip.last else f"{snip.first}-{snip.last}"
+        prefix = f"    {where:>7} │ "
+        if console is None:
+            for line in snip.text.split("\n"):
+                typer.echo(prefix + line)
+                prefix = " " * (len(prefix) - 2) + "│ "
+            continue
+        from rich.text import Text
+
+        styled = Text(snip.text)
+        for a, b in snip.spans:
+            styled.stylize("bold yellow", a, b)
+        for part in styled.split("\n"):
+            console.print(Text(prefix) + part)
+            prefix = " " * (len(prefix) - 2) + "│ "
 
 
 def recall(
@@ -35,6 +71,20 @@ def recall(
     project: Annotated[str | None, typer.Option(
         "--project", "-p", help="Search this project only (default: every project).")] = None,
     k: Annotated[int, typer.Option("--k", "-k", help="How many atoms to list.")] = 10,
+    status: Annotated[str | None, typer.Option(
+        "--status", "-s", metavar="STATUS",
+        help="Only atoms of this status: active, retired, superseded, invalidated or a "
+             "status name (several: commas); `any` searches all with no status ranking. "
+             "Default: all, retired ones ranked below active ones.")] = None,
+    kind: Annotated[str | None, typer.Option(
+        "--kind", metavar="exp|k|pat", help="Only atoms of this kind (several: commas).")]
+        = None,
+    tag: Annotated[list[str] | None, typer.Option(
+        "--tag", "-t", help="Only atoms with this tag (repeat: all of them).")] = None,
+    since: Annotated[str | None, typer.Option(
+        "--since", metavar="DATE|AGE",
+        help="Only atoms dated on or after DATE (YYYY-MM-DD) or within AGE (7d, 2w, 3m, "
+             "1y).")] = None,
     fmt: common.Format = "text",
     open_rank: Annotated[int | None, typer.Option(
         "--open", metavar="N",
@@ -43,7 +93,8 @@ def recall(
         "--no-dense", help="Rank without the dense vectors even if the embed extra is "
                            "installed (faster start).")] = False,
 ) -> None:
-    """Rank the atoms that best match QUERY (BM25, dense vectors, heat, recency; fused by RRF).
+    """Rank the atoms that best match QUERY (BM25 with passages and phrases, dense vectors,
+    heat, recency; fused by RRF). Each hit shows the passage it was ranked by.
 
     Listing hits is not a read; opening one with --open N is (a "recall" access-log line).
     """
@@ -53,12 +104,13 @@ def recall(
     fmt = common.check_format(fmt)
     if open_rank is not None and open_rank < 1:
         raise InvalidInputError(f"--open takes a hit number from 1 to {k}, not {open_rank}")
+    filters = rc.parse_filters(project, kind, status, tag, since)
     store = common.open_store()
     weights = rc.Weights(dense=0.0) if no_dense else rc.DEFAULT_WEIGHTS
     # --open N needs N hits; otherwise --k goes through as given, for recall to check
     want = k if open_rank is None else max(k, open_rank)
-    result = rc.recall(store, query, project=project, k=want, weights=weights,
-                       progress=_progress)
+    result = rc.recall(store, query, k=want, weights=weights, progress=_progress,
+                       filters=filters, snippets=open_rank is None)
     if not result.dense_available and not no_dense:
         note = rc.no_embed_note(store)
         if note:
@@ -81,13 +133,11 @@ def recall(
         common.print_json(result.to_json())
         return
     if not result.hits:
-        typer.echo(f"no atom matches {query!r}")
+        why = " (no atom is close to it in meaning or shares its rarer words)" \
+            if result.abstained else ""
+        typer.echo(f"no atom matches {query!r}{why}")
         return
-    for n, hit in enumerate(result.hits, start=1):
-        status = "" if hit.status == "active" else f" [{hit.status}]"
-        typer.echo(f"{n:>2}. {typer.style(hit.id, bold=True)}  {hit.project}  "
-                   f"{hit.score:.4f}{status}  {hit.summary}")
-        typer.echo(f"    {hit.path}  ·  {_signals_text(hit)}")
+    _print_hits(result)
 
 
 def mcp() -> None:

@@ -1,12 +1,15 @@
-"""`cortex sync`, `cortex status` and `cortex remote set`."""
+"""`cortex commit`, `cortex sync`, `cortex status` and `cortex remote set`."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from cortexfs.cli import common
+
+if TYPE_CHECKING:
+    from cortexfs.commit import Committed
 
 remote_app = typer.Typer(help="Configure the git remote the store syncs with.",
                          no_args_is_help=True)
@@ -14,15 +17,72 @@ remote_app = typer.Typer(help="Configure the git remote the store syncs with.",
 Format = common.Format
 
 
-def sync(fmt: Format = "text") -> None:
-    """Commit pending changes, pull (renumbering colliding ids), regenerate, and push."""
-    from cortexfs import renumber
-    from cortexfs import sync as sync_lib
+def commit(
+    message: Annotated[str | None, typer.Option(
+        "--message", "-m", metavar="MSG",
+        help="The commit message (default: one naming what changed).")] = None,
+    fmt: Format = "text",
+) -> None:
+    """Commit everything pending under context/ (hand edits, what a killed command left).
+
+    Atoms changed since their index was generated are committed with the index
+    regenerated, so the commit holds together. Nothing outside context/ is committed."""
+    from cortexfs import git
+    from cortexfs.commit import Change, remove_stale_temporaries
+    from cortexfs.errors import GitError
 
     common.check_format(fmt)
+    store = common.open_store()
+    if not git.is_repo(store.home):
+        raise GitError(f"{store.home} is not a git repository: run `cortex init` to make it one")
+    if message is not None and not message.strip():
+        from cortexfs.errors import InvalidInputError
+
+        raise InvalidInputError("the commit message is empty: pass -m \"what changed\", or "
+                                "leave -m out for a generated one")
+    with common.writing(store, has_no_commit=False) as txn:
+        remove_stale_temporaries(store)
+        txn.add(Change(message=message))
+    _committed(txn.result, fmt)
+
+
+def _committed(done: Committed | None, fmt: str, note: str | None = None) -> None:
+    if fmt == "json":
+        common.print_json({"commit": done.commit if done else None,
+                           "message": done.message if done else "",
+                           "paths": done.paths if done else [],
+                           "regenerated": done.regenerated if done else [],
+                           "warning": done.warning if done else None, "note": note})
+        return
+    if done is not None and done.warning:
+        common.warn(done.warning)
+    if done is not None and done.commit:
+        common.ok(f"committed {len(done.paths)} file(s) as {done.commit[:10]}: {done.subject}")
+    else:
+        typer.echo("nothing to commit under context/")
+    if note:
+        typer.echo(note)
+
+
+def sync(fmt: Format = "text") -> None:
+    """Commit pending changes, pull (renumbering colliding ids), regenerate, and push.
+
+    With no remote yet, commits locally and says how to add one."""
+    from cortexfs import git, renumber
+    from cortexfs import sync as sync_lib
+    from cortexfs.commit import Change
+
+    common.check_format(fmt)
+    store = common.open_store()
+    if git.is_repo(store.home) and not git.git_run(store.home, "remote").stdout.split():
+        with common.writing(store, has_no_commit=False) as txn:
+            txn.add(Change())
+        _committed(txn.result, fmt, "no remote to sync with: add one with `cortex remote set "
+                   "URL`, then `cortex sync` pulls and pushes")
+        return
     # said at once: a sync that recovers and then stops on a conflict still tells it
     told = None if fmt == "json" else (lambda what: common.warn(f"recovered: {what}"))
-    result = sync_lib.sync(common.open_store(), on_recovered=told)
+    result = sync_lib.sync(store, on_recovered=told)
     if fmt == "json":
         common.print_json(result.to_json())
         return
@@ -95,6 +155,7 @@ def remote_set(
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+    app.command("commit")(commit)
     app.command("sync")(sync)
     app.command("status")(status)
     app.add_typer(remote_app, name="remote")

@@ -1,0 +1,481 @@
+"""The committer: the one way cortex commits, and the rule for what a commit holds.
+
+Library operations that write return a `Change` (the paths they wrote, a commit message,
+the files they created); a command runs them inside `transaction()`, which checks first
+what the commit will need (git.preflight: no merge under way, an identity, git's lock
+files, a writable object store with room), writes, and then commits through
+`commit_change()`.
+
+What a commit holds (the README's "Which files cortex commits"):
+- Only files under `context/` (plus `.gitignore` / `.gitattributes` at `cortex init`), never
+  a change of yours outside it, staged or not.
+- A command commits everything pending under `context/`, not only what it wrote: hand
+  edits of atoms or governance files, files a killed or interrupted command left. One
+  commit, named after the command, whose body lists what else it took along. So after any
+  completed command `git status -- context/` is empty, and nothing waits for a person.
+- A commit holds what its files rest on, so that every commit's tree is self-consistent
+  (a clone of it has no index row pointing at a missing atom or disagreeing with one): an
+  atom changed or deleted since its index was generated is committed together with that
+  index regenerated — the committer regenerates those projects first when the command
+  itself did not. `commit_paths` (sync's commits) applies the same rule to a given set
+  of paths: an index, OVERVIEW.md or HIPPOCAMPUS.md brings every pending atom.
+- The access-log committer (after the hook) commits the access logs alone: appended lines
+  rest on nothing, and a background process must not sweep up a half-written hand edit.
+
+A command that fails after writing undoes what it wrote where that is safe (a new atom,
+decision or project is removed, a TASKS.yaml put back) and says so; what it cannot undo
+(regenerated files) it names, with `cortex commit` to commit them. Interrupted work is
+finished by the next command: it commits what was left, and `remove_stale_temporaries`
+clears the temporary files of a killed writer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cortexfs import git, interrupt
+from cortexfs.atoms import KINDS, kind_of_filename
+from cortexfs.errors import CortexError, EnvironmentProblem, GitError, from_os_error
+from cortexfs.store import Store
+
+CONTEXT = "context/"
+INIT_FILES = (".gitignore", ".gitattributes")
+_ATOM_FOLDERS = {k.folder for k in KINDS}
+# store-wide generated files that list atoms (with index.md files, `lists_atoms`), and the
+# CORTEX.md files, whose generated block lists files and counts
+_LISTING = re.compile(r"^context/(?:OVERVIEW\.md|HIPPOCAMPUS\.md|\.hippocampus/.*)$")
+_CORTEX_MD = re.compile(r"^context/(?:.*/)?CORTEX\.md$")
+_LOG = re.compile(r"^context/projects/[^/]+/_meta/access-log\.jsonl$")
+LISTED = 12  # pending paths named in a commit message's body before "… and N more"
+STALE_TEMP_AGE = 600.0  # seconds after which a temporary file without a pid is abandoned
+
+
+@dataclass
+class Change:
+    """What a writing operation changed, for the committer.
+
+    `paths`: files (or folders) written or deleted; `message`: the commit message (None:
+    named after what changed, as `cortex commit` does); `created`: files that did not exist
+    before (a failed command removes them); `regenerated`: projects whose indexes the
+    operation has just regenerated (their atoms need no second regeneration).
+    """
+
+    paths: list[Path] = field(default_factory=list)
+    message: str | None = None
+    created: list[Path] = field(default_factory=list)
+    regenerated: set[str] = field(default_factory=set)
+
+    def merge(self, other: Change) -> None:
+        self.paths += other.paths
+        self.created += other.created
+        self.regenerated |= other.regenerated
+        if other.message:
+            self.message = other.message if not self.message else \
+                f"{self.message}; {other.message}"
+
+
+@dataclass
+class Committed:
+    """What `commit` did."""
+
+    commit: str | None = None  # the new commit; None when there was nothing to commit
+    message: str = ""
+    paths: list[str] = field(default_factory=list)  # relative to the store, in the commit
+    pending: list[str] = field(default_factory=list)  # of those: not the change's own
+    regenerated: list[str] = field(default_factory=list)  # written by the committer's regen
+    warning: str | None = None  # what had to stay uncommitted, and why
+
+    @property
+    def subject(self) -> str:
+        return self.message.splitlines()[0] if self.message else ""
+
+
+# --- what is what ----------------------------------------------------------------------------
+
+def lists_atoms(rel: str) -> bool:
+    """A generated file with a row per atom (id, summary…): an index.md, OVERVIEW.md,
+    HIPPOCAMPUS.md or a `.hippocampus/` file. Committing one brings the atoms it lists."""
+    if _LISTING.match(rel):
+        return True
+    parts = rel.split("/")
+    return (len(parts) == 5 and parts[:2] == ["context", "projects"]
+            and parts[3] in _ATOM_FOLDERS and parts[4] == "index.md")
+
+
+def is_generated(rel: str) -> bool:
+    """A file regeneration writes (wholly, or its generated block)."""
+    return lists_atoms(rel) or bool(_CORTEX_MD.match(rel))
+
+
+def atom_project(rel: str) -> str | None:
+    """The project of the atom file `rel` (context/projects/P/<kind folder>/ID.md), else None."""
+    parts = rel.split("/")
+    if len(parts) != 5 or parts[:2] != ["context", "projects"]:
+        return None
+    kind = kind_of_filename(parts[4])
+    return parts[2] if kind is not None and kind.folder == parts[3] else None
+
+
+def is_log(rel: str) -> bool:
+    return bool(_LOG.match(rel))
+
+
+# --- committing ------------------------------------------------------------------------------
+
+def commit_change(store: Store, change: Change, *, everything: bool = True) -> Committed:
+    """Commit `change` with what it rests on; with `everything`, with everything else pending
+    under context/ too (what a command does). Nothing happens outside a git repository."""
+    home = store.home
+    if not git.is_repo(home):
+        return Committed()
+    own = _relative(store, change.paths)
+    outside = sorted(r for r in own if not r.startswith(CONTEXT) and r != "context")
+    with git.git_lock(store), interrupt.shielded():
+        git.check_idle(home)
+        specs = (["context"] if store.context.is_dir() else []) + outside
+        status = {path: xy for xy, path in git.changes(home, specs)}
+        folders = ["" if r == "." else f"{r}/" for r in own if r == "." or (home / r).is_dir()]
+        mine = {p for p in status if p in own or any(p.startswith(f) for f in folders)}
+        if everything:
+            take = {p for p in status if p.startswith(CONTEXT)} | mine
+        else:
+            take = set(mine)
+            if any(lists_atoms(p) for p in take):
+                take |= {p for p in status if atom_project(p)}
+        created = _relative(store, change.created)
+        regenerated, warning = _regenerate_what_needs_it(store, change, take, status, created)
+        take |= set(regenerated)
+        if warning is not None:
+            take -= {p for p in take if atom_project(p) or lists_atoms(p)} - mine
+        if not take:
+            return Committed(warning=warning)
+        others = sorted(p for p in take if p not in mine and p not in regenerated)
+        message = _message(change.message, status, sorted(take), others)
+        staged = [p for p in take if status.get(p, "  ")[0] not in " ?"]
+        sha = git.commit_exactly(store, sorted(take), message, staged)
+    return Committed(sha, message if sha else "", sorted(take) if sha else [], others,
+                     regenerated, warning)
+
+
+def commit_paths(store: Store, paths: Iterable[Path], message: str) -> Committed | None:
+    """Commit `paths` and what they rest on (not everything pending); None when nothing was
+    committed. For `cortex sync` and the access-log committer."""
+    done = commit_change(store, Change(list(paths), message), everything=False)
+    return done if done.commit else None
+
+
+def _relative(store: Store, paths: Iterable[Path]) -> set[str]:
+    home = store.home
+    out = set()
+    for p in paths:
+        rel = os.path.relpath(os.path.abspath(p), home)
+        if rel == ".." or rel.startswith("../"):
+            raise GitError(f"cannot commit paths outside the store {home}: {rel}")
+        out.add(rel.replace(os.sep, "/"))
+    return out
+
+
+def _regenerate_what_needs_it(store: Store, change: Change, take: set[str],
+                              status: dict[str, str], created: set[str],
+                              ) -> tuple[list[str], str | None]:
+    """Regenerate the projects whose pending atoms an index in this commit would disagree
+    with: an atom changed or deleted in git's eyes (tracked), or a new one while a
+    generated file goes in the same commit. (relative paths written, warning)."""
+    generated = any(lists_atoms(p) for p in take)
+    projects: set[str] = set()
+    for rel in take:
+        project = atom_project(rel)
+        if project is None or rel in created or project in change.regenerated:
+            continue
+        if status.get(rel) != "??" or generated:
+            projects.add(project)
+    if not projects:
+        return [], None
+    from cortexfs.index import regenerate
+
+    existing = [p for p in sorted(projects) if (store.projects_dir / p).is_dir()]
+    try:
+        result = regenerate(store, existing if len(existing) == len(projects) else None)
+    except CortexError as e:
+        return [], (f"the indexes of {', '.join(sorted(projects))} could not be regenerated "
+                    f"({e}), so the atoms changed there stay uncommitted: fix that, then run "
+                    "`cortex commit`")
+    return sorted(_relative(store, result.written)), None
+
+
+def _message(given: str | None, status: dict[str, str], take: list[str],
+             others: list[str]) -> str:
+    if given is None:
+        return describe([(status.get(p, " M"), p) for p in take])
+    if not others:
+        return given
+    listed = [f"- {p} ({_verb(status.get(p, ' M'))})" for p in others[:LISTED]]
+    if len(others) > LISTED:
+        listed.append(f"- … and {len(others) - LISTED} more")
+    return f"{given}\n\nAlso commits what was pending under context/:\n" + "\n".join(listed)
+
+
+def _verb(xy: str) -> str:
+    if xy == "??" or "A" in xy:
+        return "added"
+    if "D" in xy:
+        return "deleted"
+    return "edited"
+
+
+def describe(changes: list[tuple[str, str]]) -> str:
+    """A commit message naming what changed: atoms by id, other files by name, generated
+    files and access logs summed up; the body lists every path."""
+    items: list[str] = []
+    generated = logs = 0
+    for xy, rel in changes:
+        if is_generated(rel):
+            generated += 1
+        elif is_log(rel):
+            logs += 1
+        else:
+            name = Path(rel).stem if atom_project(rel) else rel.removeprefix("context/")
+            name = name.removeprefix("projects/")
+            items.append(f"{ {'added': 'add', 'deleted': 'remove'}.get(_verb(xy), 'edit')} "
+                         f"{name}")
+    if logs:
+        items.append("access log" + ("s" if logs > 1 else ""))
+    if generated:
+        items.append(f"{generated} generated file{'s' if generated > 1 else ''}")
+    subject = "commit: " + ", ".join(items)
+    if len(subject) > 72:
+        shown: list[str] = []
+        for item in items:
+            if len("commit: " + ", ".join([*shown, item])) > 56:
+                break
+            shown.append(item)
+        shown = shown or items[:1]
+        subject = f"commit: {', '.join(shown)} and {len(items) - len(shown)} more"
+    body = [f"{'?' if xy == '??' else (xy.strip() or 'M')[0]} {rel}" for xy, rel in changes]
+    if len(body) > 100:
+        body = [*body[:100], f"… and {len(body) - 100} more"]
+    return subject + "\n\n" + "\n".join(body)
+
+
+# --- a writing command, from its pre-flight to its commit ------------------------------------
+
+class Transaction:
+    """One writing command: what it changed, and how to undo it if it cannot be committed."""
+
+    def __init__(self, store: Store, commit: bool, command: str | None) -> None:
+        self.store = store
+        self.commit = commit
+        self.command = command
+        self.change = Change()
+        self.result: Committed | None = None
+        self._kept: dict[Path, bytes | None] = {}
+        self._fresh: list[Path] = []
+
+    def add(self, change: Change) -> None:
+        """Record what an operation changed."""
+        self.change.merge(change)
+
+    def keep(self, *paths: Path) -> None:
+        """Remember these files as they are now, to put them back if the command fails."""
+        for path in paths:
+            if path not in self._kept:
+                try:
+                    self._kept[path] = path.read_bytes()
+                except FileNotFoundError:
+                    self._kept[path] = None
+
+    def fresh(self, *paths: Path) -> None:
+        """Files or folders about to be made: a failed command removes them whole (only
+        those that do not exist yet are recorded)."""
+        self._fresh += [p for p in paths if not os.path.lexists(p)]
+
+    def undo(self) -> list[str]:
+        """Remove what the command created and put back what it changed; what was undone."""
+        done = []
+        for path in self.change.created:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                done.append(self._name(path))
+        for path, data in self._kept.items():
+            with contextlib.suppress(OSError):
+                if data is None:
+                    if os.path.lexists(path):
+                        path.unlink()
+                        done.append(self._name(path))
+                elif path.read_bytes() != data if path.exists() else True:
+                    from cortexfs.fsutil import atomic_write
+
+                    atomic_write(path, data)
+                    done.append(self._name(path))
+        for path in reversed(self._fresh):
+            if os.path.lexists(path):
+                with contextlib.suppress(OSError):
+                    if path.is_dir() and not path.is_symlink():
+                        shutil.rmtree(path)
+                    else:
+                        path.unlink()
+                    done.append(self._name(path))
+        return done
+
+    def written(self) -> list[str]:
+        """What the command wrote so far (relative paths), for a message."""
+        return sorted(_relative(self.store, self.change.paths))
+
+    def _name(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.store.home))
+        except ValueError:
+            return str(path)
+
+
+@contextlib.contextmanager
+def transaction(store: Store, *, commit: bool = True, command: str | None = None,
+                init: bool = False, refusal_hint: str = "") -> Iterator[Transaction]:
+    """Run a writing command: pre-flight, the writes (the body of the block, which records
+    its Change with `add`), then one commit of everything pending under context/.
+
+    The store's git lock is held throughout; SIGINT / SIGTERM stop the command at a file
+    boundary (cortexfs.interrupt). A failure — or an interruption before the commit —
+    undoes what can be undone and says what was done; `command` is what to run again.
+    With `init` (`cortex init`), the store may not exist yet: what the command makes of it
+    (the folder, .git, context/) is removed again if it fails. `refusal_hint` ends the
+    message of a pre-flight refusal (e.g. how to write without committing).
+    """
+    txn = Transaction(store, commit, command)
+    repo = git.is_repo(store.home)
+    if init:
+        if commit and not repo:
+            with _hinted(refusal_hint):
+                git.preflight(store, init=True)  # before the lock: taking it writes .locks/
+        txn.fresh(store.home, store.home / ".git", store.context)
+        txn.keep(*(store.home / name for name in INIT_FILES))
+    with git.git_lock(store), interrupt.deferred():
+        try:
+            if commit and repo:
+                with _hinted(refusal_hint):
+                    git.preflight(store)
+            interrupt.check()  # a signal during the pre-flight: stop before writing
+            yield txn
+            interrupt.check()  # a signal during the writes: stop before the commit
+            if commit:
+                txn.result = commit_change(store, txn.change)
+        except interrupt.Interrupted as e:
+            written = txn.written()
+            undone = txn.undo()
+            e.rerun = e.rerun or command
+            if undone:
+                e.done = f"nothing was kept ({_some(undone)} removed or put back)"
+            else:
+                done = e.done or (f"{_some(written)} written" if written else "")
+                e.done = f"{done}, not committed" if done and commit else done
+            raise
+        except (CortexError, OSError) as e:
+            raise _explained(e, txn) from None
+        except Exception:
+            txn.undo()  # a bug: leave nothing half-done behind it either
+            raise
+    if interrupt.received() and txn.result is not None:
+        done = f"{txn.result.subject} was committed" if txn.result.commit else "all was done"
+        raise interrupt.Interrupted(interrupt.received(), done=done)
+
+
+@contextlib.contextmanager
+def _hinted(hint: str) -> Iterator[None]:
+    try:
+        yield
+    except CortexError as e:
+        if not hint:
+            raise
+        raise type(e)(f"{e}{hint}") if type(e) in (GitError, EnvironmentProblem) \
+            else CortexError(f"{e}{hint}") from None
+
+
+def _explained(e: CortexError | OSError, txn: Transaction) -> CortexError:
+    """`e` as a CortexError that also says what the command had written and what became of
+    it; an OSError that is not the environment's (a bug) is raised again as it is."""
+    problem: CortexError | None = e if isinstance(e, CortexError) else from_os_error(e)
+    written = txn.written()
+    undone = txn.undo()
+    if problem is None:
+        raise e
+    if undone:
+        note = f"cortex undid what it had written ({_some(undone)}), so nothing is half-done"
+    elif written:
+        note = (f"{_some(written)} written but not committed: fix that, then run "
+                "`cortex commit`")
+    else:
+        return problem
+    text = str(problem).replace(" (nothing was written)", "").replace(
+        " (nothing was half-written)", "")
+    kind = type(problem) if type(problem) in (GitError, EnvironmentProblem) else CortexError
+    return kind(f"{text}; {note}")
+
+
+def _some(paths: list[str], limit: int = 3) -> str:
+    shown = ", ".join(paths[:limit])
+    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+
+
+# --- finishing what a killed command left -----------------------------------------------------
+
+def remove_stale_temporaries(store: Store) -> list[Path]:
+    """Remove the temporary files (`.NAME.PID.XXXXXXXX.tmp`) that a killed cortex process
+    left under context/ and in the git dir; the paths removed.
+
+    A temporary is abandoned when the process named by the pid in its name is gone (a live
+    writer, another cortex, renames or removes its own within milliseconds). One without a
+    pid (an older cortex's) is abandoned once older than STALE_TEMP_AGE.
+    """
+    removed: list[Path] = []
+    now = time.time()
+    places: list[tuple[Path, bool]] = [(store.context, True)]
+    if git.is_repo(store.home):
+        places.append((git.git_dir_of(store.home), False))
+    for top, recurse in places:
+        for folder, dirs, names in os.walk(top) if recurse else [(str(top), [], _names(top))]:
+            if ".git" in dirs:
+                dirs.remove(".git")
+            for name in names:
+                if not _temporary(name):
+                    continue
+                path = Path(folder, name)
+                if _abandoned(path, name, now):
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+                        removed.append(path)
+    return removed
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _temporary(name: str) -> bool:
+    return (name.startswith(".") and name.endswith(".tmp")) or name.startswith("cortex-index.")
+
+
+def _abandoned(path: Path, name: str, now: float) -> bool:
+    parts = name.removesuffix(".tmp").removesuffix(".lock").split(".")
+    pid = parts[-2] if len(parts) >= 3 else ""
+    if pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False  # alive, another user's
+        return False
+    try:
+        return now - path.lstat().st_mtime > STALE_TEMP_AGE
+    except OSError:
+        return False

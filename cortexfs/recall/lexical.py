@@ -1,0 +1,511 @@
+"""The lexical index: every atom's terms, in segments under `.cache/recall/lexical/`.
+
+`refresh()` brings it up to date with the atom files: the folders' stat data is compared
+with what was indexed (`cortexfs.recall.files`), changed files are read through
+`cortexfs.loader` and tokenized into new segments (`cortexfs.recall.segment`), a first
+build streaming them SEGMENT_DOCS at a time. Docs of changed or deleted files stay behind,
+dead, until their segment is merged: when small segments pile up (MAX_SMALL) or a
+segment's dead share passes DEAD_SHARE.
+
+BM25 (Lucene's variant) is computed at query time from the stored term counts, so an
+edit changes no other doc's rows: `bm25` scores whole atoms, `cortexfs.recall.passages`
+their best passage.
+
+On disk: `manifest.json` (the code and parameters the index was built with, its segments,
+skipped files), `files.arr` (the file table), `logs.bin` (the folded access logs) and the
+segments. Anything missing, damaged or written by other code reads as "no index": it is
+rebuilt, never misread. A process that cannot write the cache keeps what it built in
+memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import secrets
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cortexfs import accesslog, cache, loader, wall
+from cortexfs.atoms import KINDS, Kind
+from cortexfs.errors import AtomParseError
+from cortexfs.frontmatter import read_bytes
+from cortexfs.fsutil import file_lock
+from cortexfs.recall import arrays, docs, files, segment, tokenize
+from cortexfs.recall.builder import Builder
+from cortexfs.recall.docs import Doc
+from cortexfs.recall.files import PENDING, SKIPPED, FileTable, Folder
+from cortexfs.recall.segment import SEGMENT_DOCS, Segment
+from cortexfs.recall.tokenize import Analyzer
+from cortexfs.store import Project, Store
+
+BM25_K1 = 1.5
+BM25_B = 0.75
+MAX_SMALL = 4  # small segments (under SEGMENT_DOCS / 4 docs) allowed before they merge
+DEAD_SHARE = 0.25  # a segment with more dead docs than this is rewritten
+Progress = Callable[[str, int, int], None]  # (what, done, total)
+
+
+def _code_key() -> str:
+    """A digest of the code that decides what the index holds: any change rebuilds it."""
+    h = hashlib.sha1()
+    for module in (tokenize, docs, segment, files):
+        with open(module.__file__ or "", "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class Columns:
+    """What a query needs of every doc at once, the segments' columns joined."""
+
+    offsets: np.ndarray  # segment s holds docs [offsets[s], offsets[s + 1])
+    live: np.ndarray  # bool: a file points at it
+    project: np.ndarray  # int32 codes into `projects`
+    projects: list[str]
+    kind: np.ndarray  # uint8, docs.KIND_CODES
+    status: np.ndarray  # uint8, docs.STATUS_CODES
+    date: np.ndarray  # int32 ordinals, 0 = none
+    dlen: np.ndarray  # terms per doc
+    n_live: int
+    avgdl: float
+
+    def locate(self, i: int) -> tuple[int, int]:
+        s = int(np.searchsorted(self.offsets, i, side="right")) - 1
+        return s, i - int(self.offsets[s])
+
+
+class LexicalIndex:
+    """The lexical index of one store (see the module docstring)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.dir = store.cache_dir / "recall" / "lexical"
+        self.analyzer = Analyzer()
+        self.segments: list[Segment] = []
+        self.files = FileTable()
+        self.skipped: dict[str, str] = {}  # key → why it is not indexed
+        self.log_states: dict[str, list[Any]] = {}  # accesslog.resume states, saved
+        self.logs: dict[str, accesslog.AccessStats] = {}  # filled by refresh()
+        self.generation = 0  # moves whenever the docs do
+        self.unsaved: set[str] = set()  # segments built but not (yet) on disk
+        self._manifest_id = ""
+        self._columns: Columns | None = None
+        self._checked = -math.inf
+        self._loaded = False
+
+    def segment_docs(self) -> int:
+        """Docs per segment of a first build (a module constant, read when used)."""
+        return SEGMENT_DOCS
+
+    # -- persistence --
+
+    def _params(self) -> dict[str, Any]:
+        return {"code": _code_key(), "analyzer": self.analyzer.name,
+                "fields": list(docs.FIELDS), "segment_docs": SEGMENT_DOCS}
+
+    def _load(self) -> None:
+        """Read the index saved on disk; a missing, damaged or foreign one reads as empty
+        (the next refresh rebuilds it). A segment deleted while being opened — another
+        process merged it away — means a newer manifest: read that one instead."""
+        self._loaded = True
+        for _ in range(3):
+            try:
+                self._read()
+                return
+            except FileNotFoundError:
+                continue  # a concurrent writer replaced the manifest: try the new one
+            except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError):
+                break
+        self._empty()
+
+    def _read(self) -> None:
+        manifest = json.loads((self.dir / "manifest.json").read_bytes())
+        if manifest.get("params") != self._params():
+            raise ValueError("built by other code")
+        segs = [segment.load(self.dir, str(name)) for name in manifest["segments"]]
+        table = FileTable.from_arrays(list(manifest["folders"]),
+                                      arrays.read(self.dir / "files.arr")[0])
+        sizes = np.array([seg.n for seg in segs] + [0], dtype=np.int64)
+        for f in table.folders.values():
+            ok = f.seg >= 0
+            if (f.seg[ok] >= len(segs)).any() or (f.seg < SKIPPED).any() or \
+                    (f.doc[ok] >= sizes[np.minimum(f.seg[ok], len(segs))]).any():
+                raise ValueError("the file table points past the segments")
+        skipped = {str(k): str(v) for k, v in manifest["skipped"].items()}
+        logs = cache.load(self.dir / "logs.bin", "recall-logs")
+        self.segments, self.files, self.skipped = segs, table, skipped
+        self.log_states = logs if isinstance(logs, dict) else {}
+        self._manifest_id = str(manifest.get("id", ""))
+        self._changed()
+
+    def _empty(self) -> None:
+        self.segments, self.files, self.skipped, self.log_states = [], FileTable(), {}, {}
+        self.unsaved = set()
+        self._manifest_id = ""
+        self._changed()
+
+    def _changed(self) -> None:
+        self.generation += 1
+        self._columns = None
+
+    def _save(self) -> None:
+        """Write the new segments, the file table and the manifest (last, atomically: a
+        reader sees the old index or the new one), then delete segments no longer listed.
+        A cache that cannot be written only costs speed."""
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            for seg in self.segments:
+                if seg.name in self.unsaved:
+                    segment.save(seg, self.dir)
+            names, table = self.files.to_arrays()
+            arrays.write(self.dir / "files.arr", table, None, frozenset())
+            self._manifest_id = secrets.token_hex(8)
+            manifest = {"params": self._params(), "id": self._manifest_id,
+                        "segments": [s.name for s in self.segments], "folders": names,
+                        "skipped": self.skipped}
+            _write(self.dir / "manifest.json",
+                   lambda f: f.write(json.dumps(manifest).encode("utf-8")))
+        except OSError:
+            return
+        self.unsaved = set()
+        listed = {f"{s.name}.seg" for s in self.segments}
+        with contextlib.suppress(OSError), os.scandir(self.dir) as it:
+            for entry in it:
+                if entry.name.startswith("seg-") and entry.name not in listed:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+
+    def _on_disk_id(self) -> str:
+        try:
+            return str(json.loads((self.dir / "manifest.json").read_bytes()).get("id", ""))
+        except (OSError, ValueError, AttributeError):
+            return ""
+
+    def discard(self) -> None:
+        """Forget the index, in memory and on disk: the next refresh rebuilds it."""
+        with contextlib.suppress(OSError):
+            (self.dir / "manifest.json").unlink()
+        self._empty()
+        self._loaded = True
+        self.invalidate()
+
+    def invalidate(self) -> None:
+        """Make the next refresh check the files whatever its max_age (after a write)."""
+        self._checked = -math.inf
+
+    # -- freshness --
+
+    def refresh(self, progress: Progress | None = None, max_age: float = 0.0) -> None:
+        """Bring the index up to date with the atom files and fold new access-log lines.
+
+        `max_age` > 0 skips the check when the last one is younger than that many seconds
+        (a long-lived server's choice; `invalidate()` forces the next check)."""
+        now = time.monotonic()
+        if max_age > 0 and now - self._checked < max_age:
+            return
+        try:
+            self._refresh(progress)
+        except IndexError:  # damaged bytes in a mapped segment: start afresh
+            self.discard()
+            self._refresh(progress)
+        self._checked = now
+
+    def _refresh(self, progress: Progress | None) -> None:
+        if not self._loaded:
+            self._load()
+        projects = self.store.projects()
+        walked = self._walk(projects)
+        if walked:
+            with self._writing():
+                if self._manifest_id != self._on_disk_id():  # another process wrote it
+                    self._load()
+                    walked = self._walk(projects)
+                if walked and self._apply(walked, projects, progress):
+                    self._compact()
+                    self._save()
+        self._fold_logs(projects)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Any:
+        """Hold the index's lock while changing it; a store we cannot write to is changed
+        for this process alone."""
+        try:
+            with file_lock(self.dir.parent / "lexical.lock", timeout=600,
+                           what="the recall index"):
+                yield
+        except PermissionError:
+            yield
+        except OSError as e:
+            import errno
+
+            if e.errno != errno.EROFS:
+                raise
+            yield
+
+    def _walk(self, projects: list[Project]) -> dict[str, tuple[Any, ...]]:
+        """The folders whose listing or stat data differ from the table's (or that are
+        gone): folder key → (project, kind, names, stamps, modes)."""
+        out: dict[str, tuple[Any, ...]] = {}
+        seen = set()
+        for project in projects:
+            for kind in KINDS:
+                fkey = f"{project.name}/{kind.folder}"
+                seen.add(fkey)
+                old = self.files.folders.get(fkey)
+                folder = project.folder(kind)
+                names: list[str] = []
+                stamps = np.zeros((0, 3), np.int64)
+                modes: list[int] = []
+                listed = (0, 0)
+                if not wall.reason(self.store.context, folder):  # (a linked project or
+                    # folder is not part of the store: cortexfs.wall)
+                    names, stamps, modes, listed = files.listing(folder, kind, old)
+                if old is not None and old.names == names and old.listed == listed and \
+                        np.array_equal(old.stamps, stamps) and not old.racy.any():
+                    continue
+                if old is None and not names:
+                    continue
+                out[fkey] = (project, kind, names, stamps, modes, listed)
+        for fkey in self.files.folders:
+            if fkey not in seen:
+                out[fkey] = (None, None, [], np.zeros((0, 3), np.int64), [], (0, 0))
+        return out
+
+    def _apply(self, walked: dict[str, tuple[Any, ...]], projects: list[Project],
+               progress: Progress | None) -> bool:
+        """Update the table (and write segments) for the walked folders; False when nothing
+        changed after all (racily-clean files whose bytes were the same)."""
+        total = sum(len(w[2]) for w in walked.values())
+        builder = Builder(self, total, progress)
+        changed = False
+        for fkey, (project, kind, names, stamps, modes, listed) in walked.items():
+            old = self.files.folders.get(fkey, Folder.empty())
+            if project is None:
+                self.files.folders.pop(fkey, None)
+                for name in old.names:
+                    self.skipped.pop(f"{fkey}/{name}", None)
+                changed = True
+                continue
+            new = self._update(project, kind, fkey, names, stamps, modes, old, builder)
+            new.listed = listed
+            changed = changed or not old.same(new)
+            self.files.folders[fkey] = new
+        builder.flush()
+        if not changed:
+            return False
+        for f in self.files.folders.values():  # the docs that landed in new segments
+            pending = f.seg == PENDING
+            if pending.any():
+                seg, doc = builder.landed[f.doc[pending]].T
+                f.seg = f.seg.copy()
+                f.doc = f.doc.copy()
+                f.seg[pending], f.doc[pending] = seg, doc
+        self._changed()
+        return True
+
+    def _update(self, project: Project, kind: Kind, fkey: str, names: list[str],
+                stamps: np.ndarray, modes: list[int], old: Folder, builder: Builder) -> Folder:
+        """The folder's new row of the table: unchanged files keep their doc (found with
+        array comparisons: a folder of 10,000 files with one change costs no loop over
+        them), the others are read — a racily-clean one only if its bytes changed."""
+        n = len(names)
+        if old.names == names:
+            prev = np.arange(n)
+        else:
+            at = {name: i for i, name in enumerate(old.names)}
+            prev = np.array([at.get(name, -1) for name in names], dtype=np.int64)
+            for name in set(old.names).difference(names):
+                self.skipped.pop(f"{fkey}/{name}", None)
+        has = prev >= 0
+        p = np.where(has, prev, 0)
+        if len(old.names):
+            seg = np.where(has, old.seg[p], SKIPPED).astype(np.int32)
+            doc = np.where(has, old.doc[p], 0).astype(np.int32)
+            same = has & (old.stamps[p] == stamps).all(axis=1)
+            racy = same & old.racy[p]
+        else:
+            seg, doc = np.full(n, SKIPPED, np.int32), np.zeros(n, np.int32)
+            same = racy = np.zeros(n, bool)
+        now_ns = time.time_ns()
+        folder = project.folder(kind)
+        for j in np.flatnonzero(~same | racy).tolist():  # new, changed or racily clean
+            name, i = names[j], int(prev[j])
+            old_sha = self.segments[old.seg[i]].sha(int(old.doc[i])) \
+                if i >= 0 and old.seg[i] >= 0 else None
+            racy[j] = now_ns - int(stamps[j][0]) < loader.RACY_NS
+            if same[j] and old_sha is not None and _sha_of(folder / name) == old_sha:
+                continue  # racily clean, and indeed unchanged: keeps its doc
+            found = builder.add(project, kind, f"{fkey}/{name}", folder / name, old_sha)
+            if found is None:  # not an atom (the builder noted why)
+                seg[j], doc[j] = SKIPPED, 0
+            elif found != "same":  # (touched, not changed: keeps its doc)
+                seg[j], doc[j] = PENDING, found
+        return Folder(names, stamps, racy, seg, doc)
+
+    def _compact(self) -> None:
+        """Merge the small segments once MAX_SMALL of them pile up, and rewrite any segment
+        whose dead share passed DEAD_SHARE (with the small ones, if any)."""
+        cols = self.columns()
+        live_per = np.add.reduceat(cols.live.astype(np.int64), cols.offsets[:-1]) if self.segments \
+            else np.zeros(0, np.int64)
+        small = [s for s, seg in enumerate(self.segments) if seg.n < SEGMENT_DOCS // 4]
+        dead = [s for s, seg in enumerate(self.segments)
+                if seg.n - int(live_per[s]) > DEAD_SHARE * seg.n]
+        chosen = sorted(set(dead) | (set(small) if len(small) >= MAX_SMALL or dead else set()))
+        if not chosen or (len(chosen) == 1 and chosen[0] in small and not dead):
+            return
+        parts = [(self.segments[s], np.flatnonzero(
+            cols.live[cols.offsets[s]:cols.offsets[s + 1]])) for s in chosen]
+        merged = segment.merge(self._new_name(), parts) if sum(len(d) for _, d in parts) \
+            else None
+        keep = [s for s in range(len(self.segments)) if s not in chosen]
+        new_seg = np.full(len(self.segments), -1, np.int64)
+        new_seg[keep] = np.arange(len(keep))
+        new_doc: dict[int, np.ndarray] = {}
+        start = 0
+        for s, live_docs in parts:
+            index = self.segments.index(s)
+            mapping = np.full(s.n, -1, np.int32)
+            mapping[live_docs] = np.arange(start, start + len(live_docs), dtype=np.int32)
+            start += len(live_docs)
+            new_doc[index] = mapping
+            new_seg[index] = len(keep)
+        self.files.remap(new_seg, new_doc)
+        self.segments = [self.segments[s] for s in keep] + ([merged] if merged else [])
+        if merged is not None:
+            self.unsaved.add(merged.name)
+        self._changed()
+
+    def _new_name(self) -> str:
+        return f"seg-{time.time_ns():x}-{secrets.token_hex(3)}"
+
+    def _fold_logs(self, projects: list[Project]) -> None:
+        changed = False
+        names = {p.name for p in projects}
+        for project in projects:
+            saved = self.log_states.get(project.name, [])
+            self.logs[project.name], state = accesslog.resume(project.access_log, saved)
+            if state != saved:
+                self.log_states[project.name] = state
+                changed = True
+        for name in [n for n in self.log_states if n not in names]:
+            del self.log_states[name]
+            self.logs.pop(name, None)
+            changed = True
+        if changed:
+            cache.save(self.dir / "logs.bin", "recall-logs", self.log_states)
+
+    # -- what queries read --
+
+    def columns(self) -> Columns:
+        if self._columns is None:
+            offsets = np.zeros(len(self.segments) + 1, np.int64)
+            np.cumsum([s.n for s in self.segments], out=offsets[1:])
+            projects = sorted({p for s in self.segments for p in s.projects})
+            code = {p: i for i, p in enumerate(projects)}
+
+            def cat(name: str, dtype: Any) -> np.ndarray:
+                if not self.segments:
+                    return np.zeros(0, dtype)
+                return np.concatenate([np.asarray(s.a[name]) for s in self.segments]) \
+                    .astype(dtype, copy=False)
+
+            project = np.concatenate([np.array([code[p] for p in s.projects], np.int32)[
+                np.asarray(s.a["proj"], np.int64)] for s in self.segments]) \
+                if self.segments else np.zeros(0, np.int32)
+            live = self.files.live_mask(offsets)
+            dlen = cat("dlen", np.int32)
+            n_live = int(live.sum())
+            avgdl = float(dlen[live].mean()) if n_live else 1.0
+            self._columns = Columns(offsets, live, project, projects, cat("kind", np.uint8),
+                                    cat("status", np.uint8), cat("date", np.int32), dlen,
+                                    n_live, max(avgdl, 1.0))
+        return self._columns
+
+    def doc(self, i: int) -> Doc:
+        s, j = self.columns().locate(i)
+        return self.segments[s].doc(j)
+
+    def docs_in(self, folder: str) -> list[Doc]:
+        """The docs of an atom folder (`flywheel/knowledge`), in file-name order."""
+        f = self.files.folders.get(folder)
+        if f is None:
+            return []
+        return [self.segments[int(s)].doc(int(d)) for s, d in zip(f.seg, f.doc, strict=True)
+                if s >= 0]
+
+    def vshas(self) -> list[str]:
+        """Every doc's Doc.vsha, in doc order (what its dense vectors are keyed by)."""
+        return [row.tobytes().hex() for s in self.segments for row in np.asarray(s.a["vsha"])]
+
+    def postings(self, h: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The live docs holding term hash `h`: global ids, tf, lines holding it."""
+        cols = self.columns()
+        key = np.array([h], dtype=np.uint64)
+        parts = []
+        for s, seg in enumerate(self.segments):
+            t = int(seg.lookup(key)[0])
+            if t < 0:
+                continue
+            a, b = int(seg.a["t_ptr"][t]), int(seg.a["t_ptr"][t + 1])
+            parts.append((np.asarray(seg.a["p_doc"][a:b], np.int64) + cols.offsets[s],
+                          np.asarray(seg.a["p_tf"][a:b]), np.asarray(seg.a["p_lines"][a:b])))
+        if not parts:
+            empty = np.zeros(0, np.int64)
+            return empty, empty, empty
+        ids = np.concatenate([p[0] for p in parts])
+        keep = cols.live[ids]
+        return (ids[keep], np.concatenate([p[1] for p in parts])[keep],
+                np.concatenate([p[2] for p in parts])[keep])
+
+
+def bm25(index: LexicalIndex, hashes: list[int], weights: list[float] | None = None,
+         k1: float = BM25_K1, b: float = BM25_B) -> tuple[np.ndarray, list[np.ndarray],
+                                                          list[int]]:
+    """BM25 of every doc for the query terms (hashes, each counted `weights[i]` times):
+    the scores, each term's docs, and each term's line count (the lines holding it, for
+    the passages' statistics)."""
+    cols = index.columns()
+    scores = np.zeros(len(cols.live), np.float32)
+    found: list[np.ndarray] = []
+    line_df: list[int] = []
+    for j, h in enumerate(hashes):
+        ids, tf, lines = index.postings(h)
+        found.append(ids)
+        line_df.append(int(lines.sum()))
+        if len(ids) == 0:
+            continue
+        idf = math.log(1 + (cols.n_live - len(ids) + 0.5) / (len(ids) + 0.5))
+        norm = k1 * (1 - b + b * cols.dlen[ids] / cols.avgdl)
+        w = weights[j] if weights is not None else 1.0
+        scores[ids] += (w * idf * tf / (tf + norm)).astype(np.float32)
+    return scores, found, line_df
+
+
+def _sha_of(path: Path) -> bytes | None:
+    try:
+        return hashlib.sha1(read_bytes(path)).digest()  # (a regular file, never a link)
+    except AtomParseError:
+        return None
+
+
+def _write(path: Path, write: Callable[[Any], Any]) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
