@@ -8,10 +8,11 @@ next cortex command alone put everything right?
 
 Stores come from scripts/gen_corpus.py (--atoms for regen and new; a bare remote and two
 clones of a --sync-atoms store for sync). For each scenario, until --kills commands were
-killed: prepare the next piece of work, start the command as its own process group, wait a
-random delay (uniform over the command's duration, measured on an uninterrupted run of the
-same work), then SIGKILL the whole group — cortex and the git it runs, as a crash, an OOM
-kill or a closed terminal does (--kill process kills cortex alone and lets its git finish).
+killed: prepare the next piece of work, start the command, wait a random delay (uniform
+over the command's duration, measured on an uninterrupted run of the same work), then
+SIGKILL cortex and every process it started, git included (git runs in a session of its
+own, so the tree is read from /proc), as a crash or a power cut does (--kill process kills
+cortex alone and lets its git finish).
 A command that ended before its kill is not counted. Then the next command runs, alone:
 
     regen   `cortex index regen --all` again
@@ -40,6 +41,7 @@ temporaries) so that one failure does not cascade into the next kills.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -105,22 +107,55 @@ def run_killed(home: Path, args: list[str], delay: float, group: bool) -> Run:
     except subprocess.TimeoutExpired:
         pass
     if group:
-        os.killpg(proc.pid, signal.SIGKILL)
+        tree = _tree(proc.pid)
+        for pid in tree:  # stopped first, so that none of them moves on meanwhile
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        for pid in _tree(proc.pid) + tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     else:
         proc.kill()
     proc.communicate()
-    if group:  # the group's git processes too, before anyone looks at the repository
-        _wait_group_gone(proc.pid)
+    if group:  # its git processes too, before anyone looks at the repository
+        _wait_gone(tree)
     return Run(None, time.perf_counter() - start)
 
 
-def _wait_group_gone(pgid: int) -> None:
-    for _ in range(200):
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.01)
+def _tree(root: int) -> list[int]:
+    """`root` and every process descended from it (git runs in a session of its own, so a
+    process group is not enough), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def _wait_gone(pids: list[int]) -> None:
+    for pid in pids:
+        for _ in range(200):
+            if not os.path.exists(f"/proc/{pid}") or _zombie(pid):
+                break
+            time.sleep(0.01)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def has_commit_command() -> bool:
@@ -675,7 +710,8 @@ def main() -> int:
     parser.add_argument("--hook-interval", type=float, default=0.2,
                         help="seconds between the hook's appends while a sync runs")
     parser.add_argument("--kill", choices=("group", "process"), default="group",
-                        help="kill cortex with the git it runs (group) or cortex alone")
+                        help="kill cortex with every process it started, git included "
+                        "(group), or cortex alone")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds the next command may take")
     parser.add_argument("--seed", type=int, default=1)
@@ -704,8 +740,8 @@ def main() -> int:
                 scenario = SyncScenario(args, work, rng, sync_corpus)
             tallies.append(scenario.run())
             print(tallies[-1].report(), flush=True)
-        victim = ("process group (cortex and its git)" if args.kill == "group"
-                  else "cortex process")
+        victim = ("cortex process and every process it started (git included)"
+                  if args.kill == "group" else "cortex process")
         print(f"\n--- {args.kills} kills per scenario, kill -9 of the {victim}, "
               f"{time.perf_counter() - started:.0f} s in all")
         for tally in tallies:

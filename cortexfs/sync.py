@@ -443,16 +443,21 @@ def _merge(store: Store, tgt: Target, head: str, upstream: str, unrelated: bool)
         if proc.returncode == 0 or git.in_progress(home) == "merge":
             break
         blocked = _overwritten(proc.stdout + proc.stderr)
+        if not blocked:
+            # git failed on its own (killed, out of memory, a full disk): it may have written
+            # part of the merge, which goes back before the journal is cleared (if that
+            # fails, the journal stays and the next sync's recovery does it)
+            failure = git.git_error(["merge"], proc.stderr or proc.stdout)
+            _undo_partial_checkout(store, head, upstream)
+            _journal(home)
+            raise failure
         _journal(home)
         if blocked and all(is_log(p) for p in blocked):
             # an access-log line arrived since the last commit: commit it and merge again
             commit_pending(store, only_logs=True)
             continue
-        if blocked:
-            raise GitError(f"cannot merge {tgt.display}: it would overwrite your uncommitted "
-                           f"{_names(blocked)}; commit or move them, then run `cortex sync` "
-                           "again")
-        raise git.git_error(["merge"], proc.stderr or proc.stdout)
+        raise GitError(f"cannot merge {tgt.display}: it would overwrite your uncommitted "
+                       f"{_names(blocked)}; commit or move them, then run `cortex sync` again")
     else:
         raise GitError("access logs kept changing while cortex merged: run `cortex sync` again")
     _checkpoint("merge-started")

@@ -70,9 +70,11 @@ class Clone:
         self.summaries.append(summary)
         return atom.id
 
-    def read_atom(self, atom_id: str, n: int, tool: str = "Read") -> None:
-        """Log `n` reads of `atom_id`; the session field names the atom's summary."""
-        summary = self.summary_of(atom_id)
+    def read_atom(self, atom_id: str, n: int, tool: str = "Read",
+                  summary: str | None = None) -> None:
+        """Log `n` reads of `atom_id`; the session field names the atom's summary (pass it
+        when some atom of the clone may not parse, e.g. in the middle of a merge)."""
+        summary = summary or self.summary_of(atom_id)
         lines = []
         for i in range(n):
             session = f"{summary}#{self.home.name}#{len(self.log_lines)}#{i}"

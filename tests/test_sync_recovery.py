@@ -21,36 +21,41 @@ from test_sync import Clone, _add_body, check_invariants, make_cluster, settle, 
 from cortexfs import autocommit, git
 
 
-def _kill_after_git(tmp_path: Path, after: str) -> dict[str, str]:
-    """Env for a sync whose first git command after one whose arguments contain `after`
-    SIGKILLs the sync (its parent)."""
+def _kill_at_git(tmp_path: Path, pattern: str, after: bool) -> dict[str, str]:
+    """Env for a sync that is SIGKILLed (its cortex process) just before the first git
+    command whose arguments contain `pattern` runs, or (`after`) just before the git
+    command that follows it."""
     real = shutil.which("git")
     assert real
     folder = tmp_path / "wrapper"
     folder.mkdir(exist_ok=True)
     wrapper = folder / "git"
     wrapper.write_text(f"""#!/bin/sh
-case "$*" in
-  *"$KILL_AFTER"*) : > "$KILL_MARK" ;;
-  *) if [ -f "$KILL_MARK" ] && [ ! -f "$KILL_MARK.done" ]; then
-       : > "$KILL_MARK.done"; kill -9 $PPID; exit 137
-     fi ;;
-esac
+kill_now() {{ : > "$KILL_MARK.done"; kill -9 $PPID; exit 137; }}
+if [ ! -f "$KILL_MARK.done" ]; then
+  case "$*" in
+    *"$KILL_AT"*) if [ -z "$KILL_AFTER" ]; then kill_now; fi; : > "$KILL_MARK" ;;
+    *) if [ -f "$KILL_MARK" ]; then kill_now; fi ;;
+  esac
+fi
 exec {real} "$@"
 """)
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}", "KILL_AFTER": after,
-            "KILL_MARK": str(tmp_path / "killed-after-git")}
+    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}", "KILL_AT": pattern,
+            "KILL_AFTER": "1" if after else "", "KILL_MARK": str(tmp_path / "killed-at-git")}
 
 
-def _sync_killed_while_git_writes(c: Clone, tmp_path: Path, nth: int) -> int:
-    """Run `cortex sync` in its own process group; the nth file git writes into the work
-    tree kills the group (cortex and git). The sync's return code."""
+def _sync_killed_while_git_writes(c: Clone, tmp_path: Path, nth: int,
+                                  git_only: bool = False) -> int:
+    """Run `cortex sync`; the nth file git writes into the work tree SIGKILLs that git and
+    the cortex that runs it (with `git_only`, git alone). The sync's return code."""
     killer = tmp_path / "smudge-killer"
     mark = tmp_path / "smudged"
+    # the filter's parent is git, whose parent is cortex (fields 4 of /proc/PID/stat)
+    victims = '$PPID' if git_only else '$(cut -d" " -f4 /proc/$PPID/stat) $PPID'
     killer.write_text(f"""#!/bin/sh
 n=$(( $(cat "{mark}" 2>/dev/null || echo 0) + 1 )); echo $n > "{mark}"
-if [ -n "$KILL_SMUDGE_AT" ] && [ "$n" -ge "$KILL_SMUDGE_AT" ]; then kill -9 0; fi
+if [ -n "$KILL_SMUDGE_AT" ] && [ "$n" -ge "$KILL_SMUDGE_AT" ]; then kill -9 {victims}; fi
 exec cat
 """)
     killer.chmod(0o755)
@@ -61,7 +66,7 @@ exec cat
     try:
         proc = subprocess.run([sys.executable, "-m", "cortexfs", "--home", str(c.home), "sync"],
                               env={**os.environ, "KILL_SMUDGE_AT": str(nth)},
-                              start_new_session=True, capture_output=True, text=True)
+                              capture_output=True, text=True)
     finally:
         attributes.unlink()
         sh(c.home, "config", "--unset", "filter.smudge-killer.smudge")
@@ -69,11 +74,21 @@ exec cat
 
 
 def _resolve_keeping_both(c: Clone, *paths: Path) -> None:
-    """What the user does after a reported conflict: merge, keep both sides' lines, commit."""
+    """What the user does after a reported conflict: merge, keep both sides' lines of the
+    body (this side's of the frontmatter, where two values of a key cannot both stay),
+    commit."""
     subprocess.run(["git", "merge", "-q", "origin/main"], cwd=c.home, capture_output=True)
     for path in paths:
-        path.write_text("".join(line for line in path.read_text().splitlines(keepends=True)
-                                if not line.startswith(("<<<<<<<", "=======", ">>>>>>>"))))
+        kept, fences, side = [], 0, ""
+        for line in path.read_text().splitlines(keepends=True):
+            if line.startswith(("<<<<<<<", "=======", ">>>>>>>")):
+                side = {"<": "ours", "=": "theirs", ">": ""}[line[0]]
+                continue
+            fences += line == "---\n"
+            if side == "theirs" and fences < 2:
+                continue  # the frontmatter: this side's value
+            kept.append(line)
+        path.write_text("".join(kept))
     sh(c.home, "add", "-A", "context")
     sh(c.home, "commit", "-q", "--no-edit")
 
@@ -106,7 +121,7 @@ def test_a_merge_killed_then_an_edit_to_a_file_it_merged(tmp_path: Path) -> None
     assert b.sync(check=False, env={"CORTEX_SYNC_FAULT": "merge-started"}).returncode == -9
     assert git.in_progress(b.home) == "merge"
     _atom(b, e1).write_text(_atom(b, e1).read_text() + "Beta's note.\n")
-    b.read_atom(e1, 3)
+    b.read_atom(e1, 3, summary="shared")
     proc = b.sync()
     assert "recovered: finished the merge an interrupted sync had started" in proc.stderr
     b.read_atom(e1, 1)
@@ -126,7 +141,7 @@ def test_a_conflicted_merge_killed_then_edits_is_aborted_losing_nothing(tmp_path
     # after the kill: an edit to a file the merge changed, log lines, and an edit to the
     # conflicted file itself (which `git merge --abort` alone would reset silently)
     _atom(b, e2).write_text(_atom(b, e2).read_text() + "Beta's own line.\n")
-    b.read_atom(e2, 2)
+    b.read_atom(e2, 2, summary="shared too")  # (EXP-001 has conflict markers)
     _atom(b, e1).write_text(_atom(b, e1).read_text() + "Kept by hand.\n")
     proc = b.sync(check=False)
     assert proc.returncode == 1, proc.stderr
@@ -146,22 +161,27 @@ def test_a_conflicted_merge_killed_then_edits_is_aborted_losing_nothing(tmp_path
     assert "Alpha adds." in text and "Beta disagrees." in text and "Kept by hand." in text
 
 
-def test_a_renumbering_commit_killed_before_the_index_was_reset(tmp_path: Path) -> None:
-    """(b) The renumbering commit moved HEAD, the kill came before the user's index was
-    brought up to date (a staged rename): the next sync repairs it and goes through."""
+@pytest.mark.parametrize("after", [True, False], ids=["after-update-ref", "before-update-ref"])
+def test_a_renumbering_commit_killed_around_its_ref_update(tmp_path: Path, after: bool) -> None:
+    """(b) The renumbering commit killed just after it moved HEAD (the old order: before the
+    user's index was brought up to date — a staged rename every later sync tripped on), or
+    just before (the new order: the user's index is updated first): the next sync goes
+    through, and the user's index matches HEAD."""
     a, b = make_cluster(tmp_path)
     a.new("exp", "alpha one")
     a.read_atom("EXP-001", 2)
     a.sync()
     b.new("exp", "beta one")
     b.read_atom("EXP-001", 2)
-    env = _kill_after_git(tmp_path, "update-ref -m commit: sync: renumber")
+    env = _kill_at_git(tmp_path, "update-ref -m commit: sync: renumber", after)
     assert b.sync(check=False, env=env).returncode == -9
-    assert (tmp_path / "killed-after-git.done").exists()
+    assert (tmp_path / "killed-at-git.done").exists()
+    journal = git.read_sync_state(b.home).get("journal") or {}
     b.read_atom("EXP-002", 1)
     proc = b.sync()
-    assert "recovered: finished an interrupted renumbering (flywheel EXP-001 → EXP-002)" \
-        in proc.stderr
+    if journal.get("op") == "renumber":
+        assert "recovered: finished an interrupted renumbering (flywheel EXP-001 → EXP-002)" \
+            in proc.stderr
     settle([a, b])
     check_invariants([a, b])
     assert sh(b.home, "diff", "--cached", "--name-only") == ""
@@ -192,6 +212,20 @@ def test_a_merge_killed_while_git_wrote_files_then_a_commit(tmp_path: Path, nth:
     settle([a, b])
     check_invariants([a, b])  # (every atom, and every log line exactly once)
     assert "sync: commit local changes" not in sh(b.home, "log", "--format=%s")
+    assert _atom(b, e).read_text().endswith("Alpha adds.\n")
+
+
+def test_a_merge_whose_git_was_killed_alone_is_put_back_at_once(tmp_path: Path) -> None:
+    """git merge killed (an OOM kill, say) while cortex lives on: the sync puts back what git
+    had half written before it reports the failure, and the next sync goes through."""
+    a, b, e, _ = _diverge(tmp_path)
+    assert _sync_killed_while_git_writes(b, tmp_path, 3, git_only=True) == 1
+    (git.git_dir_of(b.home) / "index.lock").unlink(missing_ok=True)  # (see above)
+    assert git.read_sync_state(b.home).get("journal") in (None, {})
+    assert sh(b.home, "status", "--porcelain", "--", "context") == ""
+    b.sync()
+    settle([a, b])
+    check_invariants([a, b])
     assert _atom(b, e).read_text().endswith("Alpha adds.\n")
 
 
