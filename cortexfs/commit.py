@@ -359,6 +359,7 @@ def transaction(store: Store, *, commit: bool = True, command: str | None = None
     with git.git_lock(store), interrupt.deferred():
         try:
             if commit and repo:
+                _finish_interrupted_sync(store)
                 with _hinted(refusal_hint):
                     git.preflight(store)
             interrupt.check()  # a signal during the pre-flight: stop before writing
@@ -384,6 +385,19 @@ def transaction(store: Store, *, commit: bool = True, command: str | None = None
     if interrupt.received() and txn.result is not None:
         done = f"{txn.result.subject} was committed" if txn.result.commit else "all was done"
         raise interrupt.Interrupted(interrupt.received(), done=done)
+
+
+def _finish_interrupted_sync(store: Store) -> None:
+    """Before anything is committed: what a killed `cortex sync` left (a merge under way,
+    files a killed `git merge` half wrote, a renumbering) is finished or undone first, or
+    committing "everything pending" would commit the half-merged files as this side's own
+    changes (a file git had removed before rewriting it: its deletion). One read of the sync
+    state when there is nothing to do."""
+    state = git.read_sync_state(store.home)
+    if state.get("journal") or state.get("aside"):
+        from cortexfs import sync
+
+        sync.recover(store)
 
 
 @contextlib.contextmanager

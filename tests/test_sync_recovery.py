@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_sync import Clone, _add_body, check_invariants, make_cluster, settle, sh
+from test_sync import PROJECT, Clone, _add_body, check_invariants, cortex, make_cluster, settle, sh
 
 from cortexfs import autocommit, git
 
@@ -187,7 +187,8 @@ def test_a_renumbering_commit_killed_around_its_ref_update(tmp_path: Path, after
     assert sh(b.home, "diff", "--cached", "--name-only") == ""
 
 
-@pytest.mark.parametrize(("nth", "then"), [(1, "atom"), (3, "atom"), (3, "logs")])
+@pytest.mark.parametrize(("nth", "then"), [(1, "atom"), (3, "atom"), (3, "logs"),
+                                           (3, "cortex new")])
 def test_a_merge_killed_while_git_wrote_files_then_a_commit(tmp_path: Path, nth: int,
                                                             then: str) -> None:
     """(c) git merge killed half-way through writing files, then a commit moves HEAD: the
@@ -204,9 +205,12 @@ def test_a_merge_killed_while_git_wrote_files_then_a_commit(tmp_path: Path, nth:
     (git.git_dir_of(b.home) / "index.lock").unlink(missing_ok=True)
     b.read_atom("K-001", 1)  # (EXP-001 may be missing: git removes a file, then writes it)
     if then == "atom":
-        b.new("exp", "after the kill")
-    else:
-        assert autocommit.commit_logs(str(b.home))
+        b.new("exp", "after the kill")  # commits its atom alone
+    elif then == "logs":
+        assert autocommit.commit_logs(str(b.home))  # the logs alone
+    else:  # commits everything pending under context/: the killed sync is recovered first
+        cortex(b.home, "new", "exp", "-p", PROJECT, "-s", "after the kill", "-t", "t")
+        b.summaries.append("after the kill")
     proc = b.sync()
     assert "commit local changes" not in proc.stdout
     settle([a, b])
