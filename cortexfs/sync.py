@@ -49,6 +49,7 @@ from typing import Any
 from cortexfs import accesslog, git, renumber, wall
 from cortexfs.accesslog import LOG_NAME
 from cortexfs.atoms import KINDS, kind_of_filename
+from cortexfs.commit import lists_atoms
 from cortexfs.errors import AtomParseError, CortexError, GitError, InvalidInputError
 from cortexfs.fsutil import atomic_write, file_lock
 from cortexfs.store import Store
@@ -56,8 +57,6 @@ from cortexfs.store import Store
 NETWORK_TIMEOUT = 300.0  # seconds a fetch or push may take
 MAX_ATTEMPTS = 5  # fetch–merge–push cycles before giving up on a remote that keeps moving
 CONTEXT = "context/"
-_GENERATED = re.compile(r"^context/(?:OVERVIEW\.md|HIPPOCAMPUS\.md|projects/[^/]+/"
-                        r"(?:experiments|knowledge|patterns)/index\.md)\Z")
 _LOG = re.compile(rf"^context/projects/[^/]+/_meta/{re.escape(LOG_NAME)}\Z")
 _TOOL_KEYS = ("refs", "last-ref")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+\Z")
@@ -77,8 +76,9 @@ def is_log(rel: str) -> bool:
 
 
 def is_generated(rel: str) -> bool:
-    """Whole files regeneration writes (CORTEX.md has only a generated block)."""
-    return bool(_GENERATED.match(rel))
+    """Whole files regeneration writes — index.md, OVERVIEW.md, HIPPOCAMPUS.md and the
+    `.hippocampus/` files (CORTEX.md has only a generated block)."""
+    return lists_atoms(rel)
 
 
 # --- the remote --------------------------------------------------------------------------------

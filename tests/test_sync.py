@@ -380,6 +380,7 @@ def test_generated_files_and_tool_keys_never_conflict(tmp_path: Path) -> None:
         index = c.project_root / "experiments" / "index.md"
         index.write_text(f"# index regenerated on {tag}\n")
         (c.store.context / "OVERVIEW.md").write_text(f"overview {tag}\n")
+
         atom = c.project_root / "experiments" / f"{e}.md"
         from cortexfs.frontmatter import set_keys
         atom.write_text(set_keys(atom.read_text(), {"refs": 3 if tag == "alpha" else 7,
@@ -399,6 +400,31 @@ def test_generated_files_and_tool_keys_never_conflict(tmp_path: Path) -> None:
     check_invariants([a, b])
     md = (b.home / cortex_md).read_text()
     assert md.startswith("Alpha's note on top.\n") and md.endswith("Beta's note at the end.\n")
+
+
+def test_hippocampus_files_regenerated_on_both_sides_never_conflict(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`.hippocampus/` files are generated like the indexes: when both machines committed
+    their own, the merge takes one and regeneration rewrites it (in-process, with the
+    hierarchical HIPPOCAMPUS.md from the first atom on)."""
+    from cortexfs import hippocampus
+    from cortexfs.index import regenerate
+
+    monkeypatch.setattr(hippocampus, "MAX_TOKENS", 10)
+    a, b = make_cluster(tmp_path)
+    e1, e2 = a.new("exp", "one"), a.new("exp", "two")
+    sync_lib.sync(a.store)
+    sync_lib.sync(b.store)
+    b.summaries.clear()
+    a.read_atom(e1, 7)
+    b.read_atom(e2, 3)
+    for c in (a, b):
+        regenerate(c.store)
+        assert (c.store.context / ".hippocampus").is_dir()
+    sync_lib.sync(a.store)
+    sync_lib.sync(b.store)
+    settle([a, b])
+    check_invariants([a, b])
 
 
 def test_a_second_machine_can_join_with_init_remote(tmp_path: Path) -> None:
