@@ -951,6 +951,14 @@ class _Row:
         return (-self.refs, day is None, -day.toordinal() if day else 0, self.key)
 
 
+def atom_order(atom: Atom) -> tuple[Any, ...]:
+    """Where `atom` stands within its index table (refs, newest date, id): `cortex list`
+    sorts as the indexes do. Tables come in GROUP_ORDER."""
+    return _Row(atom).order()
+
+
+GROUP_ORDER = ("active", "invalidated", "superseded")  # the index's tables, in order
+
 _MEMO_MAX = 50_000
 _DAYS: dict[object, tuple[dt.date | None, str]] = {}
 _STATUSES: dict[object, tuple[str, str | None, str, str]] = {}

@@ -30,6 +30,8 @@ from itertools import repeat
 from typing import Any, Literal, NamedTuple
 
 from cortexfs.atoms import (
+    ANTI_PATTERN_PREFIX,
+    ANTI_PATTERN_TAG,
     EXPERIMENT,
     KIND_BY_PREFIX,
     KINDS,
@@ -523,8 +525,6 @@ def status_ref_resolves(atom: Atom, ctx: Context) -> Sequence[Issue]:
                   f"{ctx.project.name}", "status")]
 
 
-ANTI_PATTERN_PREFIX = "ANTI-PATTERN:"
-ANTI_PATTERN_TAG = "anti-pattern"
 
 
 @atom_rule("anti-pattern", WARNING)

@@ -96,12 +96,11 @@ def uninstall(
 @hooks_app.command("status")
 def status(
     project_dir: ProjectDir = None,
-    fmt: common.Format = "text",
 ) -> None:
     """Where the cortex hooks are installed (user and project settings), and if current."""
     from cortexfs.claude_settings import installed, settings_path
 
-    common.check_format(fmt)
+    fmt = common.output_format()
     store = common.unopened_store()
     paths = [settings_path(user=True), settings_path(project_dir),
              settings_path(project_dir, local=True)]

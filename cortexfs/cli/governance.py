@@ -20,7 +20,6 @@ decision_app = typer.Typer(help="Decision records (decisions/NNNN-title.md).",
 ProjectOpt = Annotated[str | None, typer.Option(
     "--project", "-p", help="Project (may be left out when the store has only one).")]
 NoCommit = common.NoCommit
-Format = common.Format
 
 
 def _one_project(store: Store, name: str | None) -> Project:
@@ -60,13 +59,12 @@ def tasks_list(
     status: Annotated[str | None, typer.Option(
         "--status", "-s", metavar="todo|doing|done|blocked", help="Only tasks with this status.")]
         = None,
-    fmt: Format = "text",
 ) -> None:
     """List tasks, doing first, then todo, blocked (and done with --all), by priority."""
     from cortexfs import tasks
     from cortexfs.errors import CortexError, InvalidInputError
 
-    fmt = common.check_format(fmt)
+    fmt = common.output_format()
     if status is not None and status not in tasks.TASK_STATUSES:
         raise InvalidInputError(f"unknown --status {status!r}: use one of "
                                 f"{'|'.join(tasks.TASK_STATUSES)}")
@@ -230,7 +228,7 @@ def decision_new(
     no_commit: NoCommit = False,
 ) -> None:
     """Write the next decision record NNNN-title.md from its template and print its path."""
-    from cortexfs import decisions
+    from cortexfs import decisions, lifecycle
     from cortexfs.commit import Change
 
     store = common.open_store()
@@ -239,7 +237,13 @@ def decision_new(
     with common.writing(store, no_commit) as txn:
         path = decisions.new_decision(store, title, project)
         txn.add(Change([path], f"decision: add {path.stem}", created=[path]))
+        # the CORTEX.md block of its folder lists it: `ready` must not find it stale
+        txn.add(lifecycle.regenerate(store, [project] if project else None, txn))
     common.report(txn)
+    if common.output_format() == "json":
+        common.print_json({"path": str(path), "project": project,
+                           "committed": bool(txn.result and txn.result.commit)})
+        return
     typer.echo(str(path))
 
 
@@ -249,12 +253,11 @@ def decision_new(
 def maintain(
     project: Annotated[str | None, typer.Argument(
         metavar="[PROJECT]", help="Project to report on (default: all).")] = None,
-    fmt: Format = "text",
 ) -> None:
     """Report cold and stale atoms, weak evidence, consolidation suggestions (read-only)."""
     from cortexfs import maintain as lib
 
-    fmt = common.check_format(fmt)
+    fmt = common.output_format()
     store = common.open_store()
     report = lib.maintain(store, store.select([project] if project else None))
     if fmt == "json":
@@ -266,7 +269,6 @@ def maintain(
 def ready(
     project: Annotated[str | None, typer.Argument(
         metavar="[PROJECT]", help="Project to check (default: the whole store).")] = None,
-    fmt: Format = "text",
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", help="Run every check even when no file changed since the last run.")]
         = False,
@@ -274,7 +276,7 @@ def ready(
     """The fresh-session test: exit 0 when the files hold everything, else list each gap."""
     from cortexfs import ready as lib
 
-    fmt = common.check_format(fmt)
+    fmt = common.output_format()
     store = common.open_store()
     report = lib.check(store, project, use_cache=not no_cache)
     if fmt == "json":

@@ -24,7 +24,6 @@ def regen(
     no_commit: common.NoCommit = False,
     check: Annotated[bool, typer.Option(
         "--check", help="Write nothing; exit 1 if regeneration would change a file.")] = False,
-    fmt: common.Format = "text",
 ) -> None:
     """Rebuild the index.md files from the frontmatter and commit what changed.
 
@@ -34,7 +33,7 @@ def regen(
     from cortexfs.errors import InvalidInputError
     from cortexfs.index import regenerate
 
-    common.check_format(fmt)
+    fmt = common.output_format()
     if all_ and projects:
         raise InvalidInputError("pass either --all or project names, not both")
     if not all_ and not projects:

@@ -35,7 +35,6 @@ def recall(
     project: Annotated[str | None, typer.Option(
         "--project", "-p", help="Search this project only (default: every project).")] = None,
     k: Annotated[int, typer.Option("--k", "-k", help="How many atoms to list.")] = 10,
-    fmt: common.Format = "text",
     open_rank: Annotated[int | None, typer.Option(
         "--open", metavar="N",
         help="Print the full text of hit N (1 = best) and count it as a read.")] = None,
@@ -50,7 +49,7 @@ def recall(
     from cortexfs import recall as rc
     from cortexfs.errors import InvalidInputError
 
-    fmt = common.check_format(fmt)
+    fmt = common.output_format()
     if open_rank is not None and open_rank < 1:
         raise InvalidInputError(f"--open takes a hit number from 1 to {k}, not {open_rank}")
     store = common.open_store()

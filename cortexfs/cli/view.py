@@ -27,7 +27,6 @@ def view(
     port: Annotated[int | None, typer.Option(
         "--port", help="The port for --serve (default 8765; 0: any free port).",
         show_default=False)] = None,
-    fmt: common.Format = "text",
 ) -> None:
     """See the store: an offline HTML site with its graph and search.
 
@@ -40,7 +39,7 @@ def view(
     from cortexfs.errors import InvalidInputError
     from cortexfs.view.build import build
 
-    common.check_format(fmt)
+    fmt = common.output_format()
     if port is not None and not serve:
         raise InvalidInputError("--port goes with --serve: add --serve, or leave --port out")
     if port is not None and not 0 <= port <= 65535:
