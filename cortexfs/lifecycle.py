@@ -36,6 +36,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -490,15 +491,23 @@ def apply(store: Store, plan: Plan, txn: Transaction) -> Change:
         interrupt.check()
         _move_tree(store, source, dest, txn)
     if plan.regenerate is None or plan.regenerate:
-        change.merge(regenerate(store, plan.regenerate, txn))
+        change.merge(regenerate(store, plan.regenerate, txn,
+                                warn=lambda m: plan.notes.append(f"warning: {m}")))
     return change
 
 
-def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = None) -> Change:
+def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = None,
+               warn: Callable[[str], None] | None = None) -> Change:
     """Regenerate `names` (every project when None) and the store-wide files, as a Change
-    whose indexes need no second regeneration by the committer. With `txn`, a failed
-    command regenerates them again once its files are put back, so that the indexes list
-    the atoms as they are (and, HEAD being consistent, equal HEAD's again)."""
+    whose indexes need no second regeneration by the committer.
+
+    With `txn`, a failed command regenerates them again once its files are put back, so
+    that the indexes list the atoms as they are (and, HEAD being consistent, equal HEAD's
+    again). With `warn`, a regeneration that fails for a reason in the store (a template
+    override that does what a template may not, an unreadable file) is said through it and
+    the change goes on without it: knowledge is recorded even when the indexes cannot be
+    rebuilt (the committer then leaves what rests on them uncommitted, and says so)."""
+    from cortexfs.errors import CortexError, EnvironmentProblem
     from cortexfs.index import regenerate as regen
 
     def run() -> list[Path]:
@@ -513,7 +522,17 @@ def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = 
 
     if txn is not None:
         txn.after_undo(again)
-    written = run()
+    try:
+        written = run()
+    except EnvironmentProblem:
+        raise
+    except CortexError as e:
+        if warn is None:
+            raise
+        target = " ".join(names) if names else "--all"
+        warn(f"the indexes could not be regenerated ({e}): fix that, then run `cortex index "
+             f"regen {target}`")
+        return Change()
     return Change(list(written), regenerated={n for n in names or store.project_names()})
 
 

@@ -144,7 +144,7 @@ def _write_new(store: Store, proj: Project, req: NewAtom, strict: bool, no_commi
     with common.writing(store, no_commit) as txn:
         added = add_atom(proj, req, strict=strict, body=body, extra=extra, body_id=body_id)
         txn.add(added.change)
-        txn.add(lifecycle.regenerate(store, [proj.name], txn))
+        txn.add(lifecycle.regenerate(store, [proj.name], txn, warn=common.warn))
     common.report(txn)
     for note in added.notes:
         typer.echo(f"note: {note}", err=True)

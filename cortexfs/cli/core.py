@@ -37,7 +37,8 @@ def init(
         repo_files = [store.home / name for name in commit.INIT_FILES]
         txn.add(commit.Change([*created, *written, *repo_files],
                               "chore: initialise cortex store", created=created))
-        txn.add(lifecycle.regenerate(store, None))  # OVERVIEW.md, HIPPOCAMPUS.md, CORTEX.md
+        # OVERVIEW.md, HIPPOCAMPUS.md, the CORTEX.md blocks
+        txn.add(lifecycle.regenerate(store, None, warn=common.warn))
     common.report(txn)
     origin = sync.set_remote(store, remote) if remote is not None else None
     if common.output_format() == "json":
@@ -69,7 +70,7 @@ def project_new(
         txn.fresh(store.projects_dir / name)  # removed whole if the command fails
         project, created = scaffold.new_project(store, name)
         txn.add(Change(created, f"project: add {name}", created=created))
-        txn.add(lifecycle.regenerate(store, [name], txn))
+        txn.add(lifecycle.regenerate(store, [name], txn, warn=common.warn))
     common.report(txn)
     if common.output_format() == "json":
         common.print_json({"project": name, "path": str(project.root),

@@ -214,16 +214,22 @@ def brief(
         show_default=False)] = None,
     budget: Annotated[int, typer.Option(
         "--budget", metavar="TOKENS", help="Most tokens to print (characters / 4).")] = 4000,
+    max_chars: Annotated[int | None, typer.Option(
+        "--max-chars", metavar="CHARS", help="Also at most this many characters, banner "
+        "included (as Claude Code counts hook output: UTF-16 units).", show_default=False)]
+        = None,
 ) -> None:
     """Print what a new session should start with, cut to --budget tokens.
 
     STATUS.md, open tasks, issues, the strongest knowledge and patterns, recent
     experiments — ending with a banner that lists what was cut. Usable as a Claude Code
     SessionStart hook."""
-    from cortexfs.brief import build
+    from cortexfs.brief import build, build_within
 
     fmt = common.output_format()
-    result = build(common.open_store(), project, budget)
+    store = common.open_store()
+    result = build(store, project, budget) if max_chars is None else \
+        build_within(store, project, budget, max_chars)
     if fmt == "json":
         common.print_json(result.to_json())
     else:
