@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from cortexfs.errors import CortexError, InvalidInputError
 from cortexfs.tokens import chars_for, estimate
+from cortexfs.wording import plural
 
 if TYPE_CHECKING:
     from cortexfs.hippocampus import IndexEntry, Part
@@ -368,8 +369,9 @@ def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brie
         counts = part.kinds  # atoms that parse, per kind folder
         overview.append(_item(
             f"- {name}: {' '.join((phase or 'no STATUS.md phase').split())} "
-            f"({counts.get('experiments', 0)} experiments, {counts.get('knowledge', 0)} "
-            f"knowledge, {counts.get('patterns', 0)} patterns) → projects/{name}/STATUS.md"))
+            f"({plural(counts.get('experiments', 0), 'experiment')}, "
+            f"{counts.get('knowledge', 0)} knowledge, "
+            f"{plural(counts.get('patterns', 0), 'pattern')}) → projects/{name}/STATUS.md"))
     task_items: list[tuple[Any, str]] = []
     issue_items: list[str] = []
     for p in projects:

@@ -445,3 +445,39 @@ def test_project_rm_needs_force_when_it_holds_atoms(cli: Any, loop: Store) -> No
     assert not (loop.projects_dir / "flywheel").exists()
     assert git(loop, "log", "-1", "--format=%s") == "project: remove flywheel\n"
     clean_and_current(cli, loop)
+
+
+# --- the small wrong results (issue 15, item 7) ----------------------------------------------
+
+def test_a_project_is_validated_and_checked_without_the_store_level_records(
+        cli: Any, loop: Store) -> None:
+    """Was: `validate flywheel` and `ready flywheel` failed on context/decisions/0001-….md,
+    a store-level record no project owns (`decision new` writes it unfilled)."""
+    assert cli("decision", "new", "Keep atoms as files").exit_code == 0
+    assert cli("validate", "flywheel").exit_code == 0
+    whole = cli("validate")
+    assert whole.exit_code == 1 and "decisions/0001-keep-atoms-as-files.md" in whole.stdout
+    gaps = json.loads(cli("ready", "flywheel", "-f", "json").stdout)["gaps"]
+    assert not [g for g in gaps if "decisions/" in g["message"]]
+    assert [g for g in json.loads(cli("ready", "-f", "json").stdout)["gaps"]
+            if "decisions/0001" in g["message"]]
+
+
+def test_decision_new_leaves_nothing_stale(cli: Any, loop: Store) -> None:
+    """Was: the folder's CORTEX.md block did not list the new record, so `ready` failed on
+    generated files out of date right after."""
+    assert cli("decision", "new", "Shard by tenant", "-p", "flywheel").exit_code == 0
+    gaps = json.loads(cli("ready", "flywheel", "-f", "json").stdout)["gaps"]
+    assert "derived" not in {g["check"] for g in gaps}
+    clean_and_current(cli, loop)
+
+
+def test_an_impossible_date_is_indexed_with_a_warning(cli: Any, loop: Store) -> None:
+    path = atom(loop, "experiments/EXP-002.md")
+    path.write_text(path.read_text().replace("date: ", "date: 2026-13-45 #", 1))
+    result = cli("index", "regen", "--all")
+    assert result.exit_code == 0, result.output
+    assert ("warning: context/projects/flywheel/experiments/EXP-002.md: `date` '2026-13-45' is not "
+            "a date, so the index lists it as undated: write YYYY-MM-DD") in result.stderr
+    data = json.loads(cli("index", "regen", "--all", "--check", "-f", "json").stdout)
+    assert data["dubious"] == []  # said once, when indexed

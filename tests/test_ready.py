@@ -130,7 +130,7 @@ def test_unpushed_commits(good: Project, tmp_path: Path) -> None:
     assert _gaps(store) == []
     _commit_all(store, "local only")
     [gap] = _gaps(store)
-    assert gap.check == "unpushed" and "1 commit(s) not pushed to origin/" in gap.message
+    assert gap.check == "unpushed" and "1 commit not pushed to origin/" in gap.message
     _git(store, "push", "-q")
     assert _gaps(store) == []
 

@@ -406,7 +406,7 @@ def test_cli_open_counts_a_read(store: Store, project: Project, atoms: Callable[
     (["cache", "--project", "nope"], "no project named 'nope'"),
     (["cache", "--format", "xml"], "unknown --format 'xml'"),
     (["cache", "--open", "0"], "--open takes a hit number"),
-    (["quokka", "--open", "1"], "there is no hit 1: the query matched 0 atom(s)"),
+    (["quokka", "--open", "1"], "there is no hit 1: the query matched 0 atoms"),
 ])
 def test_cli_bad_input(store: Store, atoms: Callable[..., Path], cli: object,
                        args: list[str], message: str) -> None:

@@ -225,18 +225,26 @@ def watch(
     if sum((foreground, show_status, stop)) > 1:
         raise InvalidInputError("give at most one of --foreground, --status and --stop")
     store = common.open_store()
+    log = str(store.logs_dir / watching.LOG_NAME)
+    json_out = common.output_format() == "json"
     if show_status:
         pid = watching.running_pid(store)
-        if pid is None:
+        if json_out:
+            common.print_json({"running": pid is not None, "pid": pid if pid else None,
+                               "store": str(store.home), "log": log})
+        elif pid is None:
             typer.echo(f"no watcher running for {store.home}")
+        else:
+            typer.echo(f"a watcher is running for {store.home}"
+                       + (f" (pid {pid})" if pid > 0 else "") + f"; log: {log}")
+        if pid is None:
             raise typer.Exit(1)
-        typer.echo(f"a watcher is running for {store.home}"
-                   + (f" (pid {pid})" if pid > 0 else "")
-                   + f"; log: {store.logs_dir / watching.LOG_NAME}")
         return
     if stop:
         pid = watching.stop(store)
-        if pid is None:
+        if json_out:
+            common.print_json({"stopped": pid})
+        elif pid is None:
             common.ok(f"no watcher running for {store.home}: nothing to stop")
         else:
             common.ok(f"stopped the watcher (pid {pid})")
@@ -245,8 +253,11 @@ def watch(
         watching.run_foreground(store, echo=typer.echo)
         return
     pid = watching.start_background(store)
-    common.ok(f"watching {store.context} in the background (pid {pid}); log: "
-              f"{store.logs_dir / watching.LOG_NAME}; stop it with `cortex watch --stop`")
+    if json_out:
+        common.print_json({"started": pid, "store": str(store.home), "log": log})
+        return
+    common.ok(f"watching {store.context} in the background (pid {pid}); log: {log}; stop it "
+              "with `cortex watch --stop`")
 
 
 def register(app: typer.Typer) -> None:

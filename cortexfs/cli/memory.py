@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.wording import plural
 
 if TYPE_CHECKING:
     from cortexfs.commit import Transaction
@@ -94,7 +95,8 @@ def lint(path: PathArg = None,
             typer.secho(str(problem), fg=color)
         for code, count in sorted(more.items()):
             typer.echo(f"… and {count:,} more [{code}]")
-        summary = f"{len(report.errors)} errors, {len(report.warnings)} warnings"
+        summary = f"{plural(len(report.errors), 'error')}, " \
+                  f"{plural(len(report.warnings), 'warning')}"
         if report.ok:
             common.ok(f"ok: {summary}")
         else:

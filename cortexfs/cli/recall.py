@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.wording import plural
 
 if TYPE_CHECKING:
     from cortexfs.recall import Hit
@@ -65,7 +66,7 @@ def recall(
     if open_rank is not None:
         if open_rank > len(result.hits):
             raise InvalidInputError(f"there is no hit {open_rank}: the query matched "
-                                    f"{len(result.hits)} atom(s)")
+                                    f"{plural(len(result.hits), 'atom')}")
         hit = result.hits[open_rank - 1]
         opened = rc.read_atom(store, hit.id, hit.project,
                               session=os.environ.get("CORTEX_SESSION", "cli"))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.wording import plural
 
 if TYPE_CHECKING:
     from cortexfs.commit import Committed
@@ -56,7 +57,8 @@ def _committed(done: Committed | None, fmt: str, note: str | None = None) -> Non
     if done is not None and done.warning:
         common.warn(done.warning)
     if done is not None and done.commit:
-        common.ok(f"committed {len(done.paths)} file(s) as {done.commit[:10]}: {done.subject}")
+        common.ok(f"committed {plural(len(done.paths), 'file')} as {done.commit[:10]}: "
+                  f"{done.subject}")
     else:
         typer.echo("nothing to commit under context/")
     if note:
@@ -91,12 +93,12 @@ def sync() -> None:
         typer.echo(f"renumbered (the remote has these ids too): "
                    f"{renumber.describe(result.renumbered)}")
     if result.received:
-        typer.echo(f"merged {result.received} commit(s) from {result.upstream}")
+        typer.echo(f"merged {plural(result.received, 'commit')} from {result.upstream}")
     if result.regenerated:
-        typer.echo(f"regenerated {len(result.regenerated)} file(s)")
+        typer.echo(f"regenerated {plural(len(result.regenerated), 'file')}")
     if result.regen_skipped:
         common.warn(result.regen_skipped)
-    typer.echo(f"pushed {result.sent} commit(s) to {result.upstream}" if result.sent
+    typer.echo(f"pushed {plural(result.sent, 'commit')} to {result.upstream}" if result.sent
                else f"nothing to push to {result.upstream}")
     common.ok(f"in sync with {result.upstream}")
 

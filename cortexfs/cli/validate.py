@@ -20,7 +20,7 @@ def validate(
 
     fmt = common.output_format()
     store = common.open_store()
-    report = run(store, store.select(projects))
+    report = run(store, store.select(projects) if projects else None)
     if fmt == "json":
         common.print_json(report.to_dict())
     else:

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.wording import plural
 
 
 def _size(n: int) -> str:
@@ -52,7 +53,8 @@ def view(
         for warning in result.warnings:
             common.warn(warning)
         common.ok(f"site: {result.index}")
-        typer.echo(f"{result.atoms} atoms in {result.projects} project(s): {result.files} files "
+        typer.echo(f"{plural(result.atoms, 'atom')} in {plural(result.projects, 'project')}: "
+                   f"{plural(result.files, 'file')} "
                    f"({_size(result.bytes)}), {result.written} written, {result.removed} "
                    f"removed, in {result.seconds:.2f} s")
     if not serve:
