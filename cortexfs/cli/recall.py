@@ -93,8 +93,9 @@ def recall(
 def mcp() -> None:
     """Serve the store to an agent over stdio (Model Context Protocol).
 
-    Tools: recall, read_atom, add_atom, validate, regenerate, ready and brief, for an
-    agent such as Claude Code."""
+    Tools to recall, read, add, update, supersede, invalidate, move and remove atoms, list
+    projects, keep the task queue, commit, validate, regenerate, check readiness and brief,
+    for an agent such as Claude Code (`cortex hooks install --mcp` registers it)."""
     from cortexfs.mcp_server import serve
 
     serve(common.open_store())
