@@ -61,6 +61,11 @@ _FILENAME = re.compile(r"^(EXP-\d+[a-z]?|K-\d+|PAT-\d+)\.md\Z")
 # `cortex validate` warns about them (the seed's longest example is 140 characters).
 MAX_SUMMARY = 200
 
+# SPEC §2: a knowledge summary starting ANTI-PATTERN: carries the tag anti-pattern, and the
+# other way round (`cortex new` adds the tag; validate warns about either half alone).
+ANTI_PATTERN_PREFIX = "ANTI-PATTERN:"
+ANTI_PATTERN_TAG = "anti-pattern"
+
 STATUSES = (
     "active", "valid", "partial", "challenged", "corrected",
     "superseded", "refined", "invalidated", "stale", "deprecated",

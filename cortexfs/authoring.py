@@ -7,12 +7,14 @@ import datetime as dt
 import os
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cortexfs import templates, wall
 from cortexfs.atoms import (
+    ANTI_PATTERN_PREFIX,
+    ANTI_PATTERN_TAG,
     EXPERIMENT,
     KIND_BY_SHORT,
     MAX_SUMMARY,
@@ -24,7 +26,7 @@ from cortexfs.atoms import (
 )
 from cortexfs.errors import AtomParseError, InvalidInputError
 from cortexfs.escape import yaml_scalar
-from cortexfs.frontmatter import decode, parse
+from cortexfs.frontmatter import decode, parse, set_keys
 from cortexfs.fsutil import file_lock, temp_prefix
 from cortexfs.store import Project
 
@@ -59,23 +61,22 @@ def next_number(project: Project, kind: Kind) -> int:
 
 def check_request(project: Project, req: NewAtom) -> None:
     """Refuse bad input for a new atom (one line saying what to pass instead)."""
-    summary = req.summary.strip()
-    if not summary:
-        raise InvalidInputError("the summary is empty: pass --summary \"what this atom says\"")
-    if "\n" in summary or "\r" in summary:
-        raise InvalidInputError("the summary must be one line: put details in the body")
-    if len(summary) > MAX_SUMMARY:
-        raise InvalidInputError(f"the summary is {len(summary)} characters: keep it under "
-                                f"{MAX_SUMMARY} and put details in the body")
+    check_summary(req.summary)
+    if req.executor is not None and req.kind is not EXPERIMENT:
+        raise InvalidInputError(f"--executor is for experiments (who ran it), not "
+                                f"{req.kind.name}: leave it out")
+    if req.sources and req.kind is not PATTERN:
+        raise InvalidInputError(f"--sources is for patterns (their source experiments), not "
+                                f"{req.kind.name}: "
+                                + ("use --evidence" if req.kind.name == "knowledge"
+                                   else "use --links to relate atoms"))
+    if req.evidence and req.kind is EXPERIMENT:
+        raise InvalidInputError("--evidence is for knowledge and patterns (the experiments "
+                                "they rest on), not experiment: use --links to relate atoms")
     if req.executor is not None and (not req.executor.isprintable() or len(req.executor) > 200):
         raise InvalidInputError("the executor must be one line of at most 200 printable "
                                 "characters: the name of who or what ran the experiment")
-    if not req.tags:
-        raise InvalidInputError("no tags: pass --tags a,b (at least one)")
-    for tag in req.tags:
-        if not TAG.match(tag):
-            raise InvalidInputError(f"invalid tag {tag!r}: use letters, digits, '-', '_', '.' "
-                                    "or '/', without spaces")
+    check_tags(req.tags)
     cited = [*req.evidence, *req.sources]
     if req.kind.name == "knowledge" and not req.evidence:
         raise InvalidInputError("knowledge needs evidence: pass --evidence EXP-NNN "
@@ -90,9 +91,76 @@ def check_request(project: Project, req: NewAtom) -> None:
         if not cited_path.is_file() or wall.reason(project.store.context, cited_path):
             raise InvalidInputError(f"{exp} does not exist in project {project.name}: "
                                     "cite an existing experiment")
-    for link in req.links:
+    check_links(req.links)
+    check_anti_pattern(req.kind, req.summary, req.tags)
+
+
+def check_summary(summary: str) -> None:
+    """A summary is one line of at most MAX_SUMMARY characters, not empty."""
+    text = summary.strip()
+    if not text:
+        raise InvalidInputError("the summary is empty: pass --summary \"what this atom says\"")
+    if "\n" in text or "\r" in text:
+        raise InvalidInputError("the summary must be one line: put details in the body")
+    if len(text) > MAX_SUMMARY:
+        raise InvalidInputError(f"the summary is {len(text)} characters: keep it under "
+                                f"{MAX_SUMMARY} and put details in the body")
+    if not text.isprintable():
+        raise InvalidInputError("the summary holds control characters: write it as plain text")
+
+
+def check_tags(tags: list[str]) -> None:
+    """At least one tag, each a word of letters, digits, '-', '_', '.', '/' or '+'."""
+    if not tags:
+        raise InvalidInputError("no tags: pass --tags a,b (at least one)")
+    for tag in tags:
+        if not TAG.match(tag):
+            raise InvalidInputError(f"invalid tag {tag!r}: use letters, digits, '-', '_', '.' "
+                                    "or '/', without spaces")
+
+
+def check_links(links: list[str]) -> None:
+    """Every link is an atom id."""
+    for link in links:
         if kind_of_filename(f"{link}.md") is None:
             raise InvalidInputError(f"{link!r} is not an atom id (EXP-NNN, K-NNN or PAT-NNN)")
+
+
+def check_anti_pattern(kind: Kind, summary: str, tags: list[str]) -> None:
+    """Refuse the tag anti-pattern on knowledge whose summary lacks the prefix (the other
+    half, a prefix without the tag, `apply_conventions` completes)."""
+    if kind.name == "knowledge" and _tagged_anti_pattern(tags) \
+            and not _prefixed_anti_pattern(summary):
+        raise InvalidInputError(f"the tag {ANTI_PATTERN_TAG} goes with a summary that starts "
+                                f"{ANTI_PATTERN_PREFIX!r}: start the summary with it, or drop "
+                                "the tag")
+
+
+def _prefixed_anti_pattern(summary: str) -> bool:
+    return summary.lstrip().upper().startswith(ANTI_PATTERN_PREFIX)
+
+
+def _tagged_anti_pattern(tags: list[str]) -> bool:
+    return any(t.lower() == ANTI_PATTERN_TAG for t in tags)
+
+
+def apply_conventions(req: NewAtom) -> list[str]:
+    """Complete `req` by the store's conventions; what was added, for the user."""
+    tags, notes = conventional_tags(req.kind, req.summary, req.tags)
+    req.tags = tags
+    return notes
+
+
+def conventional_tags(kind: Kind, summary: str, tags: list[str]) -> tuple[list[str], list[str]]:
+    """`tags` completed by the conventions, and what was added: a knowledge summary starting
+    `ANTI-PATTERN:` gets the tag `anti-pattern` (the other half, a tag without the prefix,
+    is refused by check_anti_pattern: cortex does not reword a summary)."""
+    if kind.name == "knowledge" and _prefixed_anti_pattern(summary) \
+            and not _tagged_anti_pattern(tags):
+        return [*tags, ANTI_PATTERN_TAG], [
+            f"added the tag {ANTI_PATTERN_TAG}: a knowledge summary starting "
+            f"{ANTI_PATTERN_PREFIX} carries it"]
+    return tags, []
 
 
 def render_atom(project: Project, req: NewAtom, atom_id: str) -> str:
@@ -132,10 +200,12 @@ class AddedAtom:
     atom: Atom
     duplicates: list[Duplicate]
     change: Change
+    notes: list[str] = field(default_factory=list)  # what the conventions added
 
 
 def add_atom(project: Project, req: NewAtom, *, strict: bool = False,
-             body: str | None = None) -> AddedAtom:
+             body: str | None = None, extra: dict[str, object] | None = None,
+             body_id: str | None = None) -> AddedAtom:
     """`cortex new` as a library call: the duplicate gate, then the new file.
 
     Everything that could refuse (bad input, a strict near-duplicate) refuses before the
@@ -145,37 +215,54 @@ def add_atom(project: Project, req: NewAtom, *, strict: bool = False,
     from cortexfs import dedup
     from cortexfs.commit import Change
 
+    notes = apply_conventions(req)
     check_request(project, req)
     duplicates = dedup.check_new_atom(project, req.kind, req.summary, req.tags, strict=strict)
-    atom = create_atom(project, req, body=body)
+    atom = create_atom(project, req, body=body, extra=extra, body_id=body_id)
     change = Change([atom.path], f"atom: add {atom.id} — {atom.summary}", created=[atom.path])
-    return AddedAtom(atom, duplicates, change)
+    return AddedAtom(atom, duplicates, change, notes)
 
 
-def create_atom(project: Project, req: NewAtom, body: str | None = None) -> Atom:
+def id_lock(project: Project, kind: Kind) -> Path:
+    """The lock under which a new id of `kind` is allocated in `project`."""
+    return project.store.locks_dir / f"ids-{project.name}-{kind.prefix}.lock"
+
+
+def create_atom(project: Project, req: NewAtom, body: str | None = None,
+                extra: dict[str, object] | None = None, body_id: str | None = None) -> Atom:
     """Write a new atom with the next free id; never reuses an id, even under concurrency.
 
-    `body`, when given, replaces the template's body.
+    `body`, when given, replaces the template's body (written for the id `body_id`: its
+    mentions become the id allocated, should another atom have taken that one meanwhile);
+    `extra` sets further frontmatter keys (`status`, `priority` … that a person wrote into
+    `cortex new --edit`'s file).
     """
     check_request(project, req)
     folder = project.folder(req.kind)
     wall.check(project.store.context, folder)  # never write through a linked folder
     folder.mkdir(parents=True, exist_ok=True)
-    lock = project.store.locks_dir / f"ids-{project.name}-{req.kind.prefix}.lock"
-    with file_lock(lock, what=f"{req.kind.folder} ids of {project.name}"):
+    with file_lock(id_lock(project, req.kind), what=f"{req.kind.folder} ids of {project.name}"):
         atom_id = req.kind.format_id(next_number(project, req.kind))
         text = render_atom(project, req, atom_id)
         doc = parse(text, f"template atoms/{req.kind.name}.md.j2")
         path = folder / f"{atom_id}.md"
         if body is not None and body.strip():
+            if body_id and body_id != atom_id:
+                body = re.sub(rf"\b{re.escape(body_id)}\b", atom_id, body)
             head = "".join(text.splitlines(keepends=True)[:doc.body_line - 1])
             text = f"{head}\n{body.strip()}\n"
+        if extra:
+            try:
+                text = set_keys(text, dict(extra), str(path))
+            except AtomParseError as e:
+                raise InvalidInputError(f"the new atom would not be readable: {e.reason}") \
+                    from None
         try:  # what every reader would refuse (a NUL, over the size limit) is not written
             doc = parse(decode(text.encode("utf-8", "surrogatepass"), str(path)), str(path))
         except AtomParseError as e:
             raise InvalidInputError(f"the new atom would not be readable: {e.reason}") from None
         _check_written(req, doc.meta)
-        _write_new(path, text)
+        write_new(path, text)
     return Atom(path, req.kind, doc.meta, doc.body)
 
 
@@ -201,7 +288,7 @@ def _check_written(req: NewAtom, meta: dict[str, object]) -> None:
                 f"value into the YAML unescaped?): use {{{{ {variable} }}}} in it")
 
 
-def _write_new(path: Path, text: str) -> None:
+def write_new(path: Path, text: str) -> None:
     """Create `path` atomically, failing if it exists (a hard link never replaces a file)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path),
                                 suffix=".tmp")

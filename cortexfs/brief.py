@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from cortexfs.errors import CortexError, InvalidInputError
 from cortexfs.tokens import chars_for, estimate
+from cortexfs.wording import plural
 
 if TYPE_CHECKING:
     from cortexfs.hippocampus import IndexEntry, Part
@@ -446,8 +447,9 @@ def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brie
         counts = part.kinds  # atoms that parse, per kind folder
         overview.append(_item(
             f"- {name}: {' '.join((phase or 'no STATUS.md phase').split())} "
-            f"({counts.get('experiments', 0)} experiments, {counts.get('knowledge', 0)} "
-            f"knowledge, {counts.get('patterns', 0)} patterns) → projects/{name}/STATUS.md"))
+            f"({plural(counts.get('experiments', 0), 'experiment')}, "
+            f"{counts.get('knowledge', 0)} knowledge, "
+            f"{plural(counts.get('patterns', 0), 'pattern')}) → projects/{name}/STATUS.md"))
     task_items: list[tuple[Any, str]] = []
     issue_items: list[str] = []
     for p in projects:
@@ -481,3 +483,34 @@ def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brie
             f"Knowledge root: {store.context} · `cortex brief` · budget {budget:,} tokens\n")
     text = pack(head, slots, budget)
     return Brief(None, budget, text, slots)
+
+
+def build_within(store: Store, project: str | None, budget: int, max_chars: int) -> Brief:
+    """The brief cut to `budget` tokens and to `max_chars` characters, banner included.
+
+    Characters are counted as Claude Code (JavaScript) counts a hook's output: UTF-16 code
+    units, so a character outside the BMP (an emoji) counts twice. The token budget gives at
+    most 4 code points a token; where astral characters make the text longer in UTF-16, the
+    budget is lowered until it fits.
+    """
+    if max_chars < chars_for(MIN_BUDGET):
+        raise InvalidInputError(f"--max-chars {max_chars} is too small: give at least "
+                                f"{chars_for(MIN_BUDGET)} characters")
+    tokens = min(budget, max_chars // chars_for(1))
+    while True:
+        brief = build(store, project, tokens)
+        over = utf16_len(brief.text) - max_chars
+        if over <= 0:
+            return brief
+        if tokens <= MIN_BUDGET:  # only astral characters could do this: cut the text
+            cut = brief.text
+            while utf16_len(cut) > max_chars - 2:
+                cut = cut[:-max(1, (utf16_len(cut) - max_chars + 2) // 2)]
+            brief.text = cut + "…\n"
+            return brief
+        tokens = max(MIN_BUDGET, tokens - -(-over // 2))
+
+
+def utf16_len(text: str) -> int:
+    """Length in UTF-16 code units (what JavaScript's `length` says)."""
+    return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)

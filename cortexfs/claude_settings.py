@@ -1,7 +1,9 @@
-"""Claude Code's settings.json: adding and removing cortex's hooks, leaving the rest alone.
+"""Claude Code's settings: adding and removing cortex's hooks and its MCP server, leaving
+the rest alone.
 
 Claude Code reads hooks from `~/.claude/settings.json` (user), `<project>/.claude/settings.json`
-(project, usually committed) and `<project>/.claude/settings.local.json` (project, local):
+(project, usually committed) and `<project>/.claude/settings.local.json` (project, local — the
+default here: cortex's hook commands hold this machine's absolute paths, see hook_command):
 
     {"hooks": {"PostToolUse": [{"matcher": "Read|Grep|Bash",
                                 "hooks": [{"type": "command", "command": "…", "timeout": 5}]}]}}
@@ -9,6 +11,15 @@ Claude Code reads hooks from `~/.claude/settings.json` (user), `<project>/.claud
 cortex's entries are recognised by their command (the `memory-ref-tracker` script; `-m cortexfs
 … brief`), so installing twice changes nothing, a stale entry (another interpreter, another
 store) is replaced where it stands, and uninstalling removes only cortex's entries.
+
+MCP servers are registered in `<project>/.mcp.json` (project scope, meant to be committed) or
+in `~/.claude.json`'s top-level `mcpServers` (user scope), as Claude Code documents them:
+
+    {"mcpServers": {"cortex": {"type": "stdio", "command": "…", "args": […], "env": {…}}}}
+
+The project's entry is written to work on any machine: `cortex` from PATH, the store from
+`${CORTEX_HOME:-…}` (Claude Code expands it; cortex expands `~`). The user's entry, in a file
+of this machine only, names this interpreter and store absolutely, like the hooks.
 """
 
 from __future__ import annotations
@@ -33,6 +44,12 @@ MATCHER = "Read|Grep|Bash"
 HOOK_TIMEOUT = 5  # seconds; the hook takes milliseconds, this only bounds a hung filesystem
 BRIEF_TIMEOUT = 30
 _BRIEF = re.compile(r"-m\s+cortexfs\b.*\sbrief\b")
+# Claude Code inlines a hook's output up to 10,000 characters and replaces longer output by a
+# ~2,000-character preview (measured on Claude Code 2.x; its docs give no number): the brief
+# printed at SessionStart stays under this, its truncation banner included.
+BRIEF_CHARS = 9_000
+MCP_NAME = "cortex"
+MCP_FILE = ".mcp.json"
 
 
 @dataclass(frozen=True)
@@ -72,19 +89,33 @@ class Change:
 # --- where and what --------------------------------------------------------------------------
 
 def settings_path(project_dir: str | os.PathLike[str] | None = None, user: bool = False,
-                  local: bool = False) -> Path:
-    """The settings file for --user, or for a project (cwd by default)."""
+                  local: bool = True) -> Path:
+    """The settings file for --user, or for a project (cwd by default): its
+    settings.local.json (`local`, the default), else its shared settings.json."""
     if user and project_dir is not None:
         raise InvalidInputError("give either --user or --project-dir, not both")
     if user:
-        if local:
-            raise InvalidInputError("--local is for a project's settings, not with --user")
         return Path(os.path.expanduser("~")) / ".claude" / "settings.json"
+    root = project_root(project_dir)
+    return root / ".claude" / ("settings.local.json" if local else "settings.json")
+
+
+def project_root(project_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The project folder (cwd by default); it must exist."""
     root = Path(project_dir if project_dir is not None else os.getcwd()).expanduser().absolute()
     if not root.is_dir():
         raise InvalidInputError(f"no folder {root}: give --project-dir the root of an "
                                 "existing project (or use --user)")
-    return root / ".claude" / ("settings.local.json" if local else "settings.json")
+    return root
+
+
+def mcp_path(project_dir: str | os.PathLike[str] | None = None, user: bool = False) -> Path:
+    """Where Claude Code reads MCP servers: the project's .mcp.json, or ~/.claude.json."""
+    if user and project_dir is not None:
+        raise InvalidInputError("give either --user or --project-dir, not both")
+    if user:
+        return Path(os.path.expanduser("~")) / ".claude.json"
+    return project_root(project_dir) / MCP_FILE
 
 
 def interpreter() -> str:
@@ -128,10 +159,37 @@ def hook_command(home: str | os.PathLike[str]) -> str:
                        str(Path(home).absolute())])
 
 
-def brief_command(home: str | os.PathLike[str], project: str | None = None) -> str:
-    """The SessionStart command: print the session brief for the agent to start from."""
+def brief_command(home: str | os.PathLike[str], project: str | None = None,
+                  chars: int = BRIEF_CHARS) -> str:
+    """The SessionStart command: print the session brief for the agent to start from, in at
+    most `chars` characters (Claude Code cuts longer hook output; see BRIEF_CHARS)."""
     return shlex.join([interpreter(), "-P", "-m", "cortexfs", "--home",
-                       str(Path(home).absolute()), "brief", *([project] if project else [])])
+                       str(Path(home).absolute()), "brief", *([project] if project else []),
+                       "--max-chars", str(chars)])
+
+
+def _brief_is_current(command: str, home: str | os.PathLike[str]) -> bool:
+    """A SessionStart entry runs this interpreter's brief of this store with a size limit."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return False
+    prefix = shlex.split(brief_command(home))[:7]  # interpreter … --home HOME brief
+    return argv[:7] == prefix and "--max-chars" in argv
+
+
+def mcp_entry(home: str | os.PathLike[str], portable: bool) -> dict[str, Any]:
+    """cortex's `mcpServers` entry: `portable` (a shared .mcp.json) runs `cortex` from PATH
+    with the store from ${CORTEX_HOME:-…}; otherwise this interpreter and store, absolute."""
+    home_path = Path(home).absolute()
+    if portable:
+        user_home = Path(os.path.expanduser("~")).absolute()
+        shown = (f"~/{home_path.relative_to(user_home)}" if home_path.is_relative_to(user_home)
+                 else str(home_path))
+        return {"type": "stdio", "command": "cortex", "args": ["mcp"],
+                "env": {"CORTEX_HOME": f"${{CORTEX_HOME:-{shown}}}"}}
+    return {"type": "stdio", "command": interpreter(),
+            "args": ["-P", "-m", "cortexfs", "--home", str(home_path), "mcp"], "env": {}}
 
 
 def is_tracker(entry: object) -> bool:
@@ -249,7 +307,7 @@ def _remove(settings: dict[str, Any], ours: Any) -> None:
 
 
 def plan_install(path: Path, home: str | os.PathLike[str], session_start: bool = False,
-                 brief_project: str | None = None) -> Change:
+                 brief_project: str | None = None, chars: int = BRIEF_CHARS) -> Change:
     """The change that installs the tracker (and the SessionStart brief) in `path`."""
     before, settings = load(path)
     new = copy.deepcopy(settings)
@@ -258,10 +316,53 @@ def plan_install(path: Path, home: str | os.PathLike[str], session_start: bool =
          is_tracker)
     if session_start:
         _put(new, SESSION_START, None,
-             {"type": "command", "command": brief_command(home, brief_project),
+             {"type": "command", "command": brief_command(home, brief_project, chars),
               "timeout": BRIEF_TIMEOUT},
              is_brief)
     return Change(path, before, None if new == settings else _dump(new, before))
+
+
+def _load_mcp(path: Path) -> tuple[str | None, dict[str, Any]]:
+    before, data = load(path)
+    servers = data.get("mcpServers")
+    if servers is not None and not isinstance(servers, dict):
+        raise InvalidInputError(f"{path}: \"mcpServers\" must be an object of server names: "
+                                "fix it, then run the command again")
+    return before, data
+
+
+def plan_mcp(path: Path, home: str | os.PathLike[str], portable: bool) -> Change:
+    """The change that registers cortex's MCP server in `path` (.mcp.json or
+    ~/.claude.json), every other key kept."""
+    before, data = _load_mcp(path)
+    new = copy.deepcopy(data)
+    new.setdefault("mcpServers", {})[MCP_NAME] = mcp_entry(home, portable)
+    return Change(path, before, None if new == data else _dump(new, before))
+
+
+def plan_mcp_removal(path: Path) -> Change:
+    """The change that removes cortex's MCP server from `path` (and nothing else)."""
+    before, data = _load_mcp(path)
+    new = copy.deepcopy(data)
+    servers = new.get("mcpServers") or {}
+    if MCP_NAME not in servers:
+        return Change(path, before, None)
+    del servers[MCP_NAME]
+    return Change(path, before, _dump(new, before))
+
+
+def mcp_installed(path: Path, home: str | os.PathLike[str]) -> Installed | None:
+    """cortex's MCP server in `path`, marked current or stale; None when absent."""
+    try:
+        _, data = _load_mcp(path)
+    except InvalidInputError:
+        return None
+    entry = (data.get("mcpServers") or {}).get(MCP_NAME)
+    if not isinstance(entry, dict):
+        return None
+    portable = path.name == MCP_FILE
+    command = shlex.join([str(entry.get("command", "")), *map(str, entry.get("args") or [])])
+    return Installed(path, "mcpServers", command, entry == mcp_entry(home, portable))
 
 
 def plan_uninstall(path: Path) -> Change:
@@ -286,16 +387,15 @@ def installed(path: Path, home: str | os.PathLike[str]) -> list[Installed]:
     """cortex's hooks in `path`, each marked current or stale."""
     _, settings = load(path)
     found = []
-    tracker, brief = hook_command(home), brief_command(home)
+    tracker = hook_command(home)
     for event, groups in (settings.get("hooks") or {}).items():
         for group in groups:
             for h in group.get("hooks", []):
                 command = str(h.get("command", ""))
                 if is_tracker(h):
                     current = event == POST_TOOL_USE and command == tracker
-                elif is_brief(h):  # `… brief` or `… brief PROJECT`
-                    current = event == SESSION_START and (command == brief or
-                                                          command.startswith(brief + " "))
+                elif is_brief(h):  # `… brief [PROJECT] --max-chars N`
+                    current = event == SESSION_START and _brief_is_current(command, home)
                 else:
                     continue
                 found.append(Installed(path, event, command, current))

@@ -36,7 +36,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -277,6 +277,7 @@ class Transaction:
         self.result: Committed | None = None
         self._kept: dict[Path, bytes | None] = {}
         self._fresh: list[Path] = []
+        self._after_undo: list[Callable[[], list[str]]] = []
 
     def add(self, change: Change) -> None:
         """Record what an operation changed."""
@@ -295,6 +296,11 @@ class Transaction:
         """Files or folders about to be made: a failed command removes them whole (only
         those that do not exist yet are recorded)."""
         self._fresh += [p for p in paths if not os.path.lexists(p)]
+
+    def after_undo(self, redo: Callable[[], list[str]]) -> None:
+        """Run `redo` after an undo (e.g. regenerate the indexes, which cannot be put back
+        file by file, from the files as they are again); it returns what it rewrote."""
+        self._after_undo.append(redo)
 
     def undo(self) -> list[str]:
         """Remove what the command created and put back what it changed; what was undone."""
@@ -322,6 +328,9 @@ class Transaction:
                     else:
                         path.unlink()
                     done.append(self._name(path))
+        for redo in self._after_undo:
+            with contextlib.suppress(Exception):  # a failure must not hide the first one
+                done += redo()
         return done
 
     def written(self) -> list[str]:

@@ -225,9 +225,15 @@ def store_findings(store: Store) -> Iterator[Finding]:
 
 
 def check(store: Store, projects: list[Project]) -> Iterable[Finding]:
-    """The validate.EXTRA_CHECKS entry: governance findings for `projects` and the store."""
+    """The validate.EXTRA_CHECKS entry: governance findings for `projects`."""
     findings: list[Finding] = []
     for project in projects:
         findings.extend(project_findings(project))
-    findings.extend(store_findings(store))
     return findings
+
+
+def store_check(store: Store) -> Iterable[Finding]:
+    """The validate.STORE_CHECKS entry: the store's own files (USER.md, the store-level
+    decision records, a CORTEX.md in every folder) — checked when the whole store is, not
+    when one project is."""
+    return list(store_findings(store))

@@ -77,6 +77,8 @@ class RegenResult:
     skipped: list[AtomParseError] = field(default_factory=list)  # malformed atoms, not indexed
     folded: list[Path] = field(default_factory=list)  # atoms whose refs / last-ref changed
     fold_errors: list[AtomParseError] = field(default_factory=list)  # refs not written back
+    # indexed, but with a value the index cannot use (a `date` that is no date: undated)
+    dubious: list[AtomParseError] = field(default_factory=list)
     projects: list[str] = field(default_factory=list)  # the projects regenerated
     _seen: set[Path] = field(default_factory=set, repr=False, compare=False)
 
@@ -388,11 +390,12 @@ def _to_wire(part: RegenResult) -> tuple[Any, ...]:
         return [(e.path, e.reason, e.line) for e in items]
 
     return ([str(p) for p in part.written], errors(part.skipped),
-            [str(p) for p in part.folded], errors(part.fold_errors))
+            [str(p) for p in part.folded], errors(part.fold_errors), errors(part.dubious))
 
 
 def _from_wire(data: Any, result: RegenResult) -> None:
-    written, skipped, folded, fold_errors = data
+    written, skipped, folded, fold_errors, dubious = data
+    result.dubious.extend(AtomParseError(*e) for e in dubious)
     for path in written:
         result.add(Path(path))
     result.skipped.extend(AtomParseError(*e) for e in skipped)
@@ -591,7 +594,7 @@ class _Run:
         settled = not any(name in pending for name, _ in self.scan(project).folders.get(
             kind.folder, []))
         old = _read_text(path)
-        text = self.render(project, kind)
+        text = self.render(project, kind, result)
         kept = _UPDATED.search(old or "")
         if old is not None and text.replace(_PLACEHOLDER, kept[1] if kept else "") == old:
             if settled:
@@ -658,9 +661,15 @@ class _Run:
         for kind in KINDS:
             self.digests.pop((project.name, kind.prefix), None)
 
-    def render(self, project: Project, kind: Kind) -> str:
-        """The index text of one folder, with _PLACEHOLDER for the "Last updated" time."""
+    def render(self, project: Project, kind: Kind, result: RegenResult | None = None) -> str:
+        """The index text of one folder, with _PLACEHOLDER for the "Last updated" time; an
+        atom whose date is no date (2026-13-45) is listed undated, and said in `result`."""
         rows = [_Row(a) for a in self.atoms(project, kind)]
+        if result is not None:
+            result.dubious += [
+                AtomParseError(str(r.atom.path), f"`date` {r.atom.meta.get('date')!r} is not "
+                               "a date, so the index lists it as undated: write YYYY-MM-DD")
+                for r in rows if r.day is None and r.atom.meta.get("date") is not None]
         rows.sort(key=_Row.order)
         groups: dict[str, list[_Row]] = {"active": [], "invalidated": [], "superseded": []}
         for row in rows:
@@ -931,6 +940,14 @@ class _Row:
         day = self.day
         return (-self.refs, day is None, -day.toordinal() if day else 0, self.key)
 
+
+def atom_order(atom: Atom) -> tuple[Any, ...]:
+    """Where `atom` stands within its index table (refs, newest date, id): `cortex list`
+    sorts as the indexes do. Tables come in GROUP_ORDER."""
+    return _Row(atom).order()
+
+
+GROUP_ORDER = ("active", "invalidated", "superseded")  # the index's tables, in order
 
 _MEMO_MAX = 50_000
 _DAYS: dict[object, tuple[dt.date | None, str]] = {}

@@ -30,6 +30,7 @@ from cortexfs import accesslog
 from cortexfs.atoms import EXPERIMENT, KINDS, KNOWLEDGE, PATTERN, Atom
 from cortexfs.loader import load_project
 from cortexfs.store import Project, Store
+from cortexfs.wording import plural
 
 COLD_DAYS = 14
 STALE_DAYS = 30
@@ -315,7 +316,8 @@ def render_text(report: MaintenanceReport, limit: int = 20) -> str:
                              f"superseded, {v['invalidated']} invalidated")
         out.append("  validity: " + ("; ".join(parts) if parts else "no atoms"))
         if p.unreadable:
-            out.append(f"  {p.unreadable} atom file(s) could not be read: run `cortex validate`")
+            out.append(f"  {plural(p.unreadable, 'atom file')} could not be read: run "
+                       "`cortex validate`")
         stale = {a.id for a in p.stale_candidates}
         young = [a for a in p.cold if a.id not in stale]
         title = f"cold (refs 0, older than {COLD_DAYS} days): {len(p.cold) or 'none'}"

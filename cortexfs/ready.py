@@ -43,6 +43,7 @@ from cortexfs import templates, wall
 from cortexfs.atoms import ATOM_ID, KNOWLEDGE
 from cortexfs.errors import CortexError
 from cortexfs.store import Project, Store
+from cortexfs.wording import plural
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -123,7 +124,7 @@ def _file_checks(store: Store, project: str | None, projects: list[Project],
     before: list[Gap] = []
     after: list[Gap] = []
     evidence_paths = _knowledge_evidence(store, loaded, before)
-    _validation(store, projects, loaded, evidence_paths, before)
+    _validation(store, projects, loaded, evidence_paths, before, whole=project is None)
     stale = _derived(store, project, before, scans)
     _status_freshness(store, projects, loaded, state, after)
     for p in projects:
@@ -313,7 +314,7 @@ def _knowledge_evidence(store: Store, loaded: dict[str, LoadedProject],
 
 
 def _validation(store: Store, projects: list[Project], loaded: dict[str, LoadedProject],
-                skip: set[str], gaps: list[Gap]) -> None:
+                skip: set[str], gaps: list[Gap], whole: bool = True) -> None:
     from cortexfs import validate
 
     findings = []
@@ -322,6 +323,9 @@ def _validation(store: Store, projects: list[Project], loaded: dict[str, LoadedP
     for spec in validate.EXTRA_CHECKS:
         module, _, name = spec.partition(":")
         findings.extend(getattr(importlib.import_module(module), name)(store, projects))
+    for spec in validate.STORE_CHECKS if whole else []:  # (a project's readiness: not these)
+        module, _, name = spec.partition(":")
+        findings.extend(getattr(importlib.import_module(module), name)(store))
     for f in validate.Report(findings).findings:
         path = _ctx_rel(store, f.path)
         where = f"{path}:{f.line}" if f.line else path
@@ -353,7 +357,8 @@ def _derived(store: Store, project: str | None, gaps: list[Gap],
         more = f" and {len(paths) - MAX_LISTED_PATHS} more" if len(paths) > MAX_LISTED_PATHS \
             else ""
         target = project or "--all"
-        gaps.append(Gap("derived", f"{len(paths)} generated file(s) out of date: {shown}{more}",
+        gaps.append(Gap("derived", f"{plural(len(paths), 'generated file')} out of date: "
+                        f"{shown}{more}",
                         f"run `cortex index regen {target}` (it commits what it writes)",
                         project, None))
     return result.written
@@ -385,7 +390,8 @@ def _git(store: Store, project: str | None, gaps: list[Gap]) -> Any:
             f"{' …' if len(outside) > 3 else ''} && git -C {store.home} commit` (cortex "
             "commits only context/)" + (", and `cortex commit` for the rest"
                                         if len(outside) < len(dirty) else ""))
-        gaps.append(Gap("uncommitted", f"{len(dirty)} uncommitted change(s): {shown}{more}",
+        gaps.append(Gap("uncommitted", f"{plural(len(dirty), 'uncommitted change')}: "
+                        f"{shown}{more}",
                         fix, project, None))
     if state.has_remote:
         if state.upstream is None:
@@ -393,7 +399,7 @@ def _git(store: Store, project: str | None, gaps: list[Gap]) -> Any:
                             "upstream on the configured remote: its commits are not pushed",
                             "run `cortex sync` (or `git push -u <remote> <branch>`)"))
         elif state.ahead:
-            gaps.append(Gap("unpushed", f"{state.ahead} commit(s) not pushed to "
+            gaps.append(Gap("unpushed", f"{plural(state.ahead, 'commit')} not pushed to "
                             f"{state.upstream}", "run `cortex sync` (or `git push`)"))
     return state
 
@@ -593,7 +599,7 @@ def render_text(report: ReadyReport) -> str:
         f"{len(report.projects)} projects"
     if report.ready:
         return f"ready: a fresh session can pick up the work from the files ({scope})\n"
-    lines = [f"not ready: {len(report.gaps)} gap(s) ({scope})"]
+    lines = [f"not ready: {plural(len(report.gaps), 'gap')} ({scope})"]
     for gap in report.gaps:
         where = f"[{gap.project}] " if gap.project else ""
         lines.append(f"- {where}{gap.message}")

@@ -95,7 +95,14 @@ class Store:
         project = Project(self, name)
         wall.check(self.context, project.root)
         if not project.root.is_dir():
-            known = ", ".join(self.project_names()) or "none yet"
+            import difflib
+
+            names = self.project_names()
+            known = ", ".join(names) or "none yet"
+            close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+            if close:  # a typo, most likely: not a project to create
+                raise ProjectNotFoundError(f"no project named {name!r}: did you mean "
+                                           f"{close[0]!r}? (projects: {known})")
             raise ProjectNotFoundError(
                 f"no project named {name!r} (projects: {known}); "
                 f"create it with `cortex project new {name}`"

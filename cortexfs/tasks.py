@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cortexfs import escape, wall
 from cortexfs.atoms import as_date, as_list
-from cortexfs.errors import InvalidInputError, OutsideStoreError
+from cortexfs.errors import CortexError, InvalidInputError, OutsideStoreError
 from cortexfs.escape import yaml_scalar
 from cortexfs.frontmatter import (
     MAX_YAML_DEPTH,
@@ -404,6 +404,53 @@ def priority_rank(priority: Any) -> int:
         return int(m.group(1))
     return {"critical": 0, "urgent": 0, "high": 1, "medium": 2, "normal": 2,
             "low": 3}.get(text, 99)
+
+
+@dataclass
+class Listing:
+    """`cortex tasks list` (and the MCP `list_tasks`): task rows, what is wrong with the
+    files, and the files that could not be read at all."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tasks": self.rows, "problems": self.problems}
+
+
+def listing(projects: list[Project], status: str | None = None, include_done: bool = False,
+            strict: bool = False) -> Listing:
+    """Tasks of `projects`, doing first, then todo, blocked (and done with `include_done`),
+    by priority; each row carries its project and the open tasks it waits for. `strict`
+    (one project named): an unreadable file is an error rather than a problem listed."""
+    if status is not None and status not in TASK_STATUSES:
+        raise InvalidInputError(f"unknown --status {status!r}: use one of "
+                                f"{'|'.join(TASK_STATUSES)}")
+    out = Listing()
+    for proj in projects:
+        try:
+            tf = load(proj)
+        except CortexError as e:  # not UTF-8, unreadable: list the other projects' tasks
+            if strict:
+                raise
+            out.unreadable.append(str(e))
+            out.problems.append({"project": proj.name, "level": "error", "line": None,
+                                 "message": str(e)})
+            continue
+        if tf.shape is None and strict:
+            raise InvalidInputError(tf.first_error())
+        out.problems += [{"project": proj.name, "level": p.level, "line": p.line,
+                          "message": p.message} for p in tf.problems]
+        done = {t.id for t in tf.tasks if t.status == "done"}
+        for task in sorted(tf.tasks, key=sort_key):
+            if status is not None and task.status != status:
+                continue
+            if status is None and not include_done and task.status == "done":
+                continue
+            waiting = [d for d in task.depends_on if d not in done and tf.get(d) is not None]
+            out.rows.append({"project": proj.name, **task.to_json(), "waiting-for": waiting})
+    return out
 
 
 # --- editing -----------------------------------------------------------------------------------

@@ -12,7 +12,9 @@ with no finding is never read here).
 Extension point: `EXTRA_CHECKS` lists further checks as "module:function" strings (the
 governance checks of SPEC §6 register there). Each function is called once as
 `function(store, projects)` with the projects being validated and returns an iterable of
-`Finding`s whose paths are relative to `context/`, posix style. They are imported only
+`Finding`s whose paths are relative to `context/`, posix style. `STORE_CHECKS` are called as
+`function(store)`, only when the whole store is validated (`cortex validate` without a
+project): a store-level decision record is no project's business. They are imported only
 when validation runs.
 """
 
@@ -30,6 +32,8 @@ from itertools import repeat
 from typing import Any, Literal, NamedTuple
 
 from cortexfs.atoms import (
+    ANTI_PATTERN_PREFIX,
+    ANTI_PATTERN_TAG,
     EXPERIMENT,
     KIND_BY_PREFIX,
     KINDS,
@@ -44,6 +48,7 @@ from cortexfs.atoms import (
 )
 from cortexfs.loader import LoadedProject, load_project
 from cortexfs.store import Project, Store
+from cortexfs.wording import plural
 
 Severity = Literal["error", "warning"]
 ERROR: Severity = "error"
@@ -52,6 +57,9 @@ WARNING: Severity = "warning"
 # Further checks, "module:function"; see the module docstring.
 EXTRA_CHECKS: list[str] = [
     "cortexfs.governance:check",
+]
+STORE_CHECKS: list[str] = [
+    "cortexfs.governance:store_check",
 ]
 
 
@@ -107,8 +115,8 @@ class Report:
 
     def summary(self) -> str:
         """`2 errors, 1 warning in 40 atoms`."""
-        return (f"{_plural(len(self.errors), 'error')}, "
-                f"{_plural(len(self.warnings), 'warning')} in {_plural(self.atoms, 'atom')}")
+        return (f"{plural(len(self.errors), 'error')}, "
+                f"{plural(len(self.warnings), 'warning')} in {plural(self.atoms, 'atom')}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -119,10 +127,6 @@ class Report:
             "projects": list(self.projects),
             "findings": [f.to_dict() for f in self.findings],
         }
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 # --- what every rule sees --------------------------------------------------------------------
@@ -523,8 +527,6 @@ def status_ref_resolves(atom: Atom, ctx: Context) -> Sequence[Issue]:
                   f"{ctx.project.name}", "status")]
 
 
-ANTI_PATTERN_PREFIX = "ANTI-PATTERN:"
-ANTI_PATTERN_TAG = "anti-pattern"
 
 
 @atom_rule("anti-pattern", WARNING)
@@ -643,7 +645,8 @@ def access_log_lines_are_entries(ctx: Context) -> Iterable[FileIssue]:
 
 
 def validate(store: Store, projects: list[Project] | None = None) -> Report:
-    """Check every atom of `projects` (default: all) against every rule, plus EXTRA_CHECKS."""
+    """Check every atom of `projects` against every rule, plus EXTRA_CHECKS; with None, the
+    whole store: every project and the STORE_CHECKS."""
     selected = store.projects() if projects is None else projects
     findings: list[Finding] = []
     atoms = 0
@@ -653,6 +656,12 @@ def validate(store: Store, projects: list[Project] | None = None) -> Report:
         findings.extend(check_project(project, loaded))
     for spec in EXTRA_CHECKS:
         findings.extend(_load_check(spec)(store, selected))
+    if projects is None:
+        for spec in STORE_CHECKS:
+            module, _, name = spec.partition(":")
+            store_check: Callable[[Store], Iterable[Finding]] = getattr(
+                importlib.import_module(module), name)
+            findings.extend(store_check(store))
     findings.extend(link_findings(store, selected, {f.path for f in findings}))
     return Report(findings, atoms, [p.name for p in selected])
 

@@ -25,7 +25,7 @@ def _one_error_line(result: object) -> str:
     (["--bogus"], "No such option: --bogus (see `cortex --help`)"),
     (["bogus"], "No such command 'bogus'."),
     (["tasks", "bogus"], "(see `cortex tasks --help`)"),
-    (["new", "exp"], "Missing option '--project'"),
+    (["new", "exp"], "missing --summary"),
     (["recall"], "Missing argument 'query'."),
     (["index", "regen", "--formt", "json"], "Possible options: --format"),
     (["memory", "lint", "a", "b"], "unexpected extra argument"),

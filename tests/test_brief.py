@@ -186,7 +186,7 @@ def test_store_level_brief_with_several_projects(store: Store, rich: Project,
     text = brief.build(store).text
     assert text.startswith("# Session brief — 2 projects\n")
     assert "- flywheel: Phase 2 — caching the registry lookups. (6 experiments, 3 knowledge, " \
-           "1 patterns) → projects/flywheel/STATUS.md" in text
+           "1 pattern) → projects/flywheel/STATUS.md" in text
     assert "- flywheel/T-3 [doing, P1]" in text and "- flywheel: 2026-03-02 — flaky cache " \
                                                    "test" in text
     assert "- other/EXP-001 (2026-03-07): Other project's experiment" in text

@@ -141,7 +141,10 @@ def test_never_commits_outside_context_nor_your_staged_work(cli: Any, committed:
     result = cli("new", "exp", "-p", "flywheel", "-s", "Something new", "-t", "x")
     assert result.exit_code == 0, result.output
     shown = sh(store.home, "show", "--name-only", "--format=", "HEAD").split()
-    assert shown == ["context/projects/flywheel/experiments/EXP-003.md"]
+    # the atom, and the generated files that list it (`new` regenerates its project)
+    assert "context/projects/flywheel/experiments/EXP-003.md" in shown
+    assert "context/projects/flywheel/experiments/index.md" in shown
+    assert all(p.startswith("context/") for p in shown)
     status = sh(store.home, "status", "--porcelain", "--untracked-files=all")
     assert "A  notes.txt" in status and "?? draft.txt" in status
     assert pending(store) == ""

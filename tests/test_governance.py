@@ -57,7 +57,7 @@ Indexes must be generated.
 
 
 def _findings(store: Store, rule: str | None = None) -> list[Finding]:
-    found = list(governance.check(store, store.projects()))
+    found = [*governance.check(store, store.projects()), *governance.store_check(store)]
     return [f for f in found if rule is None or f.rule == rule]
 
 

@@ -45,7 +45,7 @@ def test_install_into_a_fresh_project(cli: Any, store: Store, tmp_path: Path) ->
     proj.mkdir()
     result = cli("hooks", "install", "--project-dir", str(proj))
     assert result.exit_code == 0, result.output
-    path = proj / ".claude" / "settings.json"
+    path = proj / ".claude" / "settings.local.json"  # the default: machine-specific paths
     assert "installed the cortex hook" in result.stdout and str(path) in result.stdout
     data = settings(path)
     [(matcher, entry)] = ours(data)
@@ -65,7 +65,7 @@ def test_installed_command_works_from_anywhere_without_path(
     proj = tmp_path / "work"
     proj.mkdir()
     assert cli("hooks", "install", "--project-dir", str(proj)).exit_code == 0
-    [(_, entry)] = ours(settings(proj / ".claude" / "settings.json"))
+    [(_, entry)] = ours(settings(proj / ".claude" / "settings.local.json"))
     payload = json.dumps({"session_id": "s1", "cwd": str(proj), "tool_name": "Read",
                           "tool_input": {"file_path": str(atom)}})
     env = {"HOME": os.environ["HOME"], "CORTEX_AUTOCOMMIT": "0",
@@ -81,7 +81,7 @@ def test_install_twice_changes_nothing(cli: Any, store: Store, tmp_path: Path) -
     proj = tmp_path / "work"
     proj.mkdir()
     assert cli("hooks", "install", "--project-dir", str(proj)).exit_code == 0
-    path = proj / ".claude" / "settings.json"
+    path = proj / ".claude" / "settings.local.json"
     before = path.read_bytes()
     os.utime(path, (1, 1))
     again = cli("hooks", "install", "--project-dir", str(proj))
@@ -96,7 +96,8 @@ def test_merge_keeps_everything_else_and_uninstall_restores_it(
     path = proj / ".claude" / "settings.json"
     original = json.dumps(USER_SETTINGS, indent=2) + "\n"
     path.write_text(original)
-    assert cli("hooks", "install", "--project-dir", str(proj), "--session-start").exit_code == 0
+    assert cli("hooks", "install", "--project-dir", str(proj), "--session-start",
+               "--shared").exit_code == 0
     data = settings(path)
     assert {k: v for k, v in data.items() if k != "hooks"} == \
         {k: v for k, v in USER_SETTINGS.items() if k != "hooks"}
@@ -105,7 +106,8 @@ def test_merge_keeps_everything_else_and_uninstall_restores_it(
     assert len(ours(data)) == 1 and len(ours(data, "SessionStart")) == 1
     assert data["hooks"]["Stop"] == USER_SETTINGS["hooks"]["Stop"]
     [(_, brief)] = ours(data, "SessionStart")
-    assert brief["command"] == f"{sys.executable} -P -m cortexfs --home {store.home} brief"
+    assert brief["command"] == (f"{sys.executable} -P -m cortexfs --home {store.home} brief "
+                                "--max-chars 9000")
     result = cli("hooks", "uninstall", "--project-dir", str(proj))
     assert result.exit_code == 0 and "removed" in result.stdout
     assert path.read_text() == original
@@ -146,10 +148,10 @@ def test_dry_run_prints_the_diff_and_writes_nothing(cli: Any, store: Store,
     assert "dry run" in result.stdout
     assert not (proj / ".claude").exists()
     assert cli("hooks", "install", "--project-dir", str(proj)).exit_code == 0
-    before = (proj / ".claude" / "settings.json").read_text()
+    before = (proj / ".claude" / "settings.local.json").read_text()
     dry = cli("hooks", "uninstall", "--project-dir", str(proj), "--dry-run")
     assert dry.exit_code == 0 and '-            "command": ' in dry.stdout
-    assert (proj / ".claude" / "settings.json").read_text() == before
+    assert (proj / ".claude" / "settings.local.json").read_text() == before
 
 
 def test_user_and_local_targets(cli: Any, store: Store, tmp_path: Path,
@@ -159,9 +161,11 @@ def test_user_and_local_targets(cli: Any, store: Store, tmp_path: Path,
     proj = tmp_path / "work"
     proj.mkdir()
     monkeypatch.chdir(proj)
-    assert cli("hooks", "install", "--local").exit_code == 0  # default: the current folder
+    assert cli("hooks", "install").exit_code == 0  # default: the current folder, local
     assert ours(settings(proj / ".claude" / "settings.local.json"))
     assert not (proj / ".claude" / "settings.json").exists()
+    assert cli("hooks", "install", "--shared").exit_code == 0
+    assert ours(settings(proj / ".claude" / "settings.json"))
     listed = cli("hooks", "status", "--format", "json")
     assert {Path(h["settings"]).name for h in json.loads(listed.stdout)} == \
         {"settings.json", "settings.local.json"}
@@ -181,7 +185,7 @@ def test_malformed_settings_are_refused_untouched(cli: Any, store: Store, tmp_pa
     path.parent.mkdir(parents=True)
     path.write_text(text)
     for command in ("install", "uninstall"):
-        result = cli("hooks", command, "--project-dir", str(tmp_path / "work"))
+        result = cli("hooks", command, "--project-dir", str(tmp_path / "work"), "--shared")
         assert result.exit_code == 1
         assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
         assert "Traceback" not in result.output
@@ -192,13 +196,17 @@ def test_empty_settings_file_is_an_empty_object(cli: Any, store: Store, tmp_path
     path = tmp_path / "work" / ".claude" / "settings.json"
     path.parent.mkdir(parents=True)
     path.write_text("")
-    assert cli("hooks", "install", "--project-dir", str(tmp_path / "work")).exit_code == 0
+    assert cli("hooks", "install", "--project-dir", str(tmp_path / "work"),
+               "--shared").exit_code == 0
     assert ours(settings(path))
 
 
 @pytest.mark.parametrize("args, message", [
     (["--user", "--project-dir", "."], "either --user or --project-dir"),
     (["--user", "--local"], "--local is for a project"),
+    (["--local", "--shared"], "either --local or --shared"),
+    (["--budget", "9000"], "--budget goes with --session-start"),
+    (["--session-start", "--budget", "100"], "--budget 100 is too small for a brief"),
     (["--project-dir", "/nonexistent/x"], "no folder /nonexistent/x"),
 ])
 def test_bad_arguments(cli: Any, store: Store, args: list[str], message: str) -> None:
@@ -246,9 +254,126 @@ def test_session_start_for_one_project(cli: Any, project: Project, tmp_path: Pat
     ok = cli("hooks", "install", "--project-dir", str(proj), "--session-start",
              "--brief-project", "flywheel")
     assert ok.exit_code == 0
-    [(matcher, entry)] = ours(settings(proj / ".claude" / "settings.json"), "SessionStart")
-    assert matcher is None and entry["command"].endswith(" brief flywheel")
+    [(matcher, entry)] = ours(settings(proj / ".claude" / "settings.local.json"),
+                              "SessionStart")
+    assert matcher is None and entry["command"].endswith(" brief flywheel --max-chars 9000")
     assert "SessionStart: current" in cli("hooks", "status", "--project-dir", str(proj)).stdout
     proc = subprocess.run(["/bin/sh", "-c", entry["command"]], capture_output=True, text=True,
                           cwd="/", timeout=60)
     assert proc.returncode == 0 and "flywheel" in proc.stdout
+
+
+# --- the MCP server (issue 15) -----------------------------------------------------------------
+
+CLAUDE_JSON: dict[str, Any] = {
+    "numStartups": 12, "theme": "dark",
+    "projects": {"/work/x": {"allowedTools": [], "mcpServers": {}}},
+    "mcpServers": {"other": {"type": "stdio", "command": "other-server", "args": []}},
+}
+
+
+def test_mcp_in_the_project_is_portable_and_in_the_user_scope_absolute(
+        cli: Any, store: Store, tmp_path: Path) -> None:
+    proj = tmp_path / "work"
+    proj.mkdir()
+    result = cli("hooks", "install", "--project-dir", str(proj), "--mcp")
+    assert result.exit_code == 0, result.output
+    assert "installed the MCP server in" in result.stdout
+    data = settings(proj / ".mcp.json")
+    # store at $HOME/../cortex in the tests: not under HOME, so written whole
+    assert data == {"mcpServers": {"cortex": {
+        "type": "stdio", "command": "cortex", "args": ["mcp"],
+        "env": {"CORTEX_HOME": f"${{CORTEX_HOME:-{store.home}}}"}}}}
+    user_file = tmp_path / "home" / ".claude.json"
+    user_file.write_text(json.dumps(CLAUDE_JSON, indent=2) + "\n")
+    original = user_file.read_text()
+    assert cli("hooks", "install", "--user", "--mcp").exit_code == 0
+    data = settings(user_file)
+    assert {k: v for k, v in data.items() if k != "mcpServers"} == \
+        {k: v for k, v in CLAUDE_JSON.items() if k != "mcpServers"}
+    assert data["mcpServers"]["other"] == CLAUDE_JSON["mcpServers"]["other"]
+    assert data["mcpServers"]["cortex"] == {
+        "type": "stdio", "command": sys.executable,
+        "args": ["-P", "-m", "cortexfs", "--home", str(store.home), "mcp"], "env": {}}
+    status = cli("hooks", "status", "--project-dir", str(proj))
+    assert f"{proj / '.mcp.json'}: mcpServers: current" in status.stdout
+    assert f"{user_file}: mcpServers: current" in status.stdout
+    assert cli("hooks", "uninstall", "--user", "--mcp").exit_code == 0
+    assert user_file.read_text() == original
+    assert cli("hooks", "uninstall", "--project-dir", str(proj), "--mcp").exit_code == 0
+    assert settings(proj / ".mcp.json") == {"mcpServers": {}}
+
+
+def test_a_store_under_home_is_written_with_a_tilde(cli: Any, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    home_store = tmp_path / "home" / ".cortex"
+    monkeypatch.setenv("CORTEX_HOME", str(home_store))
+    assert cli("init").exit_code == 0
+    proj = tmp_path / "work"
+    proj.mkdir()
+    assert cli("hooks", "install", "--project-dir", str(proj), "--mcp").exit_code == 0
+    entry = settings(proj / ".mcp.json")["mcpServers"]["cortex"]
+    assert entry["env"] == {"CORTEX_HOME": "${CORTEX_HOME:-~/.cortex}"}
+
+
+def test_a_malformed_mcp_file_is_refused_untouched(cli: Any, store: Store,
+                                                   tmp_path: Path) -> None:
+    proj = tmp_path / "work"
+    proj.mkdir()
+    (proj / ".mcp.json").write_text('{"mcpServers": []}')
+    result = cli("hooks", "install", "--project-dir", str(proj), "--mcp")
+    assert result.exit_code == 1 and '"mcpServers" must be an object' in result.stderr
+    assert (proj / ".mcp.json").read_text() == '{"mcpServers": []}'
+
+
+def test_status_says_what_is_not_set_up(cli: Any, store: Store, tmp_path: Path) -> None:
+    proj = tmp_path / "work"
+    proj.mkdir()
+    assert cli("hooks", "install", "--project-dir", str(proj)).exit_code == 0
+    out = cli("hooks", "status", "--project-dir", str(proj)).stdout
+    assert "PostToolUse: current" in out
+    assert "not set up: SessionStart (`cortex hooks install --session-start`)" in out
+    assert "not set up: mcpServers (`cortex hooks install --mcp`)" in out
+
+
+def test_an_old_session_start_entry_is_stale(cli: Any, store: Store, tmp_path: Path) -> None:
+    path = tmp_path / "work" / ".claude" / "settings.local.json"
+    path.parent.mkdir(parents=True)
+    old = f"{sys.executable} -P -m cortexfs --home {store.home} brief"  # no size limit
+    path.write_text(json.dumps({"hooks": {"SessionStart": [
+        {"hooks": [{"type": "command", "command": old}]}]}}))
+    out = cli("hooks", "status", "--project-dir", str(tmp_path / "work")).stdout
+    assert "SessionStart: stale" in out
+
+
+# --- the SessionStart brief arrives whole ------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def big_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 10,000-atom store (scripts/gen_corpus.py), built once for this module."""
+    out = tmp_path_factory.mktemp("corpus") / "store"
+    script = Path(__file__).resolve().parent.parent / "scripts" / "gen_corpus.py"
+    subprocess.run([sys.executable, str(script), str(out), "--atoms", "10000", "--no-git"],
+                   check=True, capture_output=True, timeout=300)
+    return out
+
+
+@pytest.mark.parametrize("budget", [None, 5000])
+def test_the_installed_session_start_prints_at_most_its_budget(
+        cli: Any, big_store: Path, tmp_path: Path, budget: int | None) -> None:
+    proj = tmp_path / "work"
+    proj.mkdir()
+    args = ["--budget", str(budget)] if budget else []
+    assert cli("--home", str(big_store), "hooks", "install", "--project-dir", str(proj),
+               "--session-start", *args).exit_code == 0
+    [(_, entry)] = ours(settings(proj / ".claude" / "settings.local.json"), "SessionStart")
+    proc = subprocess.run(["/bin/sh", "-c", entry["command"]], capture_output=True,
+                          text=True, cwd="/", timeout=120,
+                          env={"HOME": os.environ["HOME"], "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    limit = budget or claude_settings.BRIEF_CHARS
+    from cortexfs.brief import utf16_len
+
+    assert utf16_len(proc.stdout) <= limit  # as Claude Code counts it
+    assert len(proc.stdout) > limit * 0.9  # the room is used, not wasted
+    assert "[cortex brief: cut to fit" in proc.stdout.rstrip().splitlines()[-1]

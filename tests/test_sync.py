@@ -476,7 +476,7 @@ def test_sync_without_a_remote_commits_locally(store: Store) -> None:
     (store.context / "ideas" / "idea.md").write_text("an idea\n")
     proc = cortex(store.home, "sync", check=False)
     assert proc.returncode == 0, proc.stderr
-    assert "committed 1 file(s)" in proc.stdout and "add ideas/idea.md" in proc.stdout
+    assert "committed 1 file as" in proc.stdout and "add ideas/idea.md" in proc.stdout
     assert "no remote to sync with: add one with `cortex remote set URL`" in proc.stdout
     assert sh(store.home, "status", "--porcelain") == ""
     again = cortex(store.home, "sync", check=False)

@@ -100,6 +100,7 @@ def store(tmp_path: Path) -> Store:
 def atom_rules_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests pin the atom rules' exact findings: governance checks have their own."""
     monkeypatch.setattr(validation, "EXTRA_CHECKS", [])
+    monkeypatch.setattr(validation, "STORE_CHECKS", [])
 
 
 @pytest.fixture

@@ -237,7 +237,7 @@ def test_cli_reports_and_opens(store: Store, viewed: Project, cli,
     assert result.exit_code == 0, result.output
     site = default_dir(store)
     assert f"site: {site / 'index.html'}" in result.stdout
-    assert "5 atoms in 1 project(s)" in result.stdout
+    assert "5 atoms in 1 project:" in result.stdout
     assert opened == [(site / "index.html").as_uri()]
     data = json.loads(cli("view", "-f", "json").stdout)
     assert data["written"] == 0 and data["atoms"] == 5 and data["site"] == str(site)
@@ -319,7 +319,7 @@ def test_an_empty_store_has_a_site(store: Store, cli) -> None:
     assert result.exit_code == 0, result.output
     page = (default_dir(store) / "index.html").read_text()
     assert "No projects yet" in page
-    assert "0 atoms in 0 project(s)" in result.stdout
+    assert "0 atoms in 0 projects:" in result.stdout
 
 
 def test_damaged_state_only_costs_a_rebuild(store: Store, viewed: Project) -> None:

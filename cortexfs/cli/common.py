@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -13,14 +14,61 @@ from cortexfs.store import Store
 
 if TYPE_CHECKING:
     from cortexfs.commit import Transaction
+    from cortexfs.lifecycle import Plan
 
-_state: dict[str, Any] = {"home": None, "argv": []}
+_state: dict[str, Any] = {"home": None, "argv": [], "format": None}
+FORMATS = ("text", "json", "ids")
 
 # The options several commands share, worded once.
-Format = Annotated[str, typer.Option("--format", "-f", metavar="text|json",
-                                     help="Output: text for people, json for tools.")]
 NoCommit = Annotated[bool, typer.Option("--no-commit",
                                         help="Write the files but do not commit them.")]
+ProjectOpt = Annotated[str | None, typer.Option(
+    "--project", "-p", help="The project (may be left out when the store has only one).")]
+
+
+def global_options() -> list[Any]:
+    """The options every command takes, before its name or after it: --home, --format.
+    (Fresh objects each time: click binds a parameter to one command.)"""
+    from typer.core import TyperOption
+
+    return [
+        TyperOption(param_decls=["--home"], metavar="DIR", expose_value=False,
+                    is_eager=True, callback=_set_home,
+                    help="The store to use (default: $CORTEX_HOME, else ~/.cortex)."),
+        TyperOption(param_decls=["--format", "-f"], metavar="text|json", expose_value=False,
+                    is_eager=True, callback=_set_format,
+                    help="Output: text for people, json for tools."),
+    ]
+
+
+def reset() -> None:
+    """Forget the options of a previous command (tests run many in one process)."""
+    _state.update(home=None, argv=[], format=None)
+
+
+def _set_home(ctx: Any, param: Any, value: str | None) -> None:
+    if value is not None:
+        _state["home"] = value
+
+
+def _set_format(ctx: Any, param: Any, value: str | None) -> None:
+    if value is not None:
+        if value not in FORMATS:
+            from typer._click.exceptions import UsageError
+
+            raise UsageError(f"unknown --format {value[:40]!r}: use text or json", ctx)
+        _state["format"] = value
+
+
+def output_format(*, ids: bool = False) -> str:
+    """The --format asked for (text by default); `ids` (one id a line) where the command
+    lists atoms."""
+    fmt = _state["format"] or "text"
+    if fmt == "ids" and not ids:
+        from cortexfs.errors import InvalidInputError
+
+        raise InvalidInputError("--format ids is for `cortex list`: use text or json")
+    return str(fmt)
 
 
 def set_home(home: str | None) -> None:
@@ -100,9 +148,35 @@ def warn(message: str) -> None:
     typer.secho(f"warning: {message}", fg="yellow", err=True)
 
 
-def check_format(fmt: str) -> str:
-    from cortexfs.errors import InvalidInputError
 
-    if fmt not in ("text", "json"):
-        raise InvalidInputError(f"unknown --format {fmt!r}: use text or json")
-    return fmt
+
+def run_plan(store: Store, make: Callable[[], Plan], no_commit: bool = False,
+             ) -> tuple[Plan, Transaction]:
+    """Work out a lifecycle plan and carry it out in one writing transaction (the plan is
+    made under the store's lock, after the pre-flight): (the plan, the transaction)."""
+    from cortexfs import lifecycle
+
+    with writing(store, no_commit) as txn:
+        plan = make()
+        if not plan.empty:
+            txn.add(lifecycle.apply(store, plan, txn))
+    report(txn)
+    return plan, txn
+
+
+def finish(plan: Plan, txn: Transaction, done: str) -> None:
+    """Print what a lifecycle command did: its notes, then one line (or the JSON report)."""
+    for note in plan.notes:
+        if note.startswith("warning: "):
+            warn(note.removeprefix("warning: "))
+        else:
+            typer.echo(f"note: {note}", err=True)
+    committed = txn.result.commit if txn.result else None
+    if output_format() == "json":
+        print_json({**plan.result, "changed": not plan.empty, "commit": committed,
+                    "notes": plan.notes})
+        return
+    if plan.empty:
+        typer.echo(f"nothing to change: {done}")
+        return
+    ok(done + (", committed" if committed else ""))

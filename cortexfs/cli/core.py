@@ -1,4 +1,4 @@
-"""`cortex init`, `cortex project …` and `cortex new`."""
+"""`cortex init` and `cortex project new|list|rm|archive|unarchive`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import typer
 
 from cortexfs.cli import common
 
-project_app = typer.Typer(help="Create and list projects.", no_args_is_help=True)
+project_app = typer.Typer(help="Create, list, archive and remove projects.",
+                          no_args_is_help=True)
 
 NoCommit = common.NoCommit
 
@@ -20,7 +21,7 @@ def init(
     ] = None,
 ) -> None:
     """Create a store at CORTEX_HOME (safe to run again: existing files are kept)."""
-    from cortexfs import commit, git, scaffold, sync
+    from cortexfs import commit, git, lifecycle, scaffold, sync
 
     store = common.unopened_store()
     if remote is not None:
@@ -36,14 +37,21 @@ def init(
         repo_files = [store.home / name for name in commit.INIT_FILES]
         txn.add(commit.Change([*created, *written, *repo_files],
                               "chore: initialise cortex store", created=created))
+        # OVERVIEW.md, HIPPOCAMPUS.md, the CORTEX.md blocks
+        txn.add(lifecycle.regenerate(store, None, warn=common.warn))
     common.report(txn)
+    origin = sync.set_remote(store, remote) if remote is not None else None
+    if common.output_format() == "json":
+        common.print_json({"home": str(store.home), "created": bool(created),
+                           "committed": bool(txn.result and txn.result.commit),
+                           "remote": origin})
+        return
     if created:
         common.ok(f"initialised a cortex store at {store.home}")
     else:
         common.ok(f"the cortex store at {store.home} is already initialised")
-    if remote is not None:
-        common.ok(f"remote origin is {sync.set_remote(store, remote)}: "
-                  "`cortex sync` shares the store")
+    if origin is not None:
+        common.ok(f"remote origin is {origin}: `cortex sync` shares the store")
 
 
 @project_app.command("new")
@@ -52,7 +60,7 @@ def project_new(
     no_commit: NoCommit = False,
 ) -> None:
     """Scaffold a project: governance files, atom folders and _meta/."""
-    from cortexfs import scaffold
+    from cortexfs import lifecycle, scaffold
     from cortexfs.commit import Change
     from cortexfs.store import check_project_name
 
@@ -62,62 +70,85 @@ def project_new(
         txn.fresh(store.projects_dir / name)  # removed whole if the command fails
         project, created = scaffold.new_project(store, name)
         txn.add(Change(created, f"project: add {name}", created=created))
+        txn.add(lifecycle.regenerate(store, [name], txn, warn=common.warn))
     common.report(txn)
-    if not created:
+    if common.output_format() == "json":
+        common.print_json({"project": name, "path": str(project.root),
+                           "created": bool(created),
+                           "committed": bool(txn.result and txn.result.commit)})
+    elif not created:
         common.ok(f"project {name} already exists at {project.root}")
-        return
-    common.ok(f"created project {name} at {project.root}")
+    else:
+        common.ok(f"created project {name} at {project.root}")
 
 
 @project_app.command("list")
-def project_list() -> None:
-    """List the store's projects."""
+def project_list(
+    show_archived: Annotated[bool, typer.Option(
+        "--archived", help="Also list the archived projects.")] = False,
+) -> None:
+    """List the store's projects (--format json: with atom counts, phase, open tasks)."""
+    from cortexfs import lifecycle
+
     store = common.open_store()
+    if common.output_format() == "json":
+        rows = lifecycle.projects(store)
+        common.print_json([r for r in rows if show_archived or not r["archived"]])
+        return
     for name in store.project_names():
         typer.echo(name)
+    if show_archived:
+        for name in lifecycle.archived(store):
+            typer.echo(f"{name} (archived)")
 
 
-def new(
-    kind: Annotated[str, typer.Argument(help="exp, k or pat.", metavar="exp|k|pat")],
-    project: Annotated[str, typer.Option("--project", "-p", help="Project to write into.")],
-    summary: Annotated[str, typer.Option("--summary", "-s", help="One-line summary.")],
-    tags: Annotated[str, typer.Option("--tags", "-t", help="Comma-separated tags.")],
-    evidence: Annotated[list[str] | None, typer.Option(
-        "--evidence", "-e", help="Experiment ids it rests on (repeat or comma-separate).")] = None,
-    sources: Annotated[list[str] | None, typer.Option(
-        "--sources", help="Patterns: source experiments (default: --evidence).")] = None,
-    links: Annotated[list[str] | None, typer.Option(
-        "--links", "-l", help="Related atom ids.")] = None,
-    executor: Annotated[str | None, typer.Option(help="Experiments: who ran it.")] = None,
+@project_app.command("rm")
+def project_rm(
+    name: Annotated[str, typer.Argument(help="The project to remove.")],
+    force: Annotated[bool, typer.Option(
+        "--force", help="Also when it holds atoms or open tasks.")] = False,
     no_commit: NoCommit = False,
-    strict: Annotated[bool, typer.Option(
-        "--strict", help="Refuse (exit 1) when an existing atom nearly duplicates this one.")]
-        = False,
 ) -> None:
-    """Write a new atom from its template with the next free id, and print its path.
+    """Remove a project's folder (git history keeps it). Refused while it holds atoms or
+    open tasks, unless --force; `cortex project archive` keeps it instead."""
+    from cortexfs import lifecycle
 
-    Warns when an atom of the same kind in the project nearly duplicates it (--strict
-    refuses)."""
-    from cortexfs.authoring import NewAtom, add_atom, check_request, kind_named
-
-    atom_kind = kind_named(kind)
     store = common.open_store()
-    proj = store.project(project)
-    req = NewAtom(atom_kind, summary, common.split_list([tags]), common.split_list(evidence),
-                  common.split_list(sources), common.split_list(links), executor)
-    check_request(proj, req)  # bad input is said before git is asked anything
-    with common.writing(store, no_commit) as txn:
-        added = add_atom(proj, req, strict=strict)
-        txn.add(added.change)
-    common.report(txn)
-    for dup in added.duplicates:
-        common.warn(f"{dup.describe()} nearly duplicates {added.atom.id}: update that atom "
-                    "instead, or pass --strict to refuse near-duplicates")
-    typer.echo(str(added.atom.path))
+    plan, txn = common.run_plan(store, lambda: lifecycle.remove_project(store, name,
+                                                                        force=force), no_commit)
+    common.finish(plan, txn, f"removed project {name}")
+
+
+@project_app.command("archive")
+def project_archive(
+    name: Annotated[str, typer.Argument(help="The project to archive.")],
+    no_commit: NoCommit = False,
+) -> None:
+    """Move a project to context/archive/NAME/: out of the indexes, OVERVIEW, HIPPOCAMPUS,
+    recall, the brief, validate and ready; its files stay in the store and in git."""
+    from cortexfs import lifecycle
+
+    store = common.open_store()
+    plan, txn = common.run_plan(store, lambda: lifecycle.archive_project(store, name),
+                                no_commit)
+    common.finish(plan, txn, f"archived project {name} to {plan.result.get('archived_to')}")
+
+
+@project_app.command("unarchive")
+def project_unarchive(
+    name: Annotated[str, typer.Argument(help="The archived project to bring back.")],
+    no_commit: NoCommit = False,
+) -> None:
+    """Move an archived project back to context/projects/."""
+    from cortexfs import lifecycle
+
+    store = common.open_store()
+    plan, txn = common.run_plan(store, lambda: lifecycle.unarchive_project(store, name),
+                                no_commit)
+    common.finish(plan, txn, f"project {name} is back")
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
     app.command("init")(init)
-    app.command("new")(new)
     app.add_typer(project_app, name="project")

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.wording import plural
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -17,23 +18,15 @@ tasks_app = typer.Typer(help="The project's task queue (TASKS.yaml).", no_args_i
 decision_app = typer.Typer(help="Decision records (decisions/NNNN-title.md).",
                            no_args_is_help=True)
 
-ProjectOpt = Annotated[str | None, typer.Option(
-    "--project", "-p", help="Project (may be left out when the store has only one).")]
+ProjectOpt = common.ProjectOpt
 NoCommit = common.NoCommit
-Format = common.Format
 
 
 def _one_project(store: Store, name: str | None) -> Project:
     """The named project, or the store's only project when none is named."""
-    from cortexfs.errors import InvalidInputError
+    from cortexfs.lifecycle import only_project
 
-    if name is not None:
-        return store.project(name)
-    names = store.project_names()
-    if len(names) == 1:
-        return store.project(names[0])
-    known = ", ".join(names) or "none yet: create one with `cortex project new NAME`"
-    raise InvalidInputError(f"which project? pass --project NAME (projects: {known})")
+    return only_project(store, name)
 
 
 def _rewritten_note(rewritten: bool, project: Project) -> None:
@@ -60,49 +53,19 @@ def tasks_list(
     status: Annotated[str | None, typer.Option(
         "--status", "-s", metavar="todo|doing|done|blocked", help="Only tasks with this status.")]
         = None,
-    fmt: Format = "text",
 ) -> None:
     """List tasks, doing first, then todo, blocked (and done with --all), by priority."""
     from cortexfs import tasks
-    from cortexfs.errors import CortexError, InvalidInputError
 
-    fmt = common.check_format(fmt)
-    if status is not None and status not in tasks.TASK_STATUSES:
-        raise InvalidInputError(f"unknown --status {status!r}: use one of "
-                                f"{'|'.join(tasks.TASK_STATUSES)}")
+    fmt = common.output_format()
     store = common.open_store()
     projects = [store.project(project)] if project else store.projects()
-    rows: list[dict[str, object]] = []
-    problems: list[dict[str, object]] = []
-    unreadable: list[str] = []
-    for proj in projects:
-        try:
-            tf = tasks.load(proj)
-        except CortexError as e:  # not UTF-8, unreadable: list the other projects' tasks
-            if project is not None:
-                raise
-            unreadable.append(str(e))
-            problems.append({"project": proj.name, "level": "error", "line": None,
-                             "message": str(e)})
-            continue
-        if tf.shape is None and project is not None:
-            raise InvalidInputError(tf.first_error())
-        for p in tf.problems:
-            problems.append({"project": proj.name, "level": p.level, "line": p.line,
-                             "message": p.message})
-        done = {t.id for t in tf.tasks if t.status == "done"}
-        for task in sorted(tf.tasks, key=tasks.sort_key):
-            if status is not None and task.status != status:
-                continue
-            if status is None and not show_all and task.status == "done":
-                continue
-            waiting = [d for d in task.depends_on if d not in done and tf.get(d) is not None]
-            rows.append({"project": proj.name, **task.to_json(), "waiting-for": waiting})
+    found = tasks.listing(projects, status, show_all, strict=project is not None)
     if fmt == "json":
-        common.print_json({"tasks": rows, "problems": problems})
+        common.print_json(found.to_json())
         return
     many = len(projects) > 1
-    for row in rows:
+    for row in found.rows:
         prefix = f"{row['project']}  " if many else ""
         prio = str(row["priority"]) if row["priority"] is not None else "-"
         line = f"{prefix}{row['id']:<6} {row['status']:<7} {prio:<4} {row['text']}"
@@ -110,15 +73,16 @@ def tasks_list(
         if isinstance(pending, list) and pending and row["status"] != "done":
             line += f"  (waits for {', '.join(str(w) for w in pending)})"
         typer.echo(line)
-    if not rows:
+    if not found.rows:
         typer.echo("no tasks" if show_all or status else "no open tasks")
-    for message in unreadable:
+    for message in found.unreadable:
         common.warn(message)
-    errors = [p for p in problems if p["level"] == "error" and p["message"] not in unreadable]
+    errors = [p for p in found.problems if p["level"] == "error"
+              and p["message"] not in found.unreadable]
     if errors:
         names = sorted({str(p["project"]) for p in errors})
-        common.warn(f"TASKS.yaml has {len(errors)} error(s) in {', '.join(names)}: run "
-                    "`cortex validate` for details")
+        common.warn(f"TASKS.yaml has {plural(len(errors), 'error')} in {', '.join(names)}: "
+                    "run `cortex validate` for details")
 
 
 @tasks_app.command("add")
@@ -150,6 +114,10 @@ def tasks_add(
         txn.add(Change(result.paths, f"tasks: add {task.id} — {task.text}"))
     common.report(txn)
     _rewritten_note(result.rewritten, proj)
+    if common.output_format() == "json":
+        common.print_json({"project": proj.name, **task.to_json(),
+                           "committed": bool(txn.result and txn.result.commit)})
+        return
     typer.echo(task.id)
 
 
@@ -172,6 +140,10 @@ def tasks_done(
         txn.add(Change(result.paths, f"tasks: done {task.id} — {task.text}"))
     common.report(txn)
     _rewritten_note(result.rewritten, proj)
+    if common.output_format() == "json":
+        common.print_json({"project": proj.name, **task.to_json(),
+                           "committed": bool(txn.result and txn.result.commit)})
+        return
     completed = task.completed_at.isoformat() if task.completed_at else "?"
     common.ok(f"{task.id} done (completed-at {completed}): {task.text}")
 
@@ -210,11 +182,15 @@ def tasks_archive(
         if moved:
             txn.add(Change(message=f"auto-archive: completed tasks ({'; '.join(moved)})"))
     common.report(txn)
+    if common.output_format() == "json":
+        common.print_json({"archived": moved, "notes": [n for _, n in notes],
+                           "committed": bool(txn.result and txn.result.commit)})
+        return
     for good, note in notes:
         (common.ok if good else common.warn)(note)
     if not moved:
-        typer.echo(f"nothing to archive: no done task completed more than {older_than} "
-                   f"day{'s' if older_than != 1 else ''} ago")
+        typer.echo(f"nothing to archive: no done task completed more than "
+                   f"{plural(older_than, 'day')} ago")
 
 
 # --- decisions -----------------------------------------------------------------------------------
@@ -230,7 +206,7 @@ def decision_new(
     no_commit: NoCommit = False,
 ) -> None:
     """Write the next decision record NNNN-title.md from its template and print its path."""
-    from cortexfs import decisions
+    from cortexfs import decisions, lifecycle
     from cortexfs.commit import Change
 
     store = common.open_store()
@@ -239,7 +215,14 @@ def decision_new(
     with common.writing(store, no_commit) as txn:
         path = decisions.new_decision(store, title, project)
         txn.add(Change([path], f"decision: add {path.stem}", created=[path]))
+        # the CORTEX.md block of its folder lists it: `ready` must not find it stale
+        txn.add(lifecycle.regenerate(store, [project] if project else None, txn,
+                                     warn=common.warn))
     common.report(txn)
+    if common.output_format() == "json":
+        common.print_json({"path": str(path), "project": project,
+                           "committed": bool(txn.result and txn.result.commit)})
+        return
     typer.echo(str(path))
 
 
@@ -249,12 +232,11 @@ def decision_new(
 def maintain(
     project: Annotated[str | None, typer.Argument(
         metavar="[PROJECT]", help="Project to report on (default: all).")] = None,
-    fmt: Format = "text",
 ) -> None:
     """Report cold and stale atoms, weak evidence, consolidation suggestions (read-only)."""
     from cortexfs import maintain as lib
 
-    fmt = common.check_format(fmt)
+    fmt = common.output_format()
     store = common.open_store()
     report = lib.maintain(store, store.select([project] if project else None))
     if fmt == "json":
@@ -266,7 +248,6 @@ def maintain(
 def ready(
     project: Annotated[str | None, typer.Argument(
         metavar="[PROJECT]", help="Project to check (default: the whole store).")] = None,
-    fmt: Format = "text",
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", help="Run every check even when no file changed since the last run.")]
         = False,
@@ -274,7 +255,7 @@ def ready(
     """The fresh-session test: exit 0 when the files hold everything, else list each gap."""
     from cortexfs import ready as lib
 
-    fmt = common.check_format(fmt)
+    fmt = common.output_format()
     store = common.open_store()
     report = lib.check(store, project, use_cache=not no_cache)
     if fmt == "json":

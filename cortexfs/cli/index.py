@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.wording import plural
 
 if TYPE_CHECKING:
     from cortexfs.index import RegenResult
@@ -24,7 +25,6 @@ def regen(
     no_commit: common.NoCommit = False,
     check: Annotated[bool, typer.Option(
         "--check", help="Write nothing; exit 1 if regeneration would change a file.")] = False,
-    fmt: common.Format = "text",
 ) -> None:
     """Rebuild the index.md files from the frontmatter and commit what changed.
 
@@ -34,7 +34,7 @@ def regen(
     from cortexfs.errors import InvalidInputError
     from cortexfs.index import regenerate
 
-    common.check_format(fmt)
+    fmt = common.output_format()
     if all_ and projects:
         raise InvalidInputError("pass either --all or project names, not both")
     if not all_ and not projects:
@@ -68,11 +68,12 @@ def regen(
                         for e in result.skipped],
             "fold_errors": [{"path": rel(e.path), "reason": e.reason}
                             for e in result.fold_errors],
+            "dubious": [{"path": rel(e.path), "reason": e.reason} for e in result.dubious],
             "committed": committed,
             "pending_committed": [rel(store.home / p) for p in pending],
         })
     else:
-        for error in [*result.skipped, *result.fold_errors]:
+        for error in [*result.skipped, *result.fold_errors, *result.dubious]:
             where = f"{rel(error.path)}:{error.line}" if error.line else rel(error.path)
             common.warn(f"{where}: {error.reason}")
         if check:
@@ -94,25 +95,26 @@ def _describe(projects: list[str], all_: bool) -> str:
 
 def _summary(result: RegenResult, check: bool, committed: bool, n_projects: int,
              pending: int = 0, target: str = "--all") -> None:
-    where = f"{n_projects} project{'s' if n_projects != 1 else ''}"
-    skipped = (f"; {len(result.skipped)} malformed atom{'s' if len(result.skipped) != 1 else ''}"
-               " skipped (run `cortex validate`)") if result.skipped else ""
+    where = plural(n_projects, "project")
+    skipped = (f"; {plural(len(result.skipped), 'malformed atom')} skipped (run "
+               "`cortex validate`)") if result.skipped else ""
     if check:
         if result.written:
-            typer.secho(f"{len(result.written)} file(s) out of date in {where}: run "
+            typer.secho(f"{plural(len(result.written), 'file')} out of date in {where}: run "
                         f"`cortex index regen {target}` to update them" + skipped, fg="red",
                         err=True)
         else:
             common.ok(f"indexes are up to date ({where}){skipped}")
         return
     if not result.written:
-        also = (f"; committed {pending} pending file{'s' if pending != 1 else ''}"
+        also = (f"; committed {plural(pending, 'pending file')}"
                 if committed and pending else "")
         common.ok(f"indexes are up to date ({where}){also}{skipped}")
         return
-    folded = f", refs updated in {len(result.folded)} atoms" if result.folded else ""
+    folded = f", refs updated in {plural(len(result.folded), 'atom')}" if result.folded else ""
     commit = ", committed" if committed else ""
-    common.ok(f"regenerated {len(result.written)} file(s) in {where}{folded}{commit}{skipped}")
+    common.ok(f"regenerated {plural(len(result.written), 'file')} in "
+              f"{where}{folded}{commit}{skipped}")
 
 
 def register(app: typer.Typer) -> None:

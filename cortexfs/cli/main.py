@@ -21,11 +21,19 @@ class CortexGroup(TyperGroup):
 
     A usage error (an unknown option, `--k abc`, a missing argument) is bad input too: one
     line and exit 1, not click's boxed usage text and exit 2, which here means a bug.
+
+    The global options (`common.global_options`: --home, --format) are added to the root and
+    to every command, so they are taken before the command name and after it alike.
     """
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        _add_global_options(self)
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
                      **extra: Any) -> Any:
         if parent is None:
+            common.reset()  # (tests run many commands in one process)
             common.set_argv(args)  # for "run `cortex …` again" after an interruption
         try:
             return super().make_context(info_name, args, parent, **extra)
@@ -63,6 +71,14 @@ class CortexGroup(TyperGroup):
             raise typer.Exit(2) from None
 
 
+def _add_global_options(command: Any) -> None:
+    """Give `command` and every command under it the global options it lacks."""
+    names = {p.name for p in command.params}
+    command.params.extend(o for o in common.global_options() if o.name not in names)
+    for sub in getattr(command, "commands", {}).values():
+        _add_global_options(sub)
+
+
 def _usage_error(e: UsageError) -> NoReturn:
     if isinstance(e, NoArgsIsHelpError):
         e.exit_code = 1  # `cortex tasks` alone: the group's help, as click prints it
@@ -94,7 +110,7 @@ app = typer.Typer(
     name="cortex",
     help="File-based long-term memory for AI agents: atoms, indexes, access tracking, git.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     rich_markup_mode="markdown",  # reflows docstring paragraphs in --help
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -109,18 +125,28 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    home: str = typer.Option(None, "--home", metavar="DIR",
-                             help="The store to use (default: $CORTEX_HOME, else ~/.cortex)."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
 ) -> None:
-    common.set_home(home)
+    """File-based long-term memory for AI agents."""  # (--home, --format: CortexGroup)
 
 
 def _register() -> None:
-    from cortexfs.cli import access, core, governance, index, memory, recall, sync, validate, view
+    from cortexfs.cli import (
+        access,
+        atoms,
+        core,
+        governance,
+        index,
+        memory,
+        recall,
+        sync,
+        validate,
+        view,
+    )
 
-    for module in (core, validate, index, access, sync, governance, memory, recall, view):
+    for module in (core, atoms, validate, index, access, sync, governance, memory, recall,
+                   view):
         module.register(app)
 
 

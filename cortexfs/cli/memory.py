@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.wording import plural
 
 if TYPE_CHECKING:
     from cortexfs.commit import Transaction
@@ -24,7 +25,6 @@ memory_app = typer.Typer(
 PathArg = Annotated[Path | None, typer.Argument(
     help="The MEMORY.md to use (default: context/user/MEMORY.md of the store).",
     show_default=False)]
-Format = common.Format
 NoCommit = Annotated[bool, typer.Option(
     "--no-commit", help="Write the files but do not commit them (inside a store).")]
 
@@ -64,15 +64,15 @@ def _writing(store: Store | None, no_commit: bool, keep: Path) -> Iterator[Trans
 @memory_app.command("lint")
 def lint(path: PathArg = None,
          fix: Annotated[bool, typer.Option(
-             "--fix", help="Rewrite the header's entries:/tokens: counts (nothing else).")] = False,
-         fmt: Format = "text", no_commit: NoCommit = False) -> None:
+             "--fix", help="Rewrite the header's entries:/tokens: counts (nothing else).")]
+         = False, no_commit: NoCommit = False) -> None:
     """Check a MEMORY.md against neocortex.md v1.0; exit 1 on any error.
 
     Checks the header, the seven sections in order, entry limits and sizes, nx metadata
     and the total tokens."""
     from cortexfs import memory_md
 
-    common.check_format(fmt)
+    fmt = common.output_format()
     from cortexfs.commit import Change
 
     target, store = _resolve(path)
@@ -95,7 +95,8 @@ def lint(path: PathArg = None,
             typer.secho(str(problem), fg=color)
         for code, count in sorted(more.items()):
             typer.echo(f"… and {count:,} more [{code}]")
-        summary = f"{len(report.errors)} errors, {len(report.warnings)} warnings"
+        summary = f"{plural(len(report.errors), 'error')}, " \
+                  f"{plural(len(report.warnings), 'warning')}"
         if report.ok:
             common.ok(f"ok: {summary}")
         else:
@@ -105,11 +106,11 @@ def lint(path: PathArg = None,
 
 
 @memory_app.command("stats")
-def stats(path: PathArg = None, fmt: Format = "text") -> None:
+def stats(path: PathArg = None) -> None:
     """Entries and tokens per section against neocortex.md's budgets."""
     from cortexfs import memory_md
 
-    common.check_format(fmt)
+    fmt = common.output_format()
     target, _store = _resolve(path)
     result = memory_md.stats(memory_md.read(target))
     if fmt == "json":
@@ -136,8 +137,7 @@ def prune(path: PathArg = None,
               "--dry-run", help="Report what would happen; write nothing.")] = False,
           as_of: Annotated[str | None, typer.Option(
               "--as-of", metavar="YYYY-MM-DD", help="Judge ages as of this date (default: "
-              "today).")] = None,
-          fmt: Format = "text", no_commit: NoCommit = False) -> None:
+              "today).")] = None, no_commit: NoCommit = False) -> None:
     """Archive MEMORY.md entries unused for 90+ days, by neocortex.md's retention rules.
 
     Archived entries go to memory/archive/YYYY.md; compression candidates (30+ days) and
@@ -145,7 +145,7 @@ def prune(path: PathArg = None,
     often-used (a > 10) entries are never touched."""
     from cortexfs import memory_md
 
-    common.check_format(fmt)
+    fmt = common.output_format()
     today = _parse_date(as_of) if as_of else dt.date.today()
     target, store = _resolve(path)
     if dry_run:
@@ -216,17 +216,22 @@ def brief(
         show_default=False)] = None,
     budget: Annotated[int, typer.Option(
         "--budget", metavar="TOKENS", help="Most tokens to print (characters / 4).")] = 4000,
-    fmt: Format = "text",
+    max_chars: Annotated[int | None, typer.Option(
+        "--max-chars", metavar="CHARS", help="Also at most this many characters, banner "
+        "included (as Claude Code counts hook output: UTF-16 units).", show_default=False)]
+        = None,
 ) -> None:
     """Print what a new session should start with, cut to --budget tokens.
 
     STATUS.md, open tasks, issues, the strongest knowledge and patterns, recent
     experiments — ending with a banner that lists what was cut. Usable as a Claude Code
     SessionStart hook."""
-    from cortexfs.brief import build
+    from cortexfs.brief import build, build_within
 
-    common.check_format(fmt)
-    result = build(common.open_store(), project, budget)
+    fmt = common.output_format()
+    store = common.open_store()
+    result = build(store, project, budget) if max_chars is None else \
+        build_within(store, project, budget, max_chars)
     if fmt == "json":
         common.print_json(result.to_json())
     else:

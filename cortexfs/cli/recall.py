@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.wording import plural
 
 if TYPE_CHECKING:
     from cortexfs.recall import Hit, RecallResult
@@ -85,7 +86,6 @@ def recall(
         "--since", metavar="DATE|AGE",
         help="Only atoms dated on or after DATE (YYYY-MM-DD) or within AGE (7d, 2w, 3m, "
              "1y).")] = None,
-    fmt: common.Format = "text",
     open_rank: Annotated[int | None, typer.Option(
         "--open", metavar="N",
         help="Print the full text of hit N (1 = best) and count it as a read.")] = None,
@@ -101,7 +101,7 @@ def recall(
     from cortexfs import recall as rc
     from cortexfs.errors import InvalidInputError
 
-    fmt = common.check_format(fmt)
+    fmt = common.output_format()
     if open_rank is not None and open_rank < 1:
         raise InvalidInputError(f"--open takes a hit number from 1 to {k}, not {open_rank}")
     filters = rc.parse_filters(project, kind, status, tag, since)
@@ -118,7 +118,7 @@ def recall(
     if open_rank is not None:
         if open_rank > len(result.hits):
             raise InvalidInputError(f"there is no hit {open_rank}: the query matched "
-                                    f"{len(result.hits)} atom(s)")
+                                    f"{plural(len(result.hits), 'atom')}")
         hit = result.hits[open_rank - 1]
         opened = rc.read_atom(store, hit.id, hit.project,
                               session=os.environ.get("CORTEX_SESSION", "cli"))
@@ -143,8 +143,9 @@ def recall(
 def mcp() -> None:
     """Serve the store to an agent over stdio (Model Context Protocol).
 
-    Tools: recall, read_atom, add_atom, validate, regenerate, ready and brief, for an
-    agent such as Claude Code."""
+    Tools to recall, read, add, update, supersede, invalidate, move and remove atoms, list
+    projects, keep the task queue, commit, validate, regenerate, check readiness and brief,
+    for an agent such as Claude Code (`cortex hooks install --mcp` registers it)."""
     from cortexfs.mcp_server import serve
 
     serve(common.open_store())

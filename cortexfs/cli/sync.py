@@ -1,4 +1,5 @@
-"""`cortex commit`, `cortex sync`, `cortex status` and `cortex remote set`."""
+"""`cortex commit`, `cortex sync`, `cortex status` (the store's, or an atom's) and
+`cortex remote set`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.wording import plural
 
 if TYPE_CHECKING:
     from cortexfs.commit import Committed
@@ -14,14 +16,12 @@ if TYPE_CHECKING:
 remote_app = typer.Typer(help="Configure the git remote the store syncs with.",
                          no_args_is_help=True)
 
-Format = common.Format
 
 
 def commit(
     message: Annotated[str | None, typer.Option(
         "--message", "-m", metavar="MSG",
         help="The commit message (default: one naming what changed).")] = None,
-    fmt: Format = "text",
 ) -> None:
     """Commit everything pending under context/ (hand edits, what a killed command left).
 
@@ -31,7 +31,7 @@ def commit(
     from cortexfs.commit import Change, remove_stale_temporaries
     from cortexfs.errors import GitError
 
-    common.check_format(fmt)
+    fmt = common.output_format()
     store = common.open_store()
     if not git.is_repo(store.home):
         raise GitError(f"{store.home} is not a git repository: run `cortex init` to make it one")
@@ -57,14 +57,15 @@ def _committed(done: Committed | None, fmt: str, note: str | None = None) -> Non
     if done is not None and done.warning:
         common.warn(done.warning)
     if done is not None and done.commit:
-        common.ok(f"committed {len(done.paths)} file(s) as {done.commit[:10]}: {done.subject}")
+        common.ok(f"committed {plural(len(done.paths), 'file')} as {done.commit[:10]}: "
+                  f"{done.subject}")
     else:
         typer.echo("nothing to commit under context/")
     if note:
         typer.echo(note)
 
 
-def sync(fmt: Format = "text") -> None:
+def sync() -> None:
     """Commit pending changes, pull (renumbering colliding ids), regenerate, and push.
 
     With no remote yet, commits locally and says how to add one."""
@@ -72,7 +73,7 @@ def sync(fmt: Format = "text") -> None:
     from cortexfs import sync as sync_lib
     from cortexfs.commit import Change
 
-    common.check_format(fmt)
+    fmt = common.output_format()
     store = common.open_store()
     if git.is_repo(store.home) and not git.git_run(store.home, "remote").stdout.split():
         with common.writing(store, has_no_commit=False) as txn:
@@ -92,21 +93,45 @@ def sync(fmt: Format = "text") -> None:
         typer.echo(f"renumbered (the remote has these ids too): "
                    f"{renumber.describe(result.renumbered)}")
     if result.received:
-        typer.echo(f"merged {result.received} commit(s) from {result.upstream}")
+        typer.echo(f"merged {plural(result.received, 'commit')} from {result.upstream}")
     if result.regenerated:
-        typer.echo(f"regenerated {len(result.regenerated)} file(s)")
+        typer.echo(f"regenerated {plural(len(result.regenerated), 'file')}")
     if result.regen_skipped:
         common.warn(result.regen_skipped)
-    typer.echo(f"pushed {result.sent} commit(s) to {result.upstream}" if result.sent
+    typer.echo(f"pushed {plural(result.sent, 'commit')} to {result.upstream}" if result.sent
                else f"nothing to push to {result.upstream}")
     common.ok(f"in sync with {result.upstream}")
 
 
-def status(fmt: Format = "text") -> None:
-    """Uncommitted changes, unpushed commits, ahead/behind and the last sync."""
+def status(
+    atom_id: Annotated[str | None, typer.Argument(
+        metavar="[ID]", help="An atom: print its status (or set it).", show_default=False)]
+        = None,
+    new_status: Annotated[str | None, typer.Argument(
+        metavar="[STATUS[:CAUSE]]", help="Set the atom's status, e.g. challenged:EXP-051.",
+        show_default=False)] = None,
+    reason: Annotated[str | None, typer.Option(
+        "--reason", "-r", help="With invalidated: why, in one line.")] = None,
+    project: common.ProjectOpt = None,
+    no_commit: common.NoCommit = False,
+) -> None:
+    """The store's status: uncommitted changes, unpushed commits, ahead/behind, last sync.
+
+    With an atom id: its status; with a status too, set it (that key only, plus the
+    tombstone fields of `invalidated`), regenerate and commit."""
     from cortexfs import sync as sync_lib
 
-    common.check_format(fmt)
+    if atom_id is not None:
+        from cortexfs.cli.atoms import set_status
+
+        set_status(atom_id, new_status, reason, project, no_commit)
+        return
+    from cortexfs.errors import InvalidInputError
+
+    if reason is not None or project is not None or no_commit:
+        raise InvalidInputError("--reason, --project and --no-commit go with an atom id: "
+                                "`cortex status ID STATUS`")
+    fmt = common.output_format()
     report = sync_lib.status(common.open_store())
     if fmt == "json":
         common.print_json(report.to_json())
@@ -150,6 +175,9 @@ def remote_set(
     from cortexfs import sync as sync_lib
 
     value = sync_lib.set_remote(common.open_store(), url, name)
+    if common.output_format() == "json":
+        common.print_json({"remote": name, "url": value})
+        return
     common.ok(f"remote {name} is {value}")
 
 

@@ -14,14 +14,13 @@ _COLOURS = {"error": "red", "warning": "yellow"}
 def validate(
     projects: Annotated[list[str] | None, typer.Argument(
         metavar="PROJECT", help="Projects to check (default: all).")] = None,
-    fmt: common.Format = "text",
 ) -> None:
     """Check every atom's frontmatter (and the governance files); exit 1 on any error."""
     from cortexfs.validate import validate as run
 
-    fmt = common.check_format(fmt)
+    fmt = common.output_format()
     store = common.open_store()
-    report = run(store, store.select(projects))
+    report = run(store, store.select(projects) if projects else None)
     if fmt == "json":
         common.print_json(report.to_dict())
     else:

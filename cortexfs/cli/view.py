@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.wording import plural
 
 
 def _size(n: int) -> str:
@@ -27,7 +28,6 @@ def view(
     port: Annotated[int | None, typer.Option(
         "--port", help="The port for --serve (default 8765; 0: any free port).",
         show_default=False)] = None,
-    fmt: common.Format = "text",
 ) -> None:
     """See the store: an offline HTML site with its graph and search.
 
@@ -40,7 +40,7 @@ def view(
     from cortexfs.errors import InvalidInputError
     from cortexfs.view.build import build
 
-    common.check_format(fmt)
+    fmt = common.output_format()
     if port is not None and not serve:
         raise InvalidInputError("--port goes with --serve: add --serve, or leave --port out")
     if port is not None and not 0 <= port <= 65535:
@@ -53,7 +53,8 @@ def view(
         for warning in result.warnings:
             common.warn(warning)
         common.ok(f"site: {result.index}")
-        typer.echo(f"{result.atoms} atoms in {result.projects} project(s): {result.files} files "
+        typer.echo(f"{plural(result.atoms, 'atom')} in {plural(result.projects, 'project')}: "
+                   f"{plural(result.files, 'file')} "
                    f"({_size(result.bytes)}), {result.written} written, {result.removed} "
                    f"removed, in {result.seconds:.2f} s")
     if not serve:

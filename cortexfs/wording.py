@@ -1,0 +1,31 @@
+"""How cortex words counts: "1 error", "2 errors", "1 entry", "3 entries" — one helper.
+
+Every message that prints a count of something goes through `plural`, so no command says
+"1 errors" or "2 file(s)". Standard library only.
+"""
+
+from __future__ import annotations
+
+# nouns whose plural is not noun + "s"
+_IRREGULAR = {
+    "entry": "entries", "knowledge": "knowledge", "summary": "summaries",
+    "directory": "directories", "dependency": "dependencies", "index": "indexes",
+}
+
+
+def plural(n: int, noun: str, many: str | None = None, *, sep: bool = False) -> str:
+    """`1 error`, `2 errors`, `0 errors`; `many` names an irregular plural. With `sep`,
+    thousands are separated (`1,200 atoms`)."""
+    number = f"{n:,}" if sep else str(n)
+    return f"{number} {noun if n == 1 else plural_of(noun, many)}"
+
+
+def plural_of(noun: str, many: str | None = None) -> str:
+    """The plural of `noun` (`many` when given)."""
+    if many is not None:
+        return many
+    if noun in _IRREGULAR:
+        return _IRREGULAR[noun]
+    if noun.endswith(("s", "x", "ch", "sh")):
+        return noun + "es"
+    return noun + "s"

@@ -1,0 +1,163 @@
+"""CLI conventions every command keeps (issue 15): --home and --format before or after the
+command name, JSON from every command that prints a report or a list, shell completion,
+counts worded right."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+
+from cortexfs.cli.main import app
+from cortexfs.store import Store
+from cortexfs.wording import plural
+
+# Arguments that make each command do its job on the `walked` store. A command missing here
+# fails the walk: a new command must say how it prints JSON (or join NO_JSON, saying why).
+ARGS: dict[tuple[str, ...], list[str]] = {
+    ("init",): [],
+    ("project", "new"): ["beta"],
+    ("project", "list"): [],
+    ("project", "archive"): ["gamma"],
+    ("project", "unarchive"): ["gamma"],
+    ("project", "rm"): ["beta"],
+    ("new",): ["exp", "-p", "flywheel", "-s", "Walked", "-t", "walk"],
+    ("show",): ["EXP-001"],
+    ("list",): [],
+    ("edit",): ["EXP-001"],
+    ("supersede",): ["EXP-001", "--by", "EXP-002"],
+    ("invalidate",): ["EXP-002", "--reason", "walked over"],
+    ("mv",): ["EXP-003", "-p", "gamma"],
+    ("rm",): ["EXP-004"],
+    ("validate",): [],
+    ("index", "regen"): ["--all"],
+    ("hooks", "install"): [],
+    ("hooks", "uninstall"): [],
+    ("hooks", "status"): [],
+    ("watch",): ["--status"],
+    ("commit",): [],
+    ("sync",): [],
+    ("status",): [],
+    ("remote", "set"): ["https://example.invalid/store.git"],
+    ("tasks", "add"): ["Walk every command", "-p", "flywheel"],
+    ("tasks", "list"): [],
+    ("tasks", "done"): ["T-1", "-p", "flywheel"],
+    ("tasks", "archive"): [],
+    ("decision", "new"): ["Walk the commands"],
+    ("maintain",): [],
+    ("ready",): [],
+    ("memory", "lint"): [],
+    ("memory", "stats"): [],
+    ("memory", "prune"): ["--dry-run"],
+    ("brief",): [],
+    ("recall",): ["walked", "--no-dense"],
+    ("view",): [],
+}
+NO_JSON = {("mcp",): "speaks the MCP protocol on stdout"}
+EXIT_1 = {("ready",), ("validate",), ("watch",), ("memory", "lint")}  # a failed check
+
+
+def commands() -> list[tuple[str, ...]]:
+    found: list[tuple[str, ...]] = []
+
+    def walk(cmd: Any, path: tuple[str, ...]) -> None:
+        sub = getattr(cmd, "commands", None)
+        if sub:
+            for name, child in sub.items():
+                walk(child, (*path, name))
+        else:
+            found.append(path)
+
+    walk(typer.main.get_command(app), ())
+    return found
+
+
+def test_every_command_is_walked() -> None:
+    assert set(commands()) == set(ARGS) | set(NO_JSON)
+
+
+@pytest.fixture
+def walked(cli: Any, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
+    monkeypatch.setenv("CORTEX_AUTOCOMMIT", "0")
+    monkeypatch.setenv("CORTEX_EMBED_MODEL", "off")
+    monkeypatch.setenv("EDITOR", "true")  # saves the file unchanged
+    monkeypatch.chdir(tmp_path)
+    for args in (["project", "new", "flywheel"], ["project", "new", "gamma"],
+                 *(["new", "exp", "-p", "flywheel", "-s", f"Atom {n}", "-t", "x"]
+                   for n in range(1, 5))):
+        assert cli(*args).exit_code == 0
+    (store.context / "user" / "MEMORY.md").write_text("<!-- neocortex.md v1.0 -->\n")
+    monkeypatch.setenv("CORTEX_HOME", str(tmp_path / "not-the-store"))  # --home says it
+    return store
+
+
+def test_every_command_prints_json_and_takes_home_after_its_name(cli: Any,
+                                                                  walked: Store) -> None:
+    for path in [c for c in commands() if c in ARGS]:
+        if path == ("project", "rm"):
+            assert cli("--home", str(walked.home), "project", "new", "beta").exit_code == 0
+        args = [*path, *ARGS[path], "--home", str(walked.home), "--format", "json"]
+        result = cli(*args)
+        assert result.exit_code == (1 if path in EXIT_1 else 0) or (
+            path in EXIT_1 and result.exit_code == 0), (args, result.output)
+        try:
+            json.loads(result.stdout)
+        except ValueError:
+            pytest.fail(f"`cortex {' '.join(args)}` printed no JSON: {result.stdout[:300]!r}")
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_global_options_go_before_or_after_the_command(cli: Any, walked: Store,
+                                                       where: str) -> None:
+    options = ["--home", str(walked.home), "-f", "json"]
+    args = [*options, "list"] if where == "before" else ["list", *options]
+    result = cli(*args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["total"] == 4
+    nested = ["tasks", "list", *options] if where == "after" else [*options, "tasks", "list"]
+    assert json.loads(cli(*nested).stdout) == {"tasks": [], "problems": []}
+
+
+def test_a_bad_format_is_one_line(cli: Any, walked: Store) -> None:
+    result = cli("list", "--home", str(walked.home), "--format", "xml")
+    assert result.exit_code == 1
+    assert result.stderr == ("error: unknown --format 'xml': use text or json (see `cortex "
+                             "list --help`)\n")
+
+
+def test_shell_completion_is_on() -> None:
+    """`cortex --show-completion` and the completion protocol itself (what the installed
+    script runs on each Tab)."""
+    cortex = Path(sys.executable).parent / "cortex"
+    env = {**os.environ, "_CORTEX_COMPLETE": "complete_bash", "COMP_WORDS": "cortex supe",
+           "COMP_CWORD": "1"}
+    proc = subprocess.run([str(cortex)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split() == ["supersede"], proc.stdout + proc.stderr
+    shown = subprocess.run([str(cortex), "--show-completion", "bash"], capture_output=True,
+                           text=True, timeout=60)
+    assert "_CORTEX_COMPLETE=complete_bash" in shown.stdout
+
+
+def test_counts_are_worded_right(cli: Any, walked: Store) -> None:
+    assert plural(1, "error") == "1 error" and plural(2, "error") == "2 errors"
+    assert plural(1, "entry") == "1 entry" and plural(3, "entry") == "3 entries"
+    assert plural(0, "match") == "0 matches" and plural(1200, "atom", sep=True) == "1,200 atoms"
+    home = ["--home", str(walked.home)]
+    (walked.context / "user" / "MEMORY.md").write_text(  # one error: no counts line
+        "<!-- neocortex.md v1.0 -->\n<!-- agent: a -->\n<!-- consolidated: 2026-01-01 -->\n"
+        "\n# Memory\n\n" + "".join(f"## {name}\n\n" for name in (
+            "Identity", "People", "Projects", "Knowledge", "Patterns", "Lessons", "Context")))
+    lint = cli("memory", "lint", *home)
+    assert "1 error," in lint.stdout and "1 errors" not in lint.stdout
+    assert cli("project", "new", "solo", *home).exit_code == 0
+    assert cli("new", "exp", "-p", "solo", "-s", "Only one", "-t", "x", *home).exit_code == 0
+    brief = cli("brief", *home).stdout
+    assert "(1 experiment, 0 knowledge, 0 patterns)" in brief and "1 experiments" not in brief
+    ready = cli("ready", *home).stdout
+    assert "gap(s)" not in ready and "file(s)" not in ready
