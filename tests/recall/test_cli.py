@@ -115,5 +115,5 @@ def test_mcp_recall_tool_takes_the_filters(store: Store, atoms: Callable[..., Pa
     assert [h["id"] for h in tagged] == ["EXP-001"]  # type: ignore[index]
     from mcp.server.mcpserver.exceptions import ToolError
 
-    with pytest.raises(ToolError, match="--status 'gone' is not a status"):
+    with pytest.raises(ToolError, match="`status` 'gone' is not a status"):
         anyio.run(server.call_tool, "recall", {"query": "cache", "status": "gone"})
