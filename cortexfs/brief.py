@@ -382,7 +382,7 @@ def _parts(store: Store, projects: Sequence[Project]) -> list[Part]:
     """The projects' HIPPOCAMPUS.md parts: their active atoms with hits and last access (the
     access logs folded), from the regeneration's caches where they are current."""
     from cortexfs import hippocampus
-    from cortexfs.index import context
+    from cortexfs.regen import context
 
     return hippocampus.parts(context(store), [p.name for p in projects])
 

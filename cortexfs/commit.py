@@ -198,7 +198,7 @@ def _regenerate_what_needs_it(store: Store, change: Change, take: set[str],
             projects.add(project)
     if not projects:
         return [], None
-    from cortexfs.index import regenerate
+    from cortexfs.regen import regenerate
 
     existing = [p for p in sorted(projects) if (store.projects_dir / p).is_dir()]
     try:

@@ -11,6 +11,7 @@ import contextlib
 import gc
 import marshal
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,14 @@ class Child:
             return marshal.loads(b"".join(chunks))
         except (ValueError, EOFError, TypeError):
             return None
+
+
+def can_fork() -> bool:
+    """Whether forking a worker process is possible and safe here."""
+    # forking a process that runs other threads can deadlock the child on a lock one of them
+    # held; cortex's commands are single-threaded, the MCP server and the watcher may not be
+    return (hasattr(os, "fork") and (os.cpu_count() or 1) > 1
+            and threading.active_count() == 1)
 
 
 def start(work: Callable[[], Any]) -> Child | None:

@@ -903,17 +903,9 @@ def _part(ctx: Any, name: str, code: str) -> tuple[Part, str | None]:
 
 def parts(ctx: Any, names: Iterable[str]) -> list[Part]:
     """The parts of `names` (cached where current; see `regen`); `assemble` makes an
-    index of them. `ctx` is a regeneration context (cortexfs.index.context)."""
+    index of them. `ctx` is a regeneration context (cortexfs.regen.context)."""
     code = _code_key()
     return [_part(ctx, name, code)[0] for name in names]
-
-
-def prepare(ctx: Any, names: list[str]) -> None:
-    """Build and cache the parts of `names` (a regeneration calls this in the process that
-    regenerated their indexes, so that a cold run builds them on both cores)."""
-    code = _code_key()
-    for name in names:
-        _part(ctx, name, code)
 
 
 def regen(ctx: Any, dry_run: bool = False) -> list[Path]:

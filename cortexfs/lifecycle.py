@@ -286,8 +286,8 @@ def show(store: Store, located: Located, *, session: str = "cli", tool: str = "s
          count: bool = True) -> Shown:
     """The atom whole, what it cites, what cites it, its reads; `count` records the read
     in the project's access log (a read like any other)."""
-    from cortexfs.index import access_stats
     from cortexfs.loader import load_project
+    from cortexfs.regen import access_stats
 
     text, doc = read(store, located)
     project = located.project
@@ -372,7 +372,8 @@ def list_atoms(store: Store, project: str | None = None, kind: Kind | None = Non
     `status` matches an atom's status or its group (`active` lists valid, partial … too;
     `superseded` lists refined, stale and deprecated too); every tag of `tags` must be one
     of the atom's; `since` keeps atoms dated that day or later."""
-    from cortexfs.index import GROUP_ORDER, atom_order, context
+    from cortexfs.regen import context
+    from cortexfs.regen.render import GROUP_ORDER, atom_order
 
     if status is not None:
         status = check_status_filter(status)
@@ -508,7 +509,7 @@ def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = 
     the change goes on without it: knowledge is recorded even when the indexes cannot be
     rebuilt (the committer then leaves what rests on them uncommitted, and says so)."""
     from cortexfs.errors import CortexError, EnvironmentProblem
-    from cortexfs.index import regenerate as regen
+    from cortexfs.regen import regenerate as regen
 
     def run() -> list[Path]:
         existing = None if names is None else [n for n in names if (

@@ -309,7 +309,7 @@ def build_server(store: Store) -> Any:
         """Rebuild the index.md files, fold the access logs into refs / last-ref, refresh
         OVERVIEW.md, HIPPOCAMPUS.md and the CORTEX.md blocks; commit what changed."""
         from cortexfs.commit import Change, transaction
-        from cortexfs.index import regenerate as regen
+        from cortexfs.regen import regenerate as regen
 
         with transaction(store, commit=commit) as txn:
             result = regen(store, projects or None)

@@ -348,7 +348,7 @@ def _validation(store: Store, projects: list[Project], loaded: dict[str, LoadedP
 def _derived(store: Store, project: str | None, gaps: list[Gap],
              scans: Sequence[ProjectScan] = ()) -> list[Path]:
     """Generated files a regeneration would change; one gap listing them."""
-    from cortexfs.index import regenerate
+    from cortexfs.regen import regenerate
 
     result = regenerate(store, [project] if project else None, dry_run=True, scans=scans)
     if result.written:

@@ -628,7 +628,7 @@ def keep_log_appends(store: Store) -> Iterator[None]:
 def _regenerate(store: Store, projects: list[str], result: SyncResult) -> None:
     """Regenerate what the merge made stale and commit it."""
     try:
-        from cortexfs.index import regenerate
+        from cortexfs.regen import regenerate
     except ImportError:
         result.regen_skipped = "index regeneration is not available in this version"
         return

@@ -626,7 +626,7 @@ def atom_like_files_are_named_right(ctx: Context) -> Iterable[FileIssue]:
 @project_rule("access-log", WARNING)
 def access_log_lines_are_entries(ctx: Context) -> Iterable[FileIssue]:
     """Every line of the project's access log is a log entry (reads are counted from them)."""
-    from cortexfs.index import access_stats
+    from cortexfs.regen import access_stats
 
     stats = access_stats(ctx.project)  # the fold regeneration caches: reads only what is new
     n = stats.bad_lines

@@ -2,7 +2,7 @@
 
 A watchdog observer over `context/`. An atom created, changed, moved or deleted marks its
 project; once the project has been quiet for DEBOUNCE seconds it is regenerated
-(`cortexfs.index.regenerate`) and the changed atoms plus everything regeneration wrote are
+(`cortexfs.regen.regenerate`) and the changed atoms plus everything regeneration wrote are
 committed (`index: regenerate <projects>`). On Linux, inotify also reports files opened and
 closed without writing: such a read of an atom by another program becomes a `"tool": "watch"`
 access-log line, unless
@@ -509,9 +509,9 @@ def _parse_iso(ts: str) -> float:
 
 
 def _default_regenerate(store: Store, projects: list[str] | None) -> Any:
-    from cortexfs import index
+    from cortexfs import regen
 
-    return index.regenerate(store, projects)
+    return regen.regenerate(store, projects)
 
 
 # --- the process: foreground, daemon, status, stop ----------------------------------------------

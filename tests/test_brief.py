@@ -198,8 +198,8 @@ def test_brief_from_the_regeneration_caches_is_the_brief_from_the_atoms(
     import shutil
 
     from cortexfs import hippocampus
-    from cortexfs.index import regenerate
     from cortexfs.loader import load_project
+    from cortexfs.regen import regenerate
 
     other, _ = scaffold.new_project(store, "other")
     write_atom("EXP-001", summary="Other project's experiment", date="2026-03-07", target=other)

@@ -62,7 +62,7 @@ def committed(project: Project, write_atom: Callable[..., Path]) -> Project:
     """The project with two atoms, regenerated and committed."""
     write_atom("EXP-001", summary="Cache invalidation cut stale reads")
     write_atom("EXP-002", summary="Shard rebalancing doubled tail latency")
-    from cortexfs.index import regenerate
+    from cortexfs.regen import regenerate
 
     result = regenerate(project.store)
     commit.commit_change(project.store, commit.Change(result.written, "setup"))
@@ -266,14 +266,15 @@ def test_kill_9_of_cortex_is_finished_by_the_next_command(committed: Project) ->
 def test_sigint_during_regen_stops_at_a_file_boundary_and_the_next_regen_finishes(
         cli: Any, store: Store, write_atom: Callable[..., Path],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from cortexfs import index, interrupt, scaffold
+    from cortexfs import interrupt, scaffold
+    from cortexfs.regen.run import Run
 
     for name in ("alpha", "beta", "gamma"):
         proj, _ = scaffold.new_project(store, name)
         for n in (1, 2):
             write_atom(f"EXP-00{n}", summary=f"{name} {n}", target=proj)
     assert cli("commit").exit_code == 0
-    real = index._Run.regenerate_project
+    real = Run.regenerate_project
     calls: list[str] = []
 
     def then_ctrl_c(self: Any, project: Project, result: Any) -> None:
@@ -282,14 +283,13 @@ def test_sigint_during_regen_stops_at_a_file_boundary_and_the_next_regen_finishe
         if len(calls) == 1:
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the first project is done
 
-    monkeypatch.setattr(index._Run, "regenerate_project", then_ctrl_c)
-    monkeypatch.setattr(index, "can_fork", lambda: False)
+    monkeypatch.setattr(Run, "regenerate_project", then_ctrl_c)
     result = cli("index", "regen", "--all")
     assert result.exit_code == interrupt.EXIT_CODE, result.output
     assert result.stderr == ("interrupted: 1 of 4 projects regenerated (3 file(s) written), "
                              "not committed, run `cortex index regen --all` again\n")
     assert calls == ["alpha"] and pending(store) != ""
-    monkeypatch.setattr(index._Run, "regenerate_project", real)
+    monkeypatch.setattr(Run, "regenerate_project", real)
     again = cli("index", "regen", "--all")
     assert again.exit_code == 0, again.output
     assert pending(store) == "" and index_matches_head(store)

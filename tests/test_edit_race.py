@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cortexfs import accesslog, frontmatter, fsutil
 from cortexfs.fsutil import rewrite
-from cortexfs.index import regenerate
+from cortexfs.regen import regenerate
 from cortexfs.store import Project
 
 # Each save: read, check that the previous save is still there, bump the edit number.

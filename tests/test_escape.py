@@ -71,7 +71,7 @@ def test_an_override_that_splices_raw_values_is_refused(cli: Any, project: Proje
 
 def test_generated_files_neutralise_links_images_and_html(
         store: Store, project: Project, write_atom: Callable[..., Path]) -> None:
-    from cortexfs.index import regenerate
+    from cortexfs.regen import regenerate
 
     write_atom("EXP-001", summary=HOSTILE.replace('"', "'"), tags='["<b>t</b>", "[l](x)"]')
     (project.root / "notes.md").write_text(f"# {HOSTILE}\n")  # described in CORTEX.md

@@ -161,7 +161,7 @@ def test_generator_entry_point_and_its_skip_cache(
 
 def test_cortex_index_regen_writes_it_and_a_second_run_changes_nothing(
         store: Store, project: Project, write_atom: Callable[..., Path]) -> None:
-    from cortexfs.index import regenerate
+    from cortexfs.regen import regenerate
 
     write_atom("EXP-001", date="2026-01-01")
     path = store.context / "HIPPOCAMPUS.md"
@@ -320,7 +320,7 @@ def test_incremental_regeneration_equals_a_rebuild_from_nothing(
     import time
 
     from cortexfs import scaffold
-    from cortexfs.index import regenerate
+    from cortexfs.regen import regenerate
 
     monkeypatch.setattr(hippocampus, "MAX_TOKENS", 300)  # the hierarchical layout, surely
     monkeypatch.setattr(hippocampus, "MASTER_MAX_TOKENS", 1_000)
@@ -433,61 +433,22 @@ def test_a_new_day_rebuilds_no_entries(store: Store, project: Project,
     and the overview's rows survive midnight."""
     import datetime as dt
 
-    from cortexfs import index, overview
+    from cortexfs import overview, regen
+    from cortexfs.regen import run
 
     write_atom("EXP-001", date="2026-01-01")
-    monkeypatch.setattr(index, "utc_now", lambda: dt.datetime(2026, 1, 2, tzinfo=dt.UTC))
-    index.regenerate(store)
+    monkeypatch.setattr(run, "utc_now", lambda: dt.datetime(2026, 1, 2, tzinfo=dt.UTC))
+    regen.regenerate(store)
     built: list[str] = []
     real_part, real_summary = hippocampus.project_part, overview.summarize
     monkeypatch.setattr(hippocampus, "project_part",
                         lambda name, *a: built.append(name) or real_part(name, *a))
     monkeypatch.setattr(overview, "summarize",
                         lambda atoms: built.append("summary") or real_summary(atoms))
-    monkeypatch.setattr(index, "utc_now", lambda: dt.datetime(2026, 2, 2, tzinfo=dt.UTC))
-    written = index.regenerate(store).written
+    monkeypatch.setattr(run, "utc_now", lambda: dt.datetime(2026, 2, 2, tzinfo=dt.UTC))
+    written = regen.regenerate(store).written
     assert project.root / "experiments" / "index.md" in written  # EXP-001 is cold now
     assert built == []
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_a_cold_run_builds_the_entries_on_both_cores(
-        store: Store, project: Project, write_atom: Callable[..., Path], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """With a forked worker, each process builds (and caches) the entries of the projects it
-    indexed; the files are those of a run without one."""
-    import shutil
-
-    from cortexfs import index, scaffold
-
-    other, _ = scaffold.new_project(store, "other")
-    for n in range(1, 6):
-        write_atom(f"EXP-{n:03d}", summary=f"Run {n}", date=f"2026-03-0{n}")
-        write_atom(f"EXP-{n:03d}", summary=f"Other {n}", date="2026-02-01", target=other)
-    read(other, "EXP-002.md", "2026-03-20T00:00:00.000Z")
-    now = index.utc_now()
-    monkeypatch.setattr(index, "utc_now", lambda: now)  # the same "Last updated" both times
-    pristine = tmp_path / "pristine"
-    shutil.copytree(store.home, pristine)
-    index.regenerate(store)
-    serial = _generated(store)
-    shutil.rmtree(store.home)
-    shutil.copytree(pristine, store.home)
-    parent = os.getpid()
-    built: list[str] = []
-    real = hippocampus.project_part
-
-    def spy(name: str, *args: object) -> hippocampus.Part:
-        if os.getpid() == parent:
-            built.append(name)
-        return real(name, *args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(hippocampus, "project_part", spy)
-    monkeypatch.setattr(index, "FORK_MIN_FILES", 1)
-    monkeypatch.setattr(index, "can_fork", lambda: True)
-    index.regenerate(store)
-    assert _generated(store) == serial
-    assert len(built) == 1  # the other project's entries came from the worker
 
 
 def test_pointer_existence_is_what_the_file_system_says(tmp_path: Path) -> None:

@@ -63,7 +63,7 @@ def atoms(project: Project, write_atom: Callable[..., Path]) -> Project:
     write_atom("K-001", summary="Invalidate caches on write", tags="[cache]",
                extra="evidence: [EXP-001]\nlinks: [EXP-002]\n")
     from cortexfs import commit
-    from cortexfs.index import regenerate
+    from cortexfs.regen import regenerate
 
     commit.commit_change(project.store, commit.Change(regenerate(project.store).written, "setup"))
     return project

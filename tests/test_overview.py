@@ -165,7 +165,7 @@ def test_regen_entry_point_takes_a_regen_context(project: Project,
     from types import MappingProxyType
 
     from cortexfs import derived
-    from cortexfs.index import RegenContext
+    from cortexfs.regen import RegenContext
 
     assert "cortexfs.overview:regen" in derived.GENERATORS
     write_atom("EXP-001", date="2026-01-05")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cortexfs import ready, scaffold
-from cortexfs.index import regenerate
+from cortexfs.regen import regenerate
 from cortexfs.store import Project, Store
 
 MISSION = "# Mission — flywheel\n\n## Goal\n\nMake the flywheel spin.\n"

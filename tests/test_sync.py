@@ -178,7 +178,7 @@ def check_invariants(clones: list[Clone]) -> None:
 
 
 def _stale_generated_files(store: Store) -> list[Path]:
-    from cortexfs.index import regenerate
+    from cortexfs.regen import regenerate
 
     try:
         return regenerate(store, dry_run=True).written
@@ -408,7 +408,7 @@ def test_hippocampus_files_regenerated_on_both_sides_never_conflict(
     their own, the merge takes one and regeneration rewrites it (in-process, with the
     hierarchical HIPPOCAMPUS.md from the first atom on)."""
     from cortexfs import hippocampus
-    from cortexfs.index import regenerate
+    from cortexfs.regen import regenerate
 
     monkeypatch.setattr(hippocampus, "MAX_TOKENS", 10)
     a, b = make_cluster(tmp_path)

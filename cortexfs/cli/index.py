@@ -12,7 +12,7 @@ from cortexfs.cli import common
 from cortexfs.wording import plural
 
 if TYPE_CHECKING:
-    from cortexfs.index import RegenResult
+    from cortexfs.regen import RegenResult
 
 index_app = typer.Typer(help="Regenerate the generated index files.", no_args_is_help=True)
 
@@ -32,7 +32,7 @@ def regen(
     (OVERVIEW.md, HIPPOCAMPUS.md, the CORTEX.md blocks)."""
     from cortexfs.commit import Change
     from cortexfs.errors import InvalidInputError
-    from cortexfs.index import regenerate
+    from cortexfs.regen import regenerate
 
     fmt = common.output_format()
     if all_ and projects:

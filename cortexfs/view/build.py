@@ -35,7 +35,7 @@ from cortexfs.view.model import AtomModel, ProjectModel, read_body
 from cortexfs.view.site import Site, open_site
 
 if TYPE_CHECKING:
-    from cortexfs.index import RegenContext
+    from cortexfs.regen import RegenContext
 
 ATOMS_KIND = "view-atoms-1"
 PROJECTS_KIND = "view-projects-1"
@@ -119,7 +119,7 @@ class _Job:
 class _Build:
     def __init__(self, store: Store, site: Site, shown: list[Project], skipped: list[str]) \
             -> None:
-        from cortexfs.index import context
+        from cortexfs.regen import context
         from cortexfs.view.markdown import renderer
 
         self.store = store
@@ -288,9 +288,7 @@ class _Build:
         processes when there are many jobs: a forked worker takes a little over half of
         the jobs (`meanwhile` is this process's), in whole search segments where it can,
         and makes those segments' files itself."""
-        from cortexfs.index import can_fork
-
-        if len(jobs) < PARALLEL_MIN or not can_fork():
+        if len(jobs) < PARALLEL_MIN or not forked.can_fork():
             meanwhile()
             return self._work(jobs, index, set(index.dirty))
         jobs = sorted(jobs, key=lambda j: index.segment(_doc_key(j.pm, j.am)))

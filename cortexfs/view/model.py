@@ -1,6 +1,6 @@
 """What `cortex view` shows, read from the store through the library.
 
-Atoms come from the regeneration context (cortexfs.index.context: parsed frontmatter from
+Atoms come from the regeneration context (cortexfs.regen.context: parsed frontmatter from
 the loader's cache, refs / last-ref folded from the access logs), tasks from
 cortexfs.tasks, the phase from cortexfs.governance, the decay queue from
 cortexfs.hippocampus, reads per day from cortexfs.view.history. Nothing here writes to the
@@ -24,7 +24,7 @@ from cortexfs.view.history import Days, daily_reads
 if TYPE_CHECKING:
     from cortexfs.accesslog import AccessStats
     from cortexfs.hippocampus import IndexEntry
-    from cortexfs.index import RegenContext
+    from cortexfs.regen import RegenContext
     from cortexfs.store import Project, Store
     from cortexfs.tasks import TaskFile
 

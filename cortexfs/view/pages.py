@@ -235,7 +235,7 @@ def project_key(ident: str, pm: ProjectModel) -> str:
 
 def project_data(pm: ProjectModel) -> dict[str, Any]:
     """Everything a project page shows (the governance files as their markdown text)."""
-    from cortexfs.index import HOT_REFS
+    from cortexfs.regen.render import HOT_REFS
 
     tables = []
     experiments = []
@@ -337,7 +337,7 @@ def store_row(pm: ProjectModel) -> dict[str, Any]:
     """A project's row on the store page (kept with the site's state, so that a project
     that did not change is not read again for it). `unread_days`: the dates of its active
     atoms never read, from which the cold count is taken on the day the page is made."""
-    from cortexfs.index import HOT_REFS
+    from cortexfs.regen.render import HOT_REFS
 
     kinds = [0, 0, 0]
     groups = {"active": 0, "superseded": 0, "invalidated": 0}
@@ -364,7 +364,7 @@ def store_data(home: str, today: dt.date, rows: list[dict[str, Any]], decay: lis
     import bisect
 
     from cortexfs.hippocampus import DECAY_THRESHOLD
-    from cortexfs.index import COLD_DAYS, HOT_REFS
+    from cortexfs.regen.render import COLD_DAYS, HOT_REFS
 
     cutoff = (today - dt.timedelta(days=COLD_DAYS)).isoformat()
     rows = [{**r, "cold": bisect.bisect_left(r["unread_days"], cutoff)} for r in rows]

@@ -1,0 +1,160 @@
+"""Regeneration (`cortex index regen`): the index.md of every atom folder, refs folded from
+the access logs, then the store-wide derived files.
+
+For each selected project (cortexfs.regen.run):
+1. scan its atoms (cortexfs.loader: cached, fast-path parsed); malformed ones are reported
+   and left out of the index;
+2. fold `_meta/access-log.jsonl` incrementally (the folded counts and the byte offset are
+   cached; a log that shrank or was replaced is folded again from the start) and write
+   changed `refs` / `last-ref` into the atom frontmatter, touching only those two keys
+   (cortexfs.regen.fold);
+3. render `index.md` of each atom folder (cortexfs.regen.render) and write it
+   (cortexfs.regen.write). The "Last updated" line changes only when the rest of the file
+   does, so a second run writes nothing. A digest of every input of a folder (its atom
+   files, the access counts, the date, the templates, this code) is cached with the index
+   file's stamp: when neither moved, the folder is not even rendered.
+Then the store-wide generators of cortexfs.derived run with a RegenContext.
+
+All of it runs in one process: a forked worker taking half of a cold run's projects was
+measured slower (10,000 atoms, 2 cores: cold run 1.58 s with it, 1.27 s without, median of
+9 alternated runs at load average 3.6; see the issue-13 note) and was removed.
+
+`context(store)` gives other readers (the session brief) the same RegenContext without
+regenerating, and `access_stats(project)` a project's log folded from the cached counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cortexfs import accesslog, cache, interrupt
+from cortexfs.accesslog import AccessStats
+from cortexfs.loader import ProjectScan
+from cortexfs.regen.records import RegenContext, RegenResult
+from cortexfs.regen.run import STATE_KIND, Run, state_path
+
+if TYPE_CHECKING:
+    from cortexfs.store import Project, Store
+
+__all__ = ["RegenContext", "RegenResult", "access_stats", "context", "regenerate"]
+
+
+def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool = False,
+               progress: bool = False, scans: Iterable[ProjectScan] = ()) -> RegenResult:
+    """Regenerate the indexes of `projects` (all when None) and the store-wide files.
+
+    With `dry_run`, nothing in the store is written (caches may be): `written` then lists
+    what a real run would change — empty means the indexes are up to date. `scans`: scans
+    (cortexfs.loader.scan_many) this process has just taken of some of the store's
+    projects, e.g. to validate them, reused rather than taken again.
+    """
+    from cortexfs.fsutil import file_lock
+
+    store.require()
+    selected = store.select(projects)
+    result = RegenResult(projects=[p.name for p in selected])
+    lock = (contextlib.nullcontext() if dry_run
+            else file_lock(store.locks_dir / "regen.lock", timeout=120,
+                           what="index regeneration"))
+    # A batch job that builds many small dicts and no cycles worth collecting: the collector
+    # would only walk the growing heap over and over (a fifth of a cold run).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with lock:
+            run = Run(store, dry_run)
+            for sc in scans:
+                if sc.project.store.home == store.home:
+                    run.scans[sc.project.name] = sc
+            _regenerate(run, selected, progress, result)
+            return result
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _regenerate(run: Run, selected: list[Project], progress: bool,
+                result: RegenResult) -> None:
+    from cortexfs.derived import GENERATORS
+
+    done = 0
+    try:
+        run.prescan(selected)
+        bar = _Progress(enabled=progress, total=len(selected))
+        for project in selected:
+            interrupt.check()
+            run.regenerate_project(project, result)
+            done += 1
+            bar.advance(project.name)
+        bar.close()
+        ctx = run.context([p.name for p in selected])
+        for spec in GENERATORS:
+            interrupt.check()
+            module, _, name = spec.partition(":")
+            generator = getattr(importlib.import_module(module), name)
+            for path in generator(ctx, dry_run=run.dry_run):
+                result.add(Path(path))
+        run.save()  # what the generators made us scan and fold in other projects
+    except interrupt.Interrupted as e:
+        # stopped between two files (each written whole); the next run does the rest
+        projects = f"{len(selected)} project{'s' if len(selected) != 1 else ''}"
+        e.done = f"{done} of {projects} regenerated ({len(result.written):,} file(s) written)"
+        raise
+
+
+def context(store: Store) -> RegenContext:
+    """What the generators see, for a command that reads the same data without regenerating
+    (the session brief): every project's folded atoms, access stats and fingerprints, from
+    the caches where they are current. Nothing is written but caches of derived data."""
+    store.require()
+    return Run(store, dry_run=True).context(store.project_names())
+
+
+def access_stats(project: Project) -> AccessStats:
+    """The project's access log folded up to its end: from the counts the last regeneration
+    cached (only what was appended since is read) when they still describe the log's start,
+    else from byte 0. Saves nothing."""
+    data = cache.load(state_path(project), STATE_KIND)
+    stats, _ = accesslog.resume(project.access_log,
+                                data.get("log") if isinstance(data, dict) else None)
+    return stats
+
+
+class _Progress:
+    """A rich progress bar on a terminal, shown only once a run has taken a while."""
+
+    DELAY = 0.5
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self.enabled = enabled and sys.stdout.isatty() and sys.stderr.isatty()
+        self.total = total
+        self.done = 0
+        self.started = time.monotonic()
+        self.bar: Any = None
+        self.task: Any = None
+
+    def advance(self, label: str) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        if self.bar is None and self.done < self.total \
+                and time.monotonic() - self.started > self.DELAY:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.bar = Progress(console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("regenerating indexes", total=self.total)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done, description=f"indexed {label}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()

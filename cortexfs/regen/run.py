@@ -1,0 +1,250 @@
+"""One regeneration's state: what it scanned, folded and cached of each project, and the
+regeneration of one project's index.md files from it."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import marshal
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cortexfs import accesslog, cache, interrupt
+from cortexfs.accesslog import AccessStats
+from cortexfs.atoms import KINDS, Atom, Kind
+from cortexfs.loader import ERROR, LoadedProject, ProjectScan, child_maker, scan_many
+from cortexfs.regen import fold, render, write
+from cortexfs.regen.records import Lazy, RegenContext, RegenResult
+
+if TYPE_CHECKING:
+    from cortexfs.store import Project, Store
+
+STATE_KIND = "regen-1"
+_CODE = Path(__file__).parent  # this package: a new cortex may render differently
+
+
+def state_path(project: Project) -> Path:
+    """The cache of what regeneration last did in `project` (log offset, index digests)."""
+    return project.store.cache_dir / "regen" / f"{project.name}.bin"
+
+
+def utc_now() -> dt.datetime:
+    """The clock of a regeneration (whole seconds, UTC); tests replace it."""
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+class Run:
+    """The state of one regeneration: scans, folded stats and cached state per project."""
+
+    def __init__(self, store: Store, dry_run: bool, now: dt.datetime | None = None) -> None:
+        self.store = store
+        self.dry_run = dry_run
+        self.now = now or utc_now()
+        self.today = self.now.date()
+        self.scans: dict[str, ProjectScan] = {}
+        self.stats: dict[str, AccessStats] = {}
+        self.states: dict[str, dict[str, Any]] = {}
+        self.folded: dict[str, fold.Folded] = {}
+        self.digests: dict[tuple[str, str], str] = {}  # (project, kind prefix) → digest
+        self.packaged: bool | None = None  # whether the packaged templates render (see render)
+        self._identity: tuple[Any, ...] | None = None
+
+    # --- inputs ----------------------------------------------------------------------------
+
+    def prescan(self, projects: list[Project]) -> None:
+        """Scan several projects at once (their stale files are parsed in one batch)."""
+        todo = [p for p in projects if p.name not in self.scans]
+        for sc in scan_many(todo, save=False):
+            self.scans[sc.project.name] = sc
+
+    def scan(self, project: Project) -> ProjectScan:
+        if project.name not in self.scans:
+            self.prescan([project])
+        return self.scans[project.name]
+
+    def state(self, project: Project) -> dict[str, Any]:
+        if project.name not in self.states:
+            data = cache.load(state_path(project), STATE_KIND)
+            self.states[project.name] = data if isinstance(data, dict) else {}
+        return self.states[project.name]
+
+    def access(self, project: Project) -> AccessStats:
+        """The project's log folded up to its end, from the cached offset when still valid."""
+        if project.name in self.stats:
+            return self.stats[project.name]
+        state = self.state(project)
+        stats, log_state = accesslog.resume(project.access_log, state.get("log"))
+        if state.get("log") != log_state:
+            state["log"] = log_state
+            state["dirty"] = True
+        self.stats[project.name] = stats
+        return stats
+
+    def folded_values(self, project: Project) -> fold.Folded:
+        """name → (refs, last-ref) for every atom whose folded values differ from what its
+        frontmatter says (before the write-back, or in a dry run)."""
+        if project.name not in self.folded:
+            sc, stats = self.scan(project), self.access(project)
+            out: fold.Folded = {}
+            for kind, name, stamp in sc.entries():
+                info = sc.info(kind, name) if stamp[ERROR] is None else None
+                if info is None:
+                    continue
+                values = fold.fold_values(info[0], stats.counts.get(name, 0),
+                                          stats.newest.get(name))
+                if values is not None:
+                    out[name] = values
+            self.folded[project.name] = out
+        return self.folded[project.name]
+
+    def atoms(self, project: Project, kind: Kind | None = None) -> list[Atom]:
+        """Parsed atoms (no bodies) with their folded refs / last-ref."""
+        sc, folded = self.scan(project), self.folded_values(project)
+        out = []
+        for k in KINDS if kind is None else [kind]:
+            child = child_maker(project.folder(k))
+            for name, stamp in sc.folders.get(k.folder, []):
+                info = sc.info(k, name) if stamp[ERROR] is None else None
+                if info is None:
+                    continue
+                meta = dict(info[0])
+                if name in folded:
+                    refs, last = folded[name]
+                    meta["refs"] = refs
+                    if last is not None:
+                        meta["last-ref"] = last
+                out.append(Atom(child(name), k, meta))
+        return out
+
+    def loaded(self, name: str) -> LoadedProject:
+        project = self.store.project(name)
+        return LoadedProject(project, self.atoms(project), self.scan(project).errors())
+
+    def identity(self) -> tuple[Any, ...]:
+        """What else an index depends on: this code, the templates (the date apart)."""
+        if self._identity is None:
+            from cortexfs.templates import package_dir
+
+            parts: list[Any] = []
+            for folder in (_CODE, self.store.templates_dir / "index",
+                           package_dir("templates") / "index"):
+                with contextlib.suppress(OSError):
+                    parts.extend(sorted((e.name, *_stamp(Path(e.path)))
+                                        for e in os.scandir(folder)
+                                        if e.name.endswith((".py", ".j2"))))
+            self._identity = tuple(parts)
+        return self._identity
+
+    def folder_digest(self, project: Project, kind: Kind, *, dated: bool = True) -> str:
+        """A digest of everything one folder's index.md is rendered from (with `dated`
+        False, all of it but the date)."""
+        found = self.digests.get((project.name, kind.prefix))
+        if found is None:
+            sc, stats = self.scan(project), self.access(project)
+            files = sc.digest_input(kind)
+            counts = [(n, stats.counts.get(n), stats.newest.get(n)) for n, *_ in files]
+            # marshal format 2 has no back-references: equal values always give equal bytes
+            data = marshal.dumps((self.identity(), project.name, kind.prefix, files, counts), 2)
+            found = self.digests[(project.name, kind.prefix)] = cache.digest(data).hex()
+        if not dated:
+            return found
+        return cache.digest(f"{found}:{self.today.isoformat()}".encode()).hex()
+
+    def fingerprint(self, names: list[str], dated: bool = True) -> str:
+        parts = []
+        for name in names:
+            project = self.store.project(name)
+            stats = self.access(project)
+            parts.append((name, tuple(self.folder_digest(project, k, dated=dated)
+                                      for k in KINDS), stats.offset, stats.bad_lines))
+        return cache.digest(marshal.dumps(parts, 2), 8).hex()
+
+    def save(self) -> None:
+        """Write the caches of every project this run looked at, where they changed."""
+        for sc in self.scans.values():
+            sc.save()
+        for name, state in self.states.items():
+            if state.pop("dirty", False):
+                cache.save(state_path(self.store.project(name)), STATE_KIND, state)
+
+    def context(self, selected: list[str]) -> RegenContext:
+        names = self.store.project_names()
+        return RegenContext(
+            store=self.store, now=self.now, dry_run=self.dry_run, selected=selected,
+            projects=Lazy(names, self.loaded),
+            access=Lazy(names, lambda n: self.access(self.store.project(n))),
+            _fingerprint=self.fingerprint,
+        )
+
+    # --- one project -----------------------------------------------------------------------
+
+    def regenerate_project(self, project: Project, result: RegenResult) -> None:
+        """Fold the project's log into its atoms and write the index.md files that changed."""
+        sc = self.scan(project)
+        result.skipped.extend(sc.errors())
+        state = self.state(project)
+        indexes = state.setdefault("index", {})
+        paths = {k: project.folder(k) / "index.md" for k in KINDS}
+        if not all(indexes.get(k.folder) == [self.folder_digest(project, k), *_stamp(paths[k])]
+                   for k in KINDS):
+            # something moved: fold, then render what changed (nothing is read otherwise)
+            self.write_back(project, result)
+            pending = self.folded_values(project)  # not written back: dry run or errors
+            for kind in KINDS:
+                interrupt.check()
+                self._render_folder(project, kind, paths[kind], pending, state, result)
+        sc.save()
+        if state.pop("dirty", False):
+            cache.save(state_path(project), STATE_KIND, state)
+
+    def _render_folder(self, project: Project, kind: Kind, path: Path,
+                       pending: dict[str, Any], state: dict[str, Any],
+                       result: RegenResult) -> None:
+        digest = self.folder_digest(project, kind)
+        indexes = state["index"]
+        if indexes.get(kind.folder) == [digest, *_stamp(path)]:
+            return  # the same inputs as when this very file was written or checked
+        # a folder whose atoms still await their folded refs must be looked at next time too
+        settled = not any(name in pending for name, _ in self.scan(project).folders.get(
+            kind.folder, []))
+        text = self.render(project, kind, result)
+        if write.unchanged(write.read_text(path), text):
+            if settled:
+                indexes[kind.folder] = [digest, *_stamp(path)]
+                state["dirty"] = True
+            return
+        result.add(path)
+        if self.dry_run:
+            return
+        write.write_index(path, text, self.now, self.store.context)
+        if settled:
+            indexes[kind.folder] = [digest, *_stamp(path)]
+            state["dirty"] = True
+
+    def write_back(self, project: Project, result: RegenResult) -> None:
+        """Write changed refs / last-ref into the atoms (only those two keys)."""
+        folded = self.folded_values(project)
+        if not folded:
+            return
+        fold.write_back(project, self.scan(project), folded, self.dry_run, result)
+        # the rewritten atoms now say what the log says: fold again from their new stamps
+        del self.folded[project.name]
+        for kind in KINDS:
+            self.digests.pop((project.name, kind.prefix), None)
+
+    def render(self, project: Project, kind: Kind, result: RegenResult | None = None) -> str:
+        """The index text of one folder (see cortexfs.regen.render.render)."""
+        if self.packaged is None:
+            self.packaged = render.uses_packaged_templates(self.store)
+        dubious = result.dubious if result is not None else []
+        return render.render(self.store, project.name, kind, self.atoms(project, kind),
+                             self.today, dubious, packaged=self.packaged)
+
+
+def _stamp(path: Path) -> list[int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return [0, -1, 0]
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
