@@ -130,12 +130,20 @@ def _quoted(text: str) -> str:
     return dumped
 
 
+# a YAML 1.1 timestamp (last-ref's ISO time): it loads as a datetime, never as the text
+_TIMESTAMP = re.compile(r"\d{4}-\d\d?-\d\d?(?:[Tt]|[ \t]+)\d\d?:\d\d:\d\d(?:\.\d*)?"
+                        r"(?:[ \t]*(?:Z|[-+]\d\d?(?::\d\d)?))?")
+
+
 def _reads_back_plain(text: str) -> bool:
     """Whether `text` written unquoted after `key: ` loads back as exactly `text`."""
     from cortexfs import frontmatter
 
-    if text != text.strip(" ") or frontmatter._DATE.fullmatch(text):
-        return False  # YAML strips the spaces; a date would load as a date object
+    if text != text.strip(" ") or frontmatter._DATE.fullmatch(text) \
+            or _TIMESTAMP.fullmatch(text):
+        # YAML strips the spaces; a date or a timestamp would load as a date(time) object
+        # (said here without asking YAML: a first fold writes tens of thousands of them)
+        return False
     try:
         return bool(frontmatter._value(text) == text)
     except frontmatter._Unsure:
