@@ -3,6 +3,8 @@
 
     python benchmarks/regen.py --build [--sizes 1000,10000] [--out DIR] [--reps 5]
     python benchmarks/regen.py STORE [STORE ...] [--reps 5]
+    python benchmarks/regen.py --scale [--sizes 1000,10000,50000,100000] [--reps 3]
+                               [--out DIR] [--from DIR]
 
 `--build` generates stores with scripts/gen_corpus.py (10 projects, realistic frontmatter,
 ~2 KB bodies, access logs; in a temporary folder unless --out is given); otherwise the
@@ -21,8 +23,19 @@ For each store, after one regeneration that folds the access logs into the atoms
             also timed as a whole process (interpreter start and `import yaml` included)
 - --help:   `cortex --help`
 Each figure is the median of --reps runs (min in brackets); peak RSS is the largest
-`ru_maxrss` of the regeneration processes. The machine's load is printed: figures taken on
-a shared machine are noisy, so run it more than once.
+`ru_maxrss` of the regeneration processes.
+
+`--scale` times how regeneration grows with the store: for each size, the first regeneration
+(it folds the access logs of a fresh gen_corpus store — at 100,000 atoms they name some
+60,000 — into the atoms and commits them all), a cold run and a no-op run, as wall and CPU
+seconds (user + system of the process and what it waited for) and peak RSS; then the growth
+factor from one size to the next and the exponent it implies (1.0: linear). `--from DIR`
+copies the stores from DIR/store-N (made by `scripts/gen_corpus.py DIR/store-N --atoms N`,
+and left untouched) instead of generating them: generation is not what is timed, and a
+100,000-atom store takes minutes.
+
+The machine's load is printed: figures taken on a shared machine are noisy, so run it more
+than once.
 """
 
 from __future__ import annotations
@@ -100,6 +113,19 @@ def run_rss(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(cmd)} failed with exit code {proc.returncode}")
     return wall, usage.ru_maxrss
+
+
+def run_cpu(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, peak RSS in KiB) of one whole process, via wait4."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd)} failed: {err.decode()[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
 def median_min(values: list[float]) -> str:
@@ -207,15 +233,89 @@ def bench_store(store: Path, reps: int) -> dict[str, str]:
     }
 
 
+def scale_store(store: Path, reps: int) -> dict[str, tuple[float, float, int]]:
+    """First (folding) regeneration, cold and no-op: name → (median wall, median CPU, RSS)."""
+    env = {**os.environ, "CORTEX_HOME": str(store),
+           "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@cortexfs.invalid",
+           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@cortexfs.invalid"}
+    env.pop("CORTEX_DEBUG", None)
+    regen = [*cortex_bin(), "index", "regen", "--all"]
+    out: dict[str, tuple[float, float, int]] = {"first (fold + commit)": run_cpu(regen, env)}
+    time.sleep(2.1)  # let the files it wrote age past the racy-mtime window
+    for name, cold in (("cold", True), ("no-op", False)):
+        runs = []
+        for _ in range(reps):
+            if cold:
+                shutil.rmtree(store / ".cache", ignore_errors=True)
+            runs.append(run_cpu(regen, env))
+        out[name] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs),
+                     max(r[2] for r in runs))
+    return out
+
+
+def scale(sizes: list[int], reps: int, out: Path | None, source: Path | None, seed: int) -> None:
+    """Print the regeneration figures per store size, with growth factors."""
+    import gen_corpus
+
+    base = out or Path(tempfile.mkdtemp(prefix="cortex-scale-"))
+    rows: dict[int, dict[str, tuple[float, float, int]]] = {}
+    load_before = os.getloadavg()
+    try:
+        for size in sizes:
+            target = base / f"scale-{size}"
+            shutil.rmtree(target, ignore_errors=True)
+            if source is not None and (source / f"store-{size}").is_dir():
+                shutil.copytree(source / f"store-{size}", target, symlinks=True)
+            else:
+                gen_corpus.build(target, size, 10, seed, dt.date(2026, 11, 1))
+            print(f"{size:,} atoms: timing", file=sys.stderr)
+            rows[size] = scale_store(target, reps if size < 50_000 else min(reps, 3))
+            shutil.rmtree(target, ignore_errors=True)
+    finally:
+        if out is None:
+            shutil.rmtree(base, ignore_errors=True)
+    load_after = os.getloadavg()
+    print(f"\ncortex index regen --all by store size: wall s / CPU s (median of {reps}; "
+          f"3 from 50,000 atoms on; the first run once), peak RSS MB")
+    print(f"cores: {os.cpu_count()}; load average before {load_before[0]:.2f}, after "
+          f"{load_after[0]:.2f} (a shared machine inflates every figure)\n")
+    import math
+
+    print(f"{'atoms':>9}  " + "".join(f"{name:>28}" for name in rows[sizes[0]]))
+    previous: int | None = None
+    for size in sizes:
+        cells = []
+        for name, (wall, cpu, rss) in rows[size].items():
+            cell = f"{wall:.2f} / {cpu:.2f}, {rss / 1024:.0f} MB"
+            if previous is not None:
+                growth = wall / max(rows[previous][name][0], 1e-9)
+                exponent = math.log(growth) / math.log(size / previous)
+                cell = f"{cell} x{growth:.1f}^{exponent:.2f}"
+            cells.append(f"{cell:>28}")
+        print(f"{size:>9,}  " + "".join(cells))
+        previous = size
+    print("\nxG^E: G times the previous size's wall time; E = log G / log(size ratio), "
+          "1.0 is linear growth")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("stores", nargs="*", type=Path, help="existing stores to time")
     parser.add_argument("--build", action="store_true", help="generate the stores first")
+    parser.add_argument("--scale", action="store_true",
+                        help="time first / cold / no-op runs by store size, with growth")
+    parser.add_argument("--from", dest="source", type=Path,
+                        help="with --scale: copy DIR/store-N instead of generating it")
     parser.add_argument("--sizes", default="1000,10000", help="atoms per built store")
     parser.add_argument("--out", type=Path, help="where to build (default: a temp folder)")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
+    if args.scale:
+        sizes = [int(s) for s in (args.sizes if args.sizes != "1000,10000"
+                                  else "1000,10000,50000,100000").split(",")]
+        scale(sizes, args.reps, args.out, args.source, args.seed)
+        return 0
     if not args.build and not args.stores:
         parser.error("pass --build, or the stores to time")
     stores = list(args.stores)
