@@ -128,9 +128,11 @@ def _read(path: str | bytes | Path) -> bytes | None:
         raise
 
 
-def swap_in(temp: str, path: Path, expected: bytes, new: bytes) -> bool:
+def swap_in(temp: str, path: Path, expected: bytes, new: bytes,
+            remove: Callable[[bytes], object] = os.unlink) -> bool:
     """Rename the temporary file `temp` (holding `new`) over `path` if `path` still holds
-    `expected`; otherwise leave `path` with the newer content it has. `temp` is gone after.
+    `expected`; otherwise leave `path` with the newer content it has. `temp` is gone after
+    (or, when replaced, handed to `remove`: a batch may unlink the old files elsewhere).
     True when replaced."""
     global _exchange_unsupported
     t, p = os.fsencode(temp), os.fsencode(path)
@@ -176,7 +178,7 @@ def swap_in(temp: str, path: Path, expected: bytes, new: bytes) -> bool:
         _count("saved-before")
         return False
     if moved == ino and _read(t) == expected:
-        os.unlink(t)
+        remove(t)  # the file that was there
         _count("replaced")
         return True
     # a save landed between the comparison and the exchange (a new file, or written into

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from cortexfs.store import Project
 
 BATCH_SYNC_MIN = 8  # from this many files on, one sync(2) for all instead of fsync per file
+UNLINK_THREADS = 8
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T")
 
 Folded = dict[str, tuple[int, str | None]]  # atom file name → (refs, last-ref) to write
@@ -117,7 +118,13 @@ def _replace_files(edits: list[tuple[Path, str, bytes, dict[str, Any]]],
     any save made meanwhile, see fsutil) but, for many files, with a single sync(2) instead
     of one fsync each: folding a long log into thousands of atoms must not take a minute. A
     file saved meanwhile gets its keys set on what it holds now.
+
+    The replaced files are unlinked by a few threads: freeing a file's blocks waits on the
+    disk (0.53 ms an unlink on an ext4 mounted with `discard`, 0.09 ms with 8 threads), and
+    a first fold replaces tens of thousands of atoms.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from cortexfs import wall
     from cortexfs.fsutil import rewrite, swap_in, write_temp
 
@@ -125,6 +132,14 @@ def _replace_files(edits: list[tuple[Path, str, bytes, dict[str, Any]]],
     batch = len(edits) >= BATCH_SYNC_MIN
     temps: list[str | None] = []
     out: list[AtomParseError | None] = []
+    unlinker = ThreadPoolExecutor(UNLINK_THREADS) if batch else None
+
+    def remove(old: bytes) -> None:
+        if unlinker is not None:
+            unlinker.submit(_unlink, old)
+        else:
+            _unlink(old)
+
     try:
         for path, text, _, _ in edits:
             interrupt.check()
@@ -143,7 +158,7 @@ def _replace_files(edits: list[tuple[Path, str, bytes, dict[str, Any]]],
             if temp is None:
                 continue
             try:
-                if not swap_in(temp, path, seen, text.encode("utf-8")):
+                if not swap_in(temp, path, seen, text.encode("utf-8"), remove):
                     # saved meanwhile (or removed): set the keys on what it holds now
                     rewrite(path, _keys_setter(updates, path))
             except AtomParseError as e:
@@ -155,9 +170,15 @@ def _replace_files(edits: list[tuple[Path, str, bytes, dict[str, Any]]],
     finally:
         for leftover in temps:
             if leftover is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(leftover)
+                _unlink(leftover)
+        if unlinker is not None:
+            unlinker.shutdown(wait=True)  # (a temporary left by a kill: see commit.py)
     return out
+
+
+def _unlink(path: str | bytes) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _refusal(e: OSError) -> str:
