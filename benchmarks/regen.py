@@ -3,6 +3,7 @@
 
     python benchmarks/regen.py --build [--sizes 1000,10000] [--out DIR] [--reps 5]
     python benchmarks/regen.py STORE [STORE ...] [--reps 5]
+    python benchmarks/regen.py --paired OTHER_CORTEX --sizes 10000 [--reps 7] [--from DIR]
     python benchmarks/regen.py --scale [--sizes 1000,10000,50000,100000] [--reps 3]
                                [--out DIR] [--from DIR]
 
@@ -33,6 +34,12 @@ factor from one size to the next and the exponent it implies (1.0: linear). `--f
 copies the stores from DIR/store-N (made by `scripts/gen_corpus.py DIR/store-N --atoms N`,
 and left untouched) instead of generating them: generation is not what is timed, and a
 100,000-atom store takes minutes.
+
+`--paired OTHER_CORTEX` compares this checkout's `cortex` with another one's (for instance
+the `.venv/bin/cortex` of a checkout of the previous release) on two copies of the same
+store, their runs interleaved so that both sides meet the same load: cold, no-op, one atom
+changed and one access-log line added (both --no-commit) and --help, as median wall and CPU
+seconds, and the ratio of this side's to the other's.
 
 The machine's load is printed: figures taken on a shared machine are noisy, so run it more
 than once.
@@ -233,6 +240,72 @@ def bench_store(store: Path, reps: int) -> dict[str, str]:
     }
 
 
+def paired(other: str, size: int, reps: int, source: Path | None, seed: int) -> None:
+    """Time this checkout's cortex and `other` on copies of one store, interleaved."""
+    import gen_corpus
+
+    base = Path(tempfile.mkdtemp(prefix="cortex-paired-"))
+    try:
+        pristine = base / "pristine"
+        if source is not None and (source / f"store-{size}").is_dir():
+            shutil.copytree(source / f"store-{size}", pristine, symlinks=True)
+        else:
+            gen_corpus.build(pristine, size, 10, seed, dt.date(2026, 11, 1))
+        sides = {"this": cortex_bin(), "other": [other]}
+        envs = {}
+        for name in sides:
+            store = base / name
+            shutil.copytree(pristine, store, symlinks=True)
+            envs[name] = {**os.environ, "CORTEX_HOME": str(store),
+                          "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@cortexfs.invalid",
+                          "GIT_COMMITTER_NAME": "bench",
+                          "GIT_COMMITTER_EMAIL": "bench@cortexfs.invalid"}
+            envs[name].pop("CORTEX_DEBUG", None)
+            run_cpu([*sides[name], "index", "regen", "--all"], envs[name])  # the first fold
+        time.sleep(2.1)
+        figures: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        loads = []
+        for rep in range(reps):
+            order = list(sides) if rep % 2 == 0 else list(reversed(sides))
+            for name in order:
+                cortex, env = sides[name], envs[name]
+                store = Path(env["CORTEX_HOME"])
+                regen = [*cortex, "index", "regen", "--all"]
+                loads.append(os.getloadavg()[0])
+                shutil.rmtree(store / ".cache", ignore_errors=True)
+                figures.setdefault(("cold", name), []).append(run_cpu(regen, env)[:2])
+                figures.setdefault(("no-op", name), []).append(run_cpu(regen, env)[:2])
+                edit_one_atom(store, rep)
+                figures.setdefault(("1 changed, --no-commit", name), []).append(
+                    run_cpu([*regen, "--no-commit"], env)[:2])
+                log = sorted((store / "context" / "projects").glob("*/_meta/access-log.jsonl"))[0]
+                with open(log, "a", encoding="utf-8") as f:
+                    f.write(f'{{"file": "EXP-002.md", "tool": "Read", "ts": "2099-01-01T00:00:'
+                            f'{rep:02d}.000Z", "session": "bench"}}\n')
+                figures.setdefault(("1 read, --no-commit", name), []).append(
+                    run_cpu([*regen, "--no-commit"], env)[:2])
+                figures.setdefault(("--help", name), []).append(
+                    run_cpu([*cortex, "--help"], env)[:2])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"\n{size:,} atoms, whole processes, median of {reps} interleaved runs: wall s / CPU s")
+    print(f"this: {' '.join(cortex_bin())}\nother: {other}")
+    print(f"cores: {os.cpu_count()}; load average during: min {min(loads):.2f}, median "
+          f"{statistics.median(loads):.2f}, max {max(loads):.2f} (a shared machine inflates "
+          "wall times; CPU seconds suffer less)\n")
+    print(f"{'':<26}{'this':>16}{'other':>16}{'wall ratio':>12}{'CPU ratio':>11}")
+    for what in dict.fromkeys(k[0] for k in figures):
+        cells = []
+        medians = {}
+        for name in ("this", "other"):
+            runs = figures[(what, name)]
+            medians[name] = (statistics.median(r[0] for r in runs),
+                             statistics.median(r[1] for r in runs))
+            cells.append(f"{medians[name][0]:.3f} / {medians[name][1]:.3f}")
+        ratios = [medians["this"][i] / max(medians["other"][i], 1e-9) for i in (0, 1)]
+        print(f"{what:<26}{cells[0]:>16}{cells[1]:>16}{ratios[0]:>12.2f}{ratios[1]:>11.2f}")
+
+
 def scale_store(store: Path, reps: int) -> dict[str, tuple[float, float, int]]:
     """First (folding) regeneration, cold and no-op: name → (median wall, median CPU, RSS)."""
     env = {**os.environ, "CORTEX_HOME": str(store),
@@ -305,12 +378,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", action="store_true",
                         help="time first / cold / no-op runs by store size, with growth")
     parser.add_argument("--from", dest="source", type=Path,
-                        help="with --scale: copy DIR/store-N instead of generating it")
+                        help="with --scale / --paired: copy DIR/store-N instead of generating it")
+    parser.add_argument("--paired", metavar="OTHER_CORTEX",
+                        help="compare with another checkout's cortex, runs interleaved")
     parser.add_argument("--sizes", default="1000,10000", help="atoms per built store")
     parser.add_argument("--out", type=Path, help="where to build (default: a temp folder)")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
+    if args.paired:
+        paired(args.paired, int(args.sizes.split(",")[-1]), args.reps, args.source, args.seed)
+        return 0
     if args.scale:
         sizes = [int(s) for s in (args.sizes if args.sizes != "1000,10000"
                                   else "1000,10000,50000,100000").split(",")]
