@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cortexfs import layout
 from cortexfs.errors import GitError
 
 if TYPE_CHECKING:
@@ -37,8 +38,10 @@ if TYPE_CHECKING:
 
     from cortexfs.store import Store
 
-GITIGNORE_LINES = (".cache/", "logs/", ".locks/", "*.tmp", ".watch.pid")
-GITATTRIBUTES_LINES = ("**/_meta/access-log.jsonl merge=union",)
+GITIGNORE_LINES = (f"{layout.CACHE}/", f"{layout.LOGS}/", f"{layout.LOCKS}/", "*.tmp",
+                   layout.WATCH_PID)
+GITATTRIBUTES_LINES = (f"**/{layout.META}/{layout.ACCESS_LOG} merge=union",)
+STALE_TEMP_AGE = 600.0  # seconds after which a temporary file without a pid is abandoned
 LOCK_WAIT_SECONDS = 10.0  # how long to wait out another git process's index.lock
 GIT_LOCK_SECONDS = 120.0  # how long a commit waits for a running `cortex sync` to finish
 SYNC_STATE_FILE = "cortex-sync.json"  # inside the git dir: never committed, never pushed
@@ -330,7 +333,7 @@ def utc_now() -> str:
 
 def git_lock_path(store: Store) -> Path:
     """The flock that cortex's commits and syncs hold (`.locks/` is git-ignored)."""
-    return store.locks_dir / "git.lock"
+    return store.locks_dir / layout.GIT_LOCK
 
 
 # homes whose git lock this process holds (re-entrant use) → when it took it (time.time())
@@ -348,7 +351,7 @@ def git_lock(store: Store, timeout: float = GIT_LOCK_SECONDS) -> Iterator[None]:
     lock file older than this holding is therefore not a live cortex's (see `stale_lock`).
     The holder's pid is written into the lock file and cleared on release: a pid found
     there means the last holder was killed, and the temporary files it may have left are
-    removed first (cortexfs.commit.remove_stale_temporaries).
+    removed first (remove_stale_temporaries).
     """
     from cortexfs.fsutil import file_lock
 
@@ -363,8 +366,6 @@ def git_lock(store: Store, timeout: float = GIT_LOCK_SECONDS) -> Iterator[None]:
         abandoned, _held_since[home] = _mark_held(path)
         try:
             if abandoned:
-                from cortexfs.commit import remove_stale_temporaries
-
                 with contextlib.suppress(OSError):
                     remove_stale_temporaries(store)
             yield
@@ -372,6 +373,64 @@ def git_lock(store: Store, timeout: float = GIT_LOCK_SECONDS) -> Iterator[None]:
             _held_since.pop(home, None)
             with contextlib.suppress(OSError):
                 os.truncate(path, 0)
+
+
+# --- what a killed cortex process left ----------------------------------------------------------
+
+def remove_stale_temporaries(store: Store) -> list[Path]:
+    """Remove the temporary files (`.NAME.PID.XXXXXXXX.tmp`) that a killed cortex process
+    left under context/ and in the git dir; the paths removed.
+
+    A temporary is abandoned when the process named by the pid in its name is gone (a live
+    writer, another cortex, renames or removes its own within milliseconds). One without a
+    pid (an older cortex's) is abandoned once older than STALE_TEMP_AGE.
+    """
+    removed: list[Path] = []
+    now = time.time()
+    places: list[tuple[Path, bool]] = [(store.context, True)]
+    if is_repo(store.home):
+        places.append((git_dir_of(store.home), False))
+    for top, recurse in places:
+        for folder, dirs, names in os.walk(top) if recurse else [(str(top), [], _names(top))]:
+            if ".git" in dirs:
+                dirs.remove(".git")
+            for name in names:
+                if not _temporary(name):
+                    continue
+                path = Path(folder, name)
+                if _abandoned(path, name, now):
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+                        removed.append(path)
+    return removed
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _temporary(name: str) -> bool:
+    return (name.startswith(".") and name.endswith(".tmp")) or name.startswith("cortex-index.")
+
+
+def _abandoned(path: Path, name: str, now: float) -> bool:
+    parts = name.removesuffix(".tmp").removesuffix(".lock").split(".")
+    pid = parts[-2] if len(parts) >= 3 else ""
+    if pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False  # alive, another user's
+        return False
+    try:
+        return now - path.lstat().st_mtime > STALE_TEMP_AGE
+    except OSError:
+        return False
 
 
 def _mark_held(path: Path) -> tuple[bool, float]:
@@ -834,13 +893,3 @@ def _restore_index_entries(home: Path, paths: Sequence[str]) -> None:
     with contextlib.suppress(GitError):
         git_run(home, "reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul", "HEAD",
                 input="".join(f"{p}\0" for p in paths))
-
-
-def commit_paths(store: Store, paths: Iterable[Path], message: str) -> bool:
-    """Commit `paths` (additions, changes, deletions; files or folders) with `message`,
-    through the committer (cortexfs.commit): with everything pending under context/ that
-    they rest on. True when a commit was made; False when there was nothing to commit or
-    the store is not a git repository."""
-    from cortexfs import commit
-
-    return commit.commit_paths(store, paths, message) is not None

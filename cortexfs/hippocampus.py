@@ -55,6 +55,7 @@ from cortexfs import escape, wall
 from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import Atom, as_date, split_status, status_group
 from cortexfs.errors import CortexError
+from cortexfs.layout import HIPPOCAMPUS_DIR, HIPPOCAMPUS_MD
 from cortexfs.strength import strength
 from cortexfs.tokens import chars_for, estimate
 
@@ -62,8 +63,6 @@ if TYPE_CHECKING:
     from cortexfs.loader import LoadedProject
     from cortexfs.store import Store
 
-FILE_NAME = "HIPPOCAMPUS.md"
-HIER_DIR = ".hippocampus"
 VERSION = "hippocampus.md v1.0"
 MAX_TOKENS = 15_000  # spec §13 max_recommended_tokens: past it, go hierarchical
 MASTER_MAX_TOKENS = 10_000  # spec §9.2: "Master index (~200 top entries, <10K tokens)"
@@ -614,7 +613,7 @@ def _decay_file(index: Index, queue: list[IndexEntry]) -> str:
 
 def topic_path(project: str) -> str:
     """Where a project's topic file goes (relative to the knowledge root)."""
-    return f"{HIER_DIR}/topics/{project}.md"
+    return f"{HIPPOCAMPUS_DIR}/topics/{project}.md"
 
 
 def render_hierarchical(index: Index, known_topics: Iterable[str] = ()) -> dict[str, str]:
@@ -639,17 +638,17 @@ def render_hierarchical(index: Index, known_topics: Iterable[str] = ()) -> dict[
     for e in recent:
         by_month.setdefault(e.event_month, []).append(e)
     for month, members in by_month.items():
-        files[f"{HIER_DIR}/temporal/{month}.md"] = _temporal_file(index, month, members)
+        files[f"{HIPPOCAMPUS_DIR}/temporal/{month}.md"] = _temporal_file(index, month, members)
     queue = decay_queue(index)
-    files[f"{HIER_DIR}/decay-queue.md"] = _decay_file(index, queue)
-    files[f"{HIER_DIR}/meta.json"] = json.dumps(_meta_json(index, by_project, by_month, queue),
-                                                indent=1, sort_keys=True) + "\n"
+    files[f"{HIPPOCAMPUS_DIR}/decay-queue.md"] = _decay_file(index, queue)
+    stats = _meta_json(index, by_project, by_month, queue)
+    files[f"{HIPPOCAMPUS_DIR}/meta.json"] = json.dumps(stats, indent=1, sort_keys=True) + "\n"
     master = _Master(index, strongest, recent, queue)
     for cap in MASTER_CAPS:
         text = master.render(cap)
         if estimate(text) <= MASTER_MAX_TOKENS:
             break
-    files[FILE_NAME] = text
+    files[HIPPOCAMPUS_MD] = text
     return files
 
 
@@ -663,9 +662,9 @@ def _meta_json(index: Index, by_project: dict[str, list[IndexEntry]],
         if entries else 0.0,
         "strength_bands": dict(index.bands()),
         "decay_queue": len(queue),
-        "topics": {p: {"entries": len(m), "file": f"{HIER_DIR}/topics/{p}.md"}
+        "topics": {p: {"entries": len(m), "file": f"{HIPPOCAMPUS_DIR}/topics/{p}.md"}
                    for p, m in sorted(by_project.items())},
-        "temporal": {m: {"entries": len(v), "file": f"{HIER_DIR}/temporal/{m}.md"}
+        "temporal": {m: {"entries": len(v), "file": f"{HIPPOCAMPUS_DIR}/temporal/{m}.md"}
                      for m, v in sorted(by_month.items())},
     }
 
@@ -710,7 +709,7 @@ class _Master:
         out = [_header(index, " | layout: hierarchical"),
                "# HIPPOCAMPUS.md — Memory Index\n\n", _INTRO,
                f"> Past ~{MAX_TOKENS:,} tokens this is the master index: every entry is in "
-               f"`{HIER_DIR}/`.\n"]
+               f"`{HIPPOCAMPUS_DIR}/`.\n"]
         out += _section("Quick Access",
                         "Most-accessed entries, sorted by hits. Pattern completion starts here.")
         qa = self.quick[: max(cap // 2, 3) if cap < 40 else QUICK_ACCESS]
@@ -721,9 +720,9 @@ class _Master:
         for n, (project, size, tags, strongest) in enumerate(self.projects):
             if n >= max(cap, 5):
                 out.append(f"\n- … {len(self.projects) - n:,} more projects → "
-                           f"{HIER_DIR}/meta.json\n")
+                           f"{HIPPOCAMPUS_DIR}/meta.json\n")
                 break
-            out.append(f"\n### {project}\n{_entries(size)} → {HIER_DIR}/topics/{project}.md"
+            out.append(f"\n### {project}\n{_entries(size)} → {HIPPOCAMPUS_DIR}/topics/{project}.md"
                        f"\nTop tags: {', '.join(f'{t} ({c})' for t, c in tags)}\n")
             if per_project:
                 out.append("\n")
@@ -735,27 +734,27 @@ class _Master:
             members = self.buckets[bucket]
             out.append(f"\n### {bucket}\n\n")
             out += [one_liner(e, e.event_day) for e in members[:cap]] or ["_None._\n"]
-            out += _more(min(cap, len(members)), len(members), f"{HIER_DIR}/temporal/")
+            out += _more(min(cap, len(members)), len(members), f"{HIPPOCAMPUS_DIR}/temporal/")
         out.append("\n### Older\n\n")
         limit = max(cap, 12)
-        out += [f"- {m}: {_entries(n)} → {HIER_DIR}/temporal/{m}.md\n"
+        out += [f"- {m}: {_entries(n)} → {HIPPOCAMPUS_DIR}/temporal/{m}.md\n"
                 for m, n in self.older[:limit]] or ["_None._\n"]
-        out += _more(min(limit, len(self.older)), len(self.older), f"{HIER_DIR}/meta.json")
+        out += _more(min(limit, len(self.older)), len(self.older), f"{HIPPOCAMPUS_DIR}/meta.json")
         out += _section("Associations", "The most connected entries; every entry's rel is in "
                                         "its topic file.")
         out.append("\n")
         out += [f"- {e.key} ↔ {', '.join(e.rel[:MAX_REL_SHOWN])}"
                 f"{f' (+{len(e.rel) - MAX_REL_SHOWN})' if len(e.rel) > MAX_REL_SHOWN else ''}\n"
                 for e in self.linked[:cap]] or ["_None._\n"]
-        out += _more(min(cap, self.linked_count), self.linked_count, f"{HIER_DIR}/topics/")
+        out += _more(min(cap, self.linked_count), self.linked_count, f"{HIPPOCAMPUS_DIR}/topics/")
         out += _section("Decay Queue", f"Entries below strength {DECAY_THRESHOLD}, weakest "
                                        "first.")
         out.append("\n")
         out += [one_liner(e, f"str {e.strength:.2f}") for e in queue[:cap]] or ["_Empty._\n"]
-        out += _more(min(cap, len(queue)), len(queue), f"{HIER_DIR}/decay-queue.md")
+        out += _more(min(cap, len(queue)), len(queue), f"{HIPPOCAMPUS_DIR}/decay-queue.md")
         out += _section("Meta", "Index statistics and health.")
         out.append("\n")
-        out += _meta_lines(index, f"hierarchical, statistics → {HIER_DIR}/meta.json")
+        out += _meta_lines(index, f"hierarchical, statistics → {HIPPOCAMPUS_DIR}/meta.json")
         return "".join(out)
 
 
@@ -771,7 +770,7 @@ def render(index: Index, known_topics: Iterable[str] = ()) -> dict[str, str]:
     if not surely_hierarchical(index):
         single = render_single(index)
         if estimate(single) <= MAX_TOKENS:
-            return {FILE_NAME: single}
+            return {HIPPOCAMPUS_MD: single}
     return render_hierarchical(index, known_topics)
 
 
@@ -780,7 +779,7 @@ def render(index: Index, known_topics: Iterable[str] = ()) -> dict[str, str]:
 
 def _existing_generated(context: Path) -> list[Path]:
     """The `.hippocampus/` files a previous run may have written (and only those)."""
-    root = context / HIER_DIR
+    root = context / HIPPOCAMPUS_DIR
     found: list[Path] = []
     for sub, pattern in (("topics", _TOPIC_FILE), ("temporal", _TEMPORAL_FILE)):
         folder = root / sub
@@ -840,7 +839,7 @@ def _write_files(context: Path, files: dict[str, str], dry_run: bool,
             stale.unlink(missing_ok=True)
     if not dry_run:
         for sub in ("topics", "temporal", ""):
-            folder = context / HIER_DIR / sub
+            folder = context / HIPPOCAMPUS_DIR / sub
             if not wall.reason(context, folder) and folder.is_dir() and not os.listdir(folder):
                 folder.rmdir()
     return changed, states
@@ -939,7 +938,7 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
         known = saved["files"]
         if saved.get("key") == key and known:
             generated = {p.relative_to(context).as_posix() for p in _existing_generated(context)}
-            if set(known) >= generated and FILE_NAME in known \
+            if set(known) >= generated and HIPPOCAMPUS_MD in known \
                     and all(cache.still(context / rel, st) for rel, st in known.items()):
                 return []
     keyed = [_part(ctx, name, code) for name in ctx.projects]
@@ -1017,7 +1016,7 @@ def check_pointers(store: Store) -> list[PointerProblem]:
     has not been generated: whether it is current is a separate check). A pointer must be a
     relative path that stays inside the knowledge root and names something that exists."""
     context = store.context
-    files = [context / FILE_NAME] if (context / FILE_NAME).is_file() else []
+    files = [context / HIPPOCAMPUS_MD] if (context / HIPPOCAMPUS_MD).is_file() else []
     files += sorted(p for p in _existing_generated(context) if p.suffix == ".md")
     problems: list[PointerProblem] = []
     exists: dict[str, str | None] = {}  # pointer → why it is dangling (None: it is fine)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.layout import TASKS_ARCHIVE, TASKS_FILE
 from cortexfs.wording import plural
 
 if TYPE_CHECKING:
@@ -41,9 +42,8 @@ def _rewritten_note(rewritten: bool, project: Project) -> None:
 
 def _task_files(project: Project) -> list[Path]:
     """The files a tasks command may rewrite (put back as they were if it fails)."""
-    from cortexfs import tasks
 
-    return [project.root / "TASKS.yaml", project.root / tasks.ARCHIVE_FILE]
+    return [project.root / TASKS_FILE, project.root / TASKS_ARCHIVE]
 
 
 @tasks_app.command("list")
@@ -174,7 +174,7 @@ def tasks_archive(
                 ids = ", ".join(t.id for t in result.tasks)
                 moved.append(f"{proj.name}: {ids}")
                 txn.add(Change(result.paths))
-                notes.append((True, f"{proj.name}: archived {ids} to {tasks.ARCHIVE_FILE}"))
+                notes.append((True, f"{proj.name}: archived {ids} to {TASKS_ARCHIVE}"))
             if result.undated:
                 notes.append((False, f"{proj.name}: done without completed-at, so not "
                                f"archived: {', '.join(result.undated)} (add "

@@ -79,7 +79,7 @@ def build(store: Store, projects: list[str] | None = None, out: Path | None = No
         -> BuildResult:
     """Build (or bring up to date) the site of `projects` (all when None) in `out`."""
     from cortexfs.fsutil import file_lock
-    from cortexfs.view import LOCK_NAME
+    from cortexfs.layout import VIEW_LOCK
 
     started = time.perf_counter()
     store.require()
@@ -89,7 +89,9 @@ def build(store: Store, projects: list[str] | None = None, out: Path | None = No
     collecting = gc.isenabled()
     gc.disable()  # many small objects and no cycles: the collector would only slow it down
     try:
-        with file_lock(store.locks_dir / LOCK_NAME, timeout=60, what="the site (cortex view)"):
+        # builds of one store take turns, and `cortex watch` does not count the atoms a
+        # build reads as reads by the user
+        with file_lock(store.locks_dir / VIEW_LOCK, timeout=60, what="the site (cortex view)"):
             run = _Build(store, site, shown, skipped)
             run.run()
             removed = site.finish()
