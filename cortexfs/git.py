@@ -893,3 +893,53 @@ def _restore_index_entries(home: Path, paths: Sequence[str]) -> None:
     with contextlib.suppress(GitError):
         git_run(home, "reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul", "HEAD",
                 input="".join(f"{p}\0" for p in paths))
+
+
+# --- for `cortex ready` and `cortex sync` ------------------------------------------------------
+
+def last_commit_days(home: Path, rels: Sequence[str]) -> dict[str, dt.date]:
+    """Day of the last commit of each path, from one `git log` read only as far as needed
+    (stopped once every path was seen: a long history is not read to its end)."""
+    wanted = set(rels)
+    found: dict[str, dt.date] = {}
+    if not wanted:
+        return found
+    proc = subprocess.Popen(
+        ["git", "-c", "core.quotepath=off", "log", "--format=%x00%ct", "--name-only",
+         "--no-renames", "--", *sorted(wanted)],
+        cwd=home, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=git_env())
+    assert proc.stdout is not None
+    day: dt.date | None = None
+    try:
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            if line.startswith("\0"):
+                day = dt.date.fromtimestamp(int(line[1:]))
+            elif line in wanted and line not in found and day is not None:
+                found[line] = day
+                if len(found) == len(wanted):
+                    break
+    finally:
+        proc.stdout.close()
+        if proc.poll() is None:
+            proc.terminate()
+        proc.wait()
+    return found
+
+
+def merge_file(home: Path, base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
+    """A clean three-way merge of the texts (`git merge-file`), or None when lines conflict."""
+    gitdir = git_dir_of(home)
+    names: list[str] = []
+    try:
+        for label, data in (("ours", ours), ("base", base), ("theirs", theirs)):
+            tmp = gitdir / f"cortex-merge-{os.getpid()}-{label}"
+            tmp.write_bytes(data)
+            names.append(str(tmp))
+        proc = subprocess.run(["git", "merge-file", "-p", *names], cwd=home,
+                              capture_output=True, env=git_env())
+    finally:
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+    return proc.stdout if proc.returncode == 0 else None

@@ -33,7 +33,6 @@ import importlib
 import os
 import re
 import shlex
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -408,6 +407,8 @@ def _git(store: Store, project: str | None, gaps: list[Gap]) -> Any:
 def _status_freshness(store: Store, projects: list[Project], loaded: dict[str, LoadedProject],
                       state: Any, gaps: list[Gap]) -> None:
     """STATUS.md present, and not older than the project's newest atom."""
+    from cortexfs.git import last_commit_days
+
     wanted: dict[str, Project] = {}
     for p in projects:
         path = p.root / layout.STATUS_MD
@@ -422,7 +423,7 @@ def _status_freshness(store: Store, projects: list[Project], loaded: dict[str, L
     today = dt.date.today()
     dirty = set(state.dirty) if state.is_repo else set()
     need_log = [rel for rel in wanted if rel not in dirty] if state.is_repo else []
-    committed = _last_commit_days(store, need_log)
+    committed = last_commit_days(store.home, need_log)
     for rel, p in wanted.items():
         dated = ((a.date, a.id) for a in loaded[p.name].atoms)
         # an atom dated in the future (a typo) cannot make STATUS.md stale before its day
@@ -437,38 +438,6 @@ def _status_freshness(store: Store, projects: list[Project], loaded: dict[str, L
                             f"before the newest atom {newest[1]} ({newest[0].isoformat()})",
                             "rewrite STATUS.md to cover the work since then, and commit it",
                             p.name, rel))
-
-
-def _last_commit_days(store: Store, rels: list[str]) -> dict[str, dt.date]:
-    """Day of the last commit of each path, from one `git log` read only as far as needed."""
-    if not rels:
-        return {}
-    from cortexfs.git import git_env
-
-    wanted = set(rels)
-    found: dict[str, dt.date] = {}
-    proc = subprocess.Popen(
-        ["git", "-c", "core.quotepath=off", "log", "--format=%x00%ct", "--name-only",
-         "--no-renames", "--", *sorted(wanted)],
-        cwd=store.home, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env=git_env())
-    assert proc.stdout is not None
-    day: dt.date | None = None
-    try:
-        for line in proc.stdout:
-            line = line.rstrip("\n")
-            if line.startswith("\0"):
-                day = dt.date.fromtimestamp(int(line[1:]))
-            elif line in wanted and line not in found and day is not None:
-                found[line] = day
-                if len(found) == len(wanted):
-                    break
-    finally:
-        proc.stdout.close()
-        if proc.poll() is None:
-            proc.terminate()
-        proc.wait()
-    return found
 
 
 def _charter(store: Store, project: Project, gaps: list[Gap]) -> None:

@@ -39,7 +39,6 @@ import contextlib
 import os
 import re
 import signal
-import subprocess
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -532,24 +531,6 @@ def _union(ours: bytes, theirs: bytes, path: Path) -> bytes:
     return merged + renumber.missing_lines(merged, current)
 
 
-def _merge_file(home: Path, base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
-    """A clean three-way merge of the texts, or None when lines conflict."""
-    gitdir = git.git_dir_of(home)
-    names: list[str] = []
-    try:
-        for label, data in (("ours", ours), ("base", base), ("theirs", theirs)):
-            tmp = gitdir / f"cortex-merge-{os.getpid()}-{label}"
-            tmp.write_bytes(data)
-            names.append(str(tmp))
-        proc = subprocess.run(["git", "merge-file", "-p", *names], cwd=home,
-                              capture_output=True, env=git.git_env())
-    finally:
-        for name in names:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(name)
-    return proc.stdout if proc.returncode == 0 else None
-
-
 def _merge_cortex_md(home: Path, base: bytes | None, ours: bytes,
                      theirs: bytes) -> bytes | None:
     """Merge the hand-written text of a CORTEX.md; its generated block is regenerated."""
@@ -562,7 +543,7 @@ def _merge_cortex_md(home: Path, base: bytes | None, ours: bytes,
     def blank(data: bytes) -> bytes:
         return block.sub(lambda _m: empty, data)
 
-    return _merge_file(home, blank(base or b""), blank(ours), blank(theirs))
+    return git.merge_file(home, blank(base or b""), blank(ours), blank(theirs))
 
 
 def _merge_atom(home: Path, rel: str, base: bytes | None, ours: bytes,
@@ -579,7 +560,7 @@ def _merge_atom(home: Path, rel: str, base: bytes | None, ours: bytes,
                 return b""
             return frontmatter.set_keys(data.decode("utf-8"), keys, rel).encode("utf-8")
 
-        return _merge_file(home, align(base), ours, align(theirs))
+        return git.merge_file(home, align(base), ours, align(theirs))
     except (AtomParseError, UnicodeDecodeError):
         return None
 
@@ -961,7 +942,7 @@ def _merge_output(home: Path, current: bytes, upstream: str, base: bytes | None,
         return True  # conflict markers git labelled with the upstream commit
     if ours is None or theirs is None:
         return False
-    return _merge_file(home, base or b"", ours, theirs) == current
+    return git.merge_file(home, base or b"", ours, theirs) == current
 
 
 def _logs(store: Store) -> list[Path]:

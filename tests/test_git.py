@@ -342,3 +342,19 @@ def test_cortex_init_adopts_a_repository_with_history_and_staged_work(tmp_path: 
     committed = sh(home, "show", "--name-only", "--format=", "HEAD").split()
     assert ".gitattributes" in committed and ".gitignore" in committed
     assert "staged.txt" not in committed
+
+
+def test_git_runs_only_in_this_module() -> None:
+    """git.py is the one module that runs git: no other builds a `["git", …]` command."""
+    import ast
+
+    package = Path(git.__file__).parent
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "git.py" and path.parent == package:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.List, ast.Tuple)) and node.elts \
+                    and isinstance(node.elts[0], ast.Constant) and node.elts[0].value == "git":
+                found.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert found == []
