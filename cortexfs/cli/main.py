@@ -137,17 +137,20 @@ def _register() -> None:
         access,
         atoms,
         core,
-        governance,
+        decisions,
         index,
+        maintain,
         memory,
+        ready,
         recall,
         sync,
+        tasks,
         validate,
         view,
     )
 
-    for module in (core, atoms, validate, index, access, sync, governance, memory, recall,
-                   view):
+    for module in (core, atoms, validate, index, access, sync, tasks, decisions, maintain,
+                   ready, memory, recall, view):
         module.register(app)
 
 
