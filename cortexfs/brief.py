@@ -43,7 +43,7 @@ from cortexfs.tokens import chars_for, estimate
 from cortexfs.wording import plural
 
 if TYPE_CHECKING:
-    from cortexfs.hippocampus import IndexEntry, Part
+    from cortexfs.hippocampus import MemoryEntry, Part
     from cortexfs.store import Project, Store
 
 DEFAULT_BUDGET = 4_000
@@ -279,8 +279,8 @@ class Ranked:
     evidence last) and active experiments (newest first), at strength DECAY_FLOOR or more;
     how many were left out below it; the keys of those on retired evidence."""
 
-    minds: list[IndexEntry]
-    experiments: list[IndexEntry]
+    minds: list[MemoryEntry]
+    experiments: list[MemoryEntry]
     decayed_minds: int = 0
     decayed_experiments: int = 0
     weak: set[str] = field(default_factory=set)
@@ -307,7 +307,7 @@ def _rank(store: Store, parts: Sequence[Part]) -> Ranked:
     return out
 
 
-def _on_retired_evidence(store: Store, entries: Sequence[IndexEntry]) -> set[str]:
+def _on_retired_evidence(store: Store, entries: Sequence[MemoryEntry]) -> set[str]:
     """The keys of the entries whose evidence experiments (those that exist) are all
     retired: superseded, refined, stale, deprecated or invalidated."""
     from cortexfs import wall
@@ -357,7 +357,7 @@ def _id_order(atom_id: str) -> tuple[int, str]:
     return (-int(number) if number.isdigit() else 0, atom_id)
 
 
-def _atom_line(r: IndexEntry, qualified: bool, with_strength: bool,
+def _atom_line(r: MemoryEntry, qualified: bool, with_strength: bool,
                weak: set[str] | None = None) -> str:
     label = r.key if qualified else r.id
     notes = []

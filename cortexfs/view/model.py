@@ -24,7 +24,7 @@ from cortexfs.view.history import Days, daily_reads
 
 if TYPE_CHECKING:
     from cortexfs.accesslog import AccessStats
-    from cortexfs.hippocampus import IndexEntry
+    from cortexfs.hippocampus import MemoryEntry
     from cortexfs.index import RegenContext
     from cortexfs.store import Project, Store
     from cortexfs.tasks import TaskFile
@@ -195,7 +195,7 @@ def fingerprint(ctx: RegenContext, project: Project, now_ns: int) -> str | None:
     return cache.digest(marshal.dumps(parts, 2)).hex()
 
 
-def decay_queue(ctx: RegenContext, shown: set[str]) -> list[IndexEntry]:
+def decay_queue(ctx: RegenContext, shown: set[str]) -> list[MemoryEntry]:
     """HIPPOCAMPUS.md's decay queue (weakest first) for the projects in `shown`; the store
     clock, and with it every strength, is the whole store's."""
     from cortexfs import hippocampus
