@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from cortexfs import derived, escape
+from cortexfs.commit import commit_paths
 from cortexfs.errors import AtomParseError
 from cortexfs.regen import RegenContext, RegenResult, access_stats, fold, regenerate, render, run
 from cortexfs.regen.run import Run
@@ -200,12 +201,10 @@ def test_malformed_atom_is_skipped_and_reported(store: Store, project: Project,
 def test_second_run_writes_nothing_and_git_stays_clean(
         store: Store, project: Project, write_atom: Callable[..., Path],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from cortexfs import git as cgit
-
     realistic(project, write_atom)
     first = regenerate(store, ["flywheel"])
     assert first.written
-    cgit.commit_paths(store, [project.root], "test: everything")
+    commit_paths(store, [project.root], "test: everything")
     before = {p: p.stat().st_mtime_ns for p in project.root.rglob("*.md")}
     monkeypatch.setattr(run, "utc_now", lambda: NOW + dt.timedelta(days=1, hours=3))
     second = regenerate(store, ["flywheel"])

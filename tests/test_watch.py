@@ -42,7 +42,7 @@ def wait_until(check: Callable[[], Any], timeout: float = 15.0, what: str = "") 
 
 
 class FakeRegen:
-    """Stands in for index.regenerate in the unit tests: records calls, writes nothing."""
+    """Stands in for regen.regenerate in the unit tests: records calls, writes nothing."""
 
     def __init__(self) -> None:
         self.calls: list[list[str]] = []

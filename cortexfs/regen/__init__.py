@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import accesslog, cache, interrupt
+from cortexfs import accesslog, cache, interrupt, layout
 from cortexfs.accesslog import AccessStats
 from cortexfs.loader import ProjectScan
 from cortexfs.regen.records import RegenContext, RegenResult
@@ -61,7 +61,7 @@ def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool
     selected = store.select(projects)
     result = RegenResult(projects=[p.name for p in selected])
     lock = (contextlib.nullcontext() if dry_run
-            else file_lock(store.locks_dir / "regen.lock", timeout=120,
+            else file_lock(store.locks_dir / layout.REGEN_LOCK, timeout=120,
                            what="index regeneration"))
     # A batch job that builds many small dicts and no cycles worth collecting: the collector
     # would only walk the growing heap over and over (a fifth of a cold run).

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import accesslog, cache, interrupt
+from cortexfs import accesslog, cache, interrupt, layout
 from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import KINDS, Atom, Kind
 from cortexfs.loader import ERROR, LoadedProject, ProjectScan, child_maker, scan_many
@@ -185,7 +185,7 @@ class Run:
         result.skipped.extend(sc.errors())
         state = self.state(project)
         indexes = state.setdefault("index", {})
-        paths = {k: project.folder(k) / "index.md" for k in KINDS}
+        paths = {k: project.folder(k) / layout.INDEX for k in KINDS}
         if not all(indexes.get(k.folder) == [self.folder_digest(project, k), *_stamp(paths[k])]
                    for k in KINDS):
             # something moved: fold, then render what changed (nothing is read otherwise)
