@@ -521,10 +521,23 @@ def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = 
         return result.written
 
     def again() -> list[str]:
+        # the index files first put back byte for byte: regenerated in a later second than
+        # they were, the same tables would carry a new "Last updated" line
+        from cortexfs.fsutil import atomic_write
+
+        for path, data in indexes.items():
+            if data is not None and _read_bytes(path) != data:
+                atomic_write(path, data)
         run()
         return []  # (the files it restores are HEAD's again: nothing to name)
 
     if txn is not None:
+        from cortexfs import layout
+        from cortexfs.atoms import KINDS
+
+        indexes = {path: _read_bytes(path) for path in (
+            store.projects_dir / n / k.folder / layout.INDEX
+            for n in names or store.project_names() for k in KINDS)}
         txn.after_undo(again)
     try:
         written = run()
@@ -1024,3 +1037,9 @@ def unarchive_project(store: Store, name: str) -> Plan:
     plan.result = {"project": name}
     return plan
 
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
