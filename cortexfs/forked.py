@@ -21,6 +21,26 @@ class Child:
 
     def __init__(self, pid: int, fd: int) -> None:
         self.pid, self.fd = pid, fd
+        self.reaped = False  # waited for: its pid may belong to another process now
+
+    def stop(self) -> bool:
+        """Ask the process to stop (SIGTERM: at its next file boundary, see
+        cortexfs.interrupt) and wait for it; True when it was still running."""
+        import signal
+
+        if self.reaped:
+            return False
+        self.reaped = True
+        running = True
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except OSError:
+            running = False
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+        return running
 
     def join(self) -> Any:
         """What the work returned; None when it failed (raised, or the process died)."""
@@ -30,6 +50,7 @@ class Child:
                 chunks.append(chunk)
         os.close(self.fd)
         _, status = os.waitpid(self.pid, 0)
+        self.reaped = True
         if status != 0:
             return None
         try:

@@ -907,6 +907,14 @@ def parts(ctx: Any, names: Iterable[str]) -> list[Part]:
     return [_part(ctx, name, code)[0] for name in names]
 
 
+def prepare(ctx: Any, names: list[str]) -> None:
+    """Build and cache the parts of `names` (a regeneration calls this in the process that
+    regenerated their indexes, so that a cold run builds them on both cores)."""
+    code = _code_key()
+    for name in names:
+        _part(ctx, name, code)
+
+
 def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
     """The derived-generator entry point (listed in cortexfs.derived.GENERATORS).
 

@@ -516,7 +516,7 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
 
     Incremental, with its state in `.cache/overview.bin`: a project's atom summary is kept
     with the regeneration fingerprint it was computed from (`.cache/overview/`, see
-    `_summary`) and its phase with the stat data of its STATUS.md; OVERVIEW.md is rendered
+    `prepare`) and its phase with the stat data of its STATUS.md; OVERVIEW.md is rendered
     only when those rows, the scans or the template moved (or the file itself changed);
     and the CORTEX.md blocks are recomputed only when the signature of everything they are
     made from — every folder's entries, the stat data of each file a description is read
@@ -606,6 +606,13 @@ def _summary(ctx: RegenContext, name: str) -> AtomSummary:
     if fingerprint:
         cache.save(path, SUMMARY_KIND, [fingerprint, *summary])
     return summary
+
+
+def prepare(ctx: RegenContext, names: list[str]) -> None:
+    """Compute and cache the atom summaries of `names` (a regeneration calls this in the
+    process that regenerated their indexes: on a cold run, on both cores)."""
+    for name in names:
+        _summary(ctx, name)
 
 
 def _cached_phase(store: Store, name: str, now: int, old: Any, new: dict[str, Any]) -> str:

@@ -266,7 +266,7 @@ def test_kill_9_of_cortex_is_finished_by_the_next_command(committed: Project) ->
 def test_sigint_during_regen_stops_at_a_file_boundary_and_the_next_regen_finishes(
         cli: Any, store: Store, write_atom: Callable[..., Path],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from cortexfs import interrupt, scaffold
+    from cortexfs import forked, interrupt, scaffold
     from cortexfs.regen.run import Run
 
     for name in ("alpha", "beta", "gamma"):
@@ -284,6 +284,7 @@ def test_sigint_during_regen_stops_at_a_file_boundary_and_the_next_regen_finishe
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the first project is done
 
     monkeypatch.setattr(Run, "regenerate_project", then_ctrl_c)
+    monkeypatch.setattr(forked, "can_fork", lambda: False)
     result = cli("index", "regen", "--all")
     assert result.exit_code == interrupt.EXIT_CODE, result.output
     assert result.stderr == ("interrupted: 1 of 4 projects regenerated (3 file(s) written), "

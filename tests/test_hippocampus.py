@@ -451,6 +451,47 @@ def test_a_new_day_rebuilds_no_entries(store: Store, project: Project,
     assert built == []
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_cold_run_builds_the_entries_on_both_cores(
+        store: Store, project: Project, write_atom: Callable[..., Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a forked worker, each process builds (and caches) the entries of the projects it
+    indexed; the files are those of a run without one."""
+    import shutil
+
+    from cortexfs import forked, regen, scaffold
+    from cortexfs.regen import run, worker
+
+    other, _ = scaffold.new_project(store, "other")
+    for n in range(1, 6):
+        write_atom(f"EXP-{n:03d}", summary=f"Run {n}", date=f"2026-03-0{n}")
+        write_atom(f"EXP-{n:03d}", summary=f"Other {n}", date="2026-02-01", target=other)
+    read(other, "EXP-002.md", "2026-03-20T00:00:00.000Z")
+    now = run.utc_now()
+    monkeypatch.setattr(run, "utc_now", lambda: now)  # the same "Last updated" both times
+    pristine = tmp_path / "pristine"
+    shutil.copytree(store.home, pristine)
+    regen.regenerate(store)
+    serial = _generated(store)
+    shutil.rmtree(store.home)
+    shutil.copytree(pristine, store.home)
+    parent = os.getpid()
+    built: list[str] = []
+    real = hippocampus.project_part
+
+    def spy(name: str, *args: object) -> hippocampus.Part:
+        if os.getpid() == parent:
+            built.append(name)
+        return real(name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hippocampus, "project_part", spy)
+    monkeypatch.setattr(worker, "FORK_MIN_FILES", 1)
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+    regen.regenerate(store)
+    assert _generated(store) == serial
+    assert len(built) == 1  # the other project's entries came from the worker
+
+
 def test_pointer_existence_is_what_the_file_system_says(tmp_path: Path) -> None:
     root = tmp_path / "root"
     (root / "a").mkdir(parents=True)

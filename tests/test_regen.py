@@ -14,10 +14,19 @@ from typing import Any
 
 import pytest
 
-from cortexfs import derived, escape
+from cortexfs import derived, escape, forked
 from cortexfs.commit import commit_paths
 from cortexfs.errors import AtomParseError
-from cortexfs.regen import RegenContext, RegenResult, access_stats, fold, regenerate, render, run
+from cortexfs.regen import (
+    RegenContext,
+    RegenResult,
+    access_stats,
+    fold,
+    regenerate,
+    render,
+    run,
+    worker,
+)
 from cortexfs.regen.run import Run
 from cortexfs.store import Project, Store
 
@@ -541,15 +550,68 @@ def outcome(store: Store, result: RegenResult) -> tuple[Any, ...]:
             sorted(result.folded), files)
 
 
-def test_several_projects_in_one_run(store: Store, project: Project,
-                                     write_atom: Callable[..., Path]) -> None:
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_worker_gives_the_same_result(
+        store: Store, project: Project, write_atom: Callable[..., Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    two_projects(store, project, write_atom)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(store.home, pristine, symlinks=True)
+    serial = outcome(store, regenerate(store))
+    shutil.rmtree(store.home)
+    shutil.copytree(pristine, store.home, symlinks=True)
+    forks: list[list[str]] = []
+    real_start = worker.start
+
+    def start(*args: Any) -> Any:
+        forks.append([p.name for p in args[1]])
+        return real_start(*args)
+
+    monkeypatch.setattr(worker, "FORK_MIN_FILES", 1)
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+    monkeypatch.setattr(worker, "start", start)
+    assert outcome(store, regenerate(store)) == serial
+    assert forks == [["other"]]  # the larger cold project stays here, the other goes
+    monkeypatch.setattr(worker, "start", real_start)
+    assert regenerate(store).written == []  # warm: no worker, nothing to do
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_failing_worker_is_redone_in_process(
+        store: Store, project: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     other = two_projects(store, project, write_atom)
+    parent = os.getpid()
+    real = Run.regenerate_project
+
+    def dies_in_the_worker(self: Any, project: Project, result: Any) -> None:
+        if os.getpid() != parent:
+            raise RuntimeError("the worker dies")
+        real(self, project, result)
+
+    monkeypatch.setattr(worker, "FORK_MIN_FILES", 1)
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+    monkeypatch.setattr(Run, "regenerate_project", dies_in_the_worker)
     result = regenerate(store)
     assert (project.root / "experiments" / "index.md").exists()
     assert (other.root / "experiments" / "index.md").exists()
     assert {Path(e.path).name for e in result.skipped} == {"EXP-003.md"}
     assert (other.root / "experiments" / "EXP-001.md") in result.folded
-    assert regenerate(store).written == []  # warm: nothing to do
+
+
+def test_no_worker_for_a_warm_or_small_run(store: Store, project: Project,
+                                          write_atom: Callable[..., Path],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    two_projects(store, project, write_atom)
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+    projects = store.projects()
+    assert worker.share_out(projects) == (projects, [])  # below FORK_MIN_FILES
+    monkeypatch.setattr(worker, "FORK_MIN_FILES", 1)
+    assert worker.share_out(projects) == ([project], [store.project("other")])
+    regenerate(store)
+    assert worker.share_out(projects) == (projects, [])  # cached: warm
 
 
 # --- generators and their context ------------------------------------------------------------

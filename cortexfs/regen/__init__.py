@@ -15,9 +15,8 @@ For each selected project (cortexfs.regen.run):
    file's stamp: when neither moved, the folder is not even rendered.
 Then the store-wide generators of cortexfs.derived run with a RegenContext.
 
-All of it runs in one process: a forked worker taking half of a cold run's projects was
-measured slower (10,000 atoms, 2 cores: cold run 1.58 s with it, 1.27 s without, median of
-9 alternated runs at load average 3.6; see the issue-13 note) and was removed.
+A cold run (atoms not in the cache) of several projects shares them with one forked worker
+process (cortexfs.regen.worker), so that both cores parse and render.
 
 `context(store)` gives other readers (the session brief) the same RegenContext without
 regenerating, and `access_stats(project)` a project's log folded from the cached counts.
@@ -34,9 +33,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import accesslog, cache, interrupt, layout
+from cortexfs import accesslog, cache, forked, interrupt, layout
 from cortexfs.accesslog import AccessStats
 from cortexfs.loader import ProjectScan
+from cortexfs.regen import worker
 from cortexfs.regen.records import RegenContext, RegenResult
 from cortexfs.regen.run import STATE_KIND, Run, state_path
 
@@ -82,31 +82,54 @@ def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool
 
 def _regenerate(run: Run, selected: list[Project], progress: bool,
                 result: RegenResult) -> None:
-    from cortexfs.derived import GENERATORS
-
-    done = 0
+    mine, theirs = worker.share_out([p for p in selected if p.name not in run.scans]) \
+        if len(run.scans) < len(selected) else (selected, [])
+    mine = [p for p in selected if p not in theirs]
+    child = worker.start(run.store, theirs, run.dry_run, run.now) if theirs else None
+    if child is None:
+        mine, theirs = selected, []
+    done: list[str] = []
     try:
-        run.prescan(selected)
-        bar = _Progress(enabled=progress, total=len(selected))
-        for project in selected:
-            interrupt.check()
-            run.regenerate_project(project, result)
-            done += 1
-            bar.advance(project.name)
-        bar.close()
-        ctx = run.context([p.name for p in selected])
-        for spec in GENERATORS:
-            interrupt.check()
-            module, _, name = spec.partition(":")
-            generator = getattr(importlib.import_module(module), name)
-            for path in generator(ctx, dry_run=run.dry_run):
-                result.add(Path(path))
-        run.save()  # what the generators made us scan and fold in other projects
+        _regenerate_all(run, selected, mine, theirs, child, progress, result, done)
     except interrupt.Interrupted as e:
         # stopped between two files (each written whole); the next run does the rest
         projects = f"{len(selected)} project{'s' if len(selected) != 1 else ''}"
-        e.done = f"{done} of {projects} regenerated ({len(result.written):,} file(s) written)"
+        if child is not None and child.stop():  # it had written files of its own
+            e.done = f"regeneration of {projects} stopped part-way (files were written)"
+        else:
+            e.done = f"{len(done)} of {projects} regenerated ({len(result.written):,} " \
+                     "file(s) written)"
         raise
+
+
+def _regenerate_all(run: Run, selected: list[Project], mine: list[Project],
+                    theirs: list[Project], child: forked.Child | None, progress: bool,
+                    result: RegenResult, done: list[str]) -> None:
+    from cortexfs.derived import GENERATORS
+
+    run.prescan(mine)
+    bar = _Progress(enabled=progress, total=len(selected))
+    for project in mine:
+        interrupt.check()
+        run.regenerate_project(project, result)
+        done.append(project.name)
+        bar.advance(project.name)
+    if child is not None:  # while it works: what the generators will need of ours
+        worker.prepare(run, [p.name for p in mine])
+    if child is not None and not worker.join(child, result):
+        for project in theirs:  # the worker failed: do its share here
+            interrupt.check()
+            run.regenerate_project(project, result)
+    done.extend(p.name for p in theirs)
+    bar.close()
+    ctx = run.context([p.name for p in selected])
+    for spec in GENERATORS:
+        interrupt.check()
+        module, _, name = spec.partition(":")
+        generator = getattr(importlib.import_module(module), name)
+        for path in generator(ctx, dry_run=run.dry_run):
+            result.add(Path(path))
+    run.save()  # what the generators made us scan and fold in other projects
 
 
 def context(store: Store) -> RegenContext:
