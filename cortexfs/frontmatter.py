@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cortexfs.errors import AtomParseError
-from cortexfs.escape import yaml_scalar as dump_scalar  # (kept under its old name for callers)
+from cortexfs.escape import yaml_scalar
 
 BOM = "\ufeff"
 MAX_ATOM_BYTES = 1_000_000  # bigger files are not atoms someone wrote by hand: skip them
@@ -625,7 +625,7 @@ def set_keys(text: str, updates: dict[str, Any], path: str = "<string>") -> str:
             key = m.group(1)
             value = pending.pop(key)
             if value is not None:
-                out.append(f"{key}: {dump_scalar(value)}{_line_end(block[end - 1], eol)}")
+                out.append(f"{key}: {yaml_scalar(value)}{_line_end(block[end - 1], eol)}")
         else:
             out.extend(block[i:end])
         i = end
@@ -634,7 +634,7 @@ def set_keys(text: str, updates: dict[str, Any], path: str = "<string>") -> str:
             continue
         if out and not out[-1].endswith("\n"):
             out[-1] += eol
-        out.append(f"{key}: {dump_scalar(value)}{eol}")
+        out.append(f"{key}: {yaml_scalar(value)}{eol}")
     new_text = parts.bom + lines[0] + "".join(out) + "".join(lines[parts.close_idx:])
     expected = {k: v for k, v in {**before, **normalize(updates)}.items() if v is not None}
     if parse(new_text, path).meta != expected:
