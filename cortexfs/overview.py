@@ -163,10 +163,10 @@ def content_dirs(store: Store, skip: Path | None = None) -> list[Path]:
 # --- descriptions ------------------------------------------------------------------------------
 
 
-def _head(path: Path) -> str:
+def _head(root: Path, path: Path) -> str:
+    """The start of a file of the store ("" when it is not one: cortexfs.wall)."""
     try:
-        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
-            return f.read(HEAD_BYTES).decode("utf-8", "replace")
+        return wall.read_bytes(root, path, HEAD_BYTES)[:HEAD_BYTES].decode("utf-8", "replace")
     except OSError:
         return ""
 
@@ -223,7 +223,7 @@ def _reads_content(name: str) -> bool:
         and os.path.splitext(name)[1].lower() in _MARKDOWN + _COMMENTED
 
 
-def _describe_file(path: Path) -> str:
+def _describe_file(root: Path, path: Path) -> str:
     name = path.name
     if name in _GENERATED:
         return _GENERATED[name]
@@ -231,9 +231,9 @@ def _describe_file(path: Path) -> str:
         return _KNOWN_FILES[name]
     suffix = path.suffix.lower()
     if suffix in _MARKDOWN:
-        return describe_markdown(_head(path))
+        return describe_markdown(_head(root, path))
     if suffix in _COMMENTED:
-        for line in _head(path).splitlines():
+        for line in _head(root, path).splitlines():
             if line.startswith("#") and not line.startswith("#!"):
                 return _clip(line.lstrip("#").strip())
     return ""
@@ -309,7 +309,7 @@ def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
             and "index.md" not in files:
         files.insert(0, "index.md")
     for name in files:
-        desc = _describe_file(folder / name)
+        desc = _describe_file(plan.store.context, folder / name)
         entries.append(f"- [{escape.cell(name)}]({escape.link(name)})"
                        + (f" — {escape.line(desc)}" if desc else ""))
     if kind is not None and atom_count:
