@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import cache, escape, templates, wall
+from cortexfs import cache, escape, frontmatter, templates, wall
 from cortexfs.atoms import KINDS, Atom
-from cortexfs.errors import CortexError, OutsideStoreError
+from cortexfs.errors import AtomParseError, CortexError, OutsideStoreError
 from cortexfs.fsutil import write_if_changed
 from cortexfs.scaffold import GENERATED_END, GENERATED_START, PROJECT_FOLDERS, STORE_FOLDERS
 from cortexfs.store import Store
@@ -181,23 +181,22 @@ def _clip(text: str) -> str:
 def describe_markdown(text: str) -> str:
     """A markdown file in one line: its frontmatter summary, else its first heading, else
     its first line of text."""
-    lines = text.splitlines()
-    start = 0
-    if lines and lines[0].lstrip("\ufeff").strip() == "---":
-        for i in range(1, len(lines)):
-            if lines[i].strip() in ("---", "..."):
-                start = i + 1
-                break
-            m = re.match(r"^summary:[ \t]*(.+)$", lines[i])
-            if m:
-                value = m.group(1).strip()
-                if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-                    value = value[1:-1]
-                if value:
-                    return _clip(value)
+    try:
+        span = frontmatter.locate(text)
+    except AtomParseError:
+        body = text  # no frontmatter (or one not closed within the start of the file)
+    else:
+        body = text[span.body_start:]
+        try:
+            meta = frontmatter.load_mapping(text[span.fm_start:span.fm_end], "", 2)
+        except AtomParseError:
+            meta = {}  # frontmatter that is not YAML: the file is described by its text
+        summary = meta.get("summary")
+        if isinstance(summary, (str, int, float)) and str(summary).strip():
+            return _clip(str(summary))
     first_text = ""
     in_comment = False
-    for line in lines[start:]:
+    for line in body.splitlines():
         stripped = line.strip()
         if in_comment:
             in_comment = "-->" not in stripped
