@@ -21,8 +21,8 @@ are data from strangers: a summary must not break an index table, start a headin
 
 Markdown markup that is only text after escaping stays readable: `\\[x\\](javascript:…)`
 shows as typed, it just is not a link. (The access log's JSON lines are the one other
-target: `accesslog.format_line` writes them, as the hook cannot afford this module's
-imports.)
+target: `accesslog.format_line` writes them and `accesslog.renamed` rewrites them, there
+because the hook cannot afford this module's imports.)
 """
 
 from __future__ import annotations
@@ -152,7 +152,9 @@ def yaml_scalar(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_flow_item(v) for v in value) + "]"
     text = str(value)
-    if _PLAIN_SAFE.fullmatch(text) and _reads_back_plain(text):
+    from cortexfs.frontmatter import reads_as_itself
+
+    if _PLAIN_SAFE.fullmatch(text) and reads_as_itself(text):
         return text
     return _quoted(text)
 
@@ -170,38 +172,12 @@ def _quoted(text: str) -> str:
     return dumped
 
 
-def _reads_back_plain(text: str) -> bool:
-    """Whether `text` written unquoted after `key: ` loads back as exactly `text`."""
-    from cortexfs import frontmatter
-
-    if text != text.strip(" ") or frontmatter._DATE.fullmatch(text):
-        return False  # YAML strips the spaces; a date would load as a date object
-    try:
-        return bool(frontmatter._value(text) == text)
-    except frontmatter._Unsure:
-        pass
-    import yaml
-
-    try:
-        return bool(yaml.safe_load(text) == text)
-    except yaml.YAMLError:
-        return False
-
-
 def _flow_item(value: Any) -> str:
-    from cortexfs import frontmatter
+    from cortexfs.frontmatter import reads_as_itself
 
     if isinstance(value, str) and _FLOW_SAFE.fullmatch(value) \
-            and not frontmatter._DATE.fullmatch(value):
-        try:
-            if frontmatter._plain(value) == value:
-                return value
-        except frontmatter._Unsure:
-            pass
-        import yaml
-
-        if yaml.safe_load(value) == value:
-            return value
+            and reads_as_itself(value, in_list=True):
+        return value
     if isinstance(value, str):
         return _quoted(value)
     return yaml_scalar(value)

@@ -404,6 +404,23 @@ def _plain(text: str) -> Any:
     return text
 
 
+def reads_as_itself(text: str, in_list: bool = False) -> bool:
+    """Whether `text` written unquoted after `key: ` (or as an item of a flow list) loads
+    back as exactly `text`: the fast path's reading when it is sure, else YAML's."""
+    if text != text.strip(" ") or _DATE.fullmatch(text):
+        return False  # YAML strips the spaces; a date would load as a date object
+    try:
+        return bool((_plain(text) if in_list else _value(text)) == text)
+    except _Unsure:
+        pass
+    import yaml
+
+    try:
+        return bool(yaml.safe_load(text) == text)
+    except yaml.YAMLError:
+        return False
+
+
 # --- the YAML library ------------------------------------------------------------------------
 
 
