@@ -4,13 +4,31 @@ Quirks handled here and nowhere else: a UTF-8 BOM, CRLF line endings, PyYAML tur
 dates into `date` objects, empty frontmatter, `---` lines inside the body, and keys
 named `content` (which python-frontmatter's `loads()` would collide with).
 
-Loading has two paths that give identical results. Most atoms are plain `key: value` and
-`key: [a, b]` lines, which `fast_mapping` reads without the YAML library (about ten times
-faster than even libyaml, and no import). It refuses — returns None — anything it is not
-certain about (block lists, anchors, escapes, YAML 1.1's `yes`/`0x1F`/`1:30`/`.inf`
-scalars, comments after values, tabs …), and then the YAML library decides. A property
-test (tests/test_frontmatter.py) checks that whatever the fast path accepts, it reads
-exactly as `yaml.load(…, CSafeLoader)` + `normalize` does.
+Loading has two paths that give identical results. Most atoms are plain `key: value`,
+`key: [a, b]` and `  - item` lines, which `fast_mapping` reads without the YAML library
+(about ten times faster than even libyaml, and no import). It refuses — returns None —
+anything it is not certain about (anchors, escapes, block scalars, nesting, YAML 1.1's
+`yes`/`0x1F`/`1:30`/`.inf` scalars, comments after values, tabs …), and then the general
+path decides: python-frontmatter's YAML handler (`YAMLHandler.load`) run with our loader
+(`safe_loader`: safe, libyaml's where PyYAML has it, a repeated key an error with its
+line; impossible dates kept as text), between our two bounds — nesting past MAX_YAML_DEPTH
+refused before the load (`too_deep`), aliases expanding past MAX_YAML_VALUES after it
+(`unbounded`). A property test (tests/test_frontmatter.py) checks that whatever the fast
+path accepts, it reads exactly as the general path does.
+
+python-frontmatter does not split the file or write it: its `parse()` strips the text and
+the body (an edit must keep every byte, an error name its line) and drops a frontmatter
+that is not a mapping without a word, its `loads()` collides with a key named `content`,
+and its `dumps()` rewrites the whole block where `set_keys` changes only its keys. So
+`locate` finds the fences and `set_keys` edits in place.
+
+What python-frontmatter costs (benchmarks/parse.py on 10,000 scripts/gen_corpus.py atoms;
+2 cores shared with other work, load ~6, so noisy): the fast path reads all of them, 16 µs
+a file, and python-frontmatter is not even imported. Forced through the general path they
+take 91 µs a file through its handler against 103 µs with yaml.load called directly
+(minimums 80 and 80: no cost that can be measured), plus 0.9 ms once per process for the
+import. Cold `cortex index regen --all` / `cortex validate` on a 10,000-atom store whose
+every atom takes the general path: 2.76 / 2.06 s of CPU, against 2.79 / 2.27 s before.
 """
 
 from __future__ import annotations
@@ -425,23 +443,22 @@ def reads_as_itself(text: str, in_list: bool = False) -> bool:
 
 
 def load_yaml_mapping(fm_text: str, path: str, first_line: int) -> dict[str, Any]:
-    """Safely load YAML frontmatter that must be a mapping (or empty), normalised."""
+    """Safely load YAML frontmatter that must be a mapping (or empty), normalised: the
+    general path, through python-frontmatter's YAML handler with our loader."""
     import yaml
 
-    # python-frontmatter's YAMLHandler does exactly this load; calling yaml directly saves
-    # importing that package on the paths that need no other part of it.
     deep = too_deep(fm_text)
     if deep is not None:
         raise AtomParseError(path, f"the YAML nests more than {MAX_YAML_DEPTH} levels deep: "
                              "write the values out plainly", first_line + deep)
-    loader = safe_loader()
+    handler = _handler()
     try:
         try:
-            data = yaml.load(fm_text, Loader=loader)  # noqa: S506 - a safe loader
+            data = handler.load(fm_text, Loader=safe_loader())
         except ValueError:
             # PyYAML builds dates eagerly, so `date: 2026-13-45` raises ValueError (not a
             # YAMLError): keep such impossible dates as text for validation to report.
-            data = yaml.load(fm_text, Loader=_lenient_loader())  # noqa: S506
+            data = handler.load(fm_text, Loader=_lenient_loader())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         line = first_line + mark.line if mark is not None else first_line
@@ -460,6 +477,18 @@ def load_yaml_mapping(fm_text: str, path: str, first_line: int) -> dict[str, Any
     if problem:
         raise AtomParseError(path, f"{problem}: write the values out plainly", first_line)
     return {str(k): normalize(v) for k, v in data.items()}
+
+
+_HANDLER: list[Any] = []
+
+
+def _handler() -> Any:
+    """python-frontmatter's YAML handler (imported on the first general-path load only)."""
+    if not _HANDLER:
+        from frontmatter.default_handlers import YAMLHandler
+
+        _HANDLER.append(YAMLHandler())
+    return _HANDLER[0]
 
 
 MAX_YAML_VALUES = 100_000  # far beyond any hand-written frontmatter or TASKS.yaml

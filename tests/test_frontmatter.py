@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -363,6 +365,24 @@ def test_fast_path_accepts_the_everyday_shapes() -> None:
 ])
 def test_fast_path_refuses_what_it_is_not_sure_of(text: str) -> None:
     assert fm.fast_mapping(text) is None
+
+
+GENERAL_PATH_IMPORTS = """
+import sys
+from cortexfs import frontmatter
+frontmatter.parse("---\\nid: EXP-001\\ntags: [a, b]\\n---\\nbody\\n")
+fast = "frontmatter" in sys.modules or "yaml" in sys.modules
+doc = frontmatter.parse("---\\nid: EXP-001\\nnote: |\\n  two\\n  lines\\n---\\n")
+assert doc.meta == {"id": "EXP-001", "note": "two\\nlines\\n"}, doc.meta
+print(fast, "frontmatter.default_handlers" in sys.modules)
+"""
+
+
+def test_the_general_path_is_python_frontmatter_and_the_fast_path_imports_nothing() -> None:
+    # (in a fresh process: this one has imported everything already)
+    out = subprocess.run([sys.executable, "-c", GENERAL_PATH_IMPORTS], capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["False", "True"]
 
 
 def test_fast_path_results_are_not_shared() -> None:
