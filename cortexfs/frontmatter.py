@@ -90,28 +90,13 @@ def locate(text: str, path: str = "<string>") -> Span:
     return Span(nl + 1, m.start(), body_start, text.count("\n", 0, body_start) + 1)
 
 
-@dataclass
-class _Split:
-    bom: str
-    lines: list[str]  # every line of the text after the BOM, "\n" endings kept
-    open_idx: int  # index of the opening fence line (always 0)
-    close_idx: int  # index of the closing fence line
-
-
-def _lines(text: str) -> list[str]:
-    """`text` cut after each "\\n" (unlike str.splitlines, which also cuts at \\r, \\x0c …)."""
+def split_lines(text: str) -> list[str]:
+    """`text` cut after each "\\n", ends kept (str.splitlines would also cut at \\r, \\x0c …)."""
     parts = text.split("\n")
     lines = [p + "\n" for p in parts[:-1]]
     if parts[-1]:
         lines.append(parts[-1])
     return lines
-
-
-def _split(text: str, path: str) -> _Split:
-    span = locate(text, path)
-    bom = BOM if text.startswith(BOM) else ""
-    close_idx = text.count("\n", 0, span.fm_end) - text.count("\n", 0, len(bom))
-    return _Split(bom, _lines(text[len(bom):]), 0, close_idx)
 
 
 def parse(text: str, path: str = "<string>") -> Document:
@@ -654,11 +639,10 @@ def set_keys(text: str, updates: dict[str, Any], path: str = "<string>") -> str:
     Every other byte (other keys, their order, comments, the body, BOM, line endings)
     is kept. A key whose value is None is removed. New keys go at the end of the block.
     """
-    parts = _split(text, path)
-    lines = parts.lines
-    eol = "\r\n" if lines[0].endswith("\r\n") else "\n"
-    block = lines[1:parts.close_idx]
-    before = load_mapping("".join(block), path, 2)
+    span = locate(text, path)
+    eol = "\r\n" if text.endswith("\r\n", 0, span.fm_start) else "\n"
+    block = split_lines(text[span.fm_start:span.fm_end])
+    before = load_mapping(text[span.fm_start:span.fm_end], path, 2)
     pending = dict(updates)
     out: list[str] = []
     i = 0
@@ -681,7 +665,7 @@ def set_keys(text: str, updates: dict[str, Any], path: str = "<string>") -> str:
         if out and not out[-1].endswith("\n"):
             out[-1] += eol
         out.append(f"{key}: {yaml_scalar(value)}{eol}")
-    new_text = parts.bom + lines[0] + "".join(out) + "".join(lines[parts.close_idx:])
+    new_text = text[:span.fm_start] + "".join(out) + text[span.fm_end:]
     expected = {k: v for k, v in {**before, **normalize(updates)}.items() if v is not None}
     if parse(new_text, path).meta != expected:
         # the key's value spanned lines in a shape we do not rewrite safely
