@@ -63,6 +63,7 @@ def check_record(text: str) -> list[RecordProblem]:
     problems: list[RecordProblem] = []
     fields: dict[str, tuple[int | None, str]] = {}
     start = 0
+    broken = False
     try:
         span = frontmatter.locate(text)
     except AtomParseError:
@@ -74,7 +75,7 @@ def check_record(text: str) -> list[RecordProblem]:
             meta = frontmatter.load_mapping(text[span.fm_start:span.fm_end], "", 2)
         except AtomParseError as e:
             problems.append(RecordProblem(e.line, e.reason))
-            meta = {}
+            meta, broken = {}, True
         for key, value in meta.items():
             if key.lower() in ("date", "status") and value is not None:
                 fields.setdefault(key.lower(), (key_lines.get(key), str(value).strip()))
@@ -95,7 +96,7 @@ def check_record(text: str) -> list[RecordProblem]:
             if value:
                 fields.setdefault(title, (idx + 1, value))
     for name in FIELDS:
-        if name.lower() not in fields:
+        if name.lower() not in fields and not broken:  # (a broken frontmatter may hold it)
             problems.append(RecordProblem(None, f"no {name}: add a line `- **{name}**: …` "
                                           "under the title"))
     if "date" in fields:
