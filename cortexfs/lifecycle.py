@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import os
 import re
 import shutil
@@ -521,23 +520,10 @@ def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = 
         return result.written
 
     def again() -> list[str]:
-        # the index files first put back byte for byte: regenerated in a later second than
-        # they were, the same tables would carry a new "Last updated" line
-        from cortexfs.fsutil import atomic_write
-
-        for path, data in indexes.items():
-            if data is not None and _read_bytes(path) != data:
-                atomic_write(path, data)
         run()
         return []  # (the files it restores are HEAD's again: nothing to name)
 
     if txn is not None:
-        from cortexfs import layout
-        from cortexfs.atoms import KINDS
-
-        indexes = {path: _read_bytes(path) for path in (
-            store.projects_dir / n / k.folder / layout.INDEX
-            for n in names or store.project_names() for k in KINDS)}
         txn.after_undo(again)
     try:
         written = run()
@@ -564,11 +550,7 @@ def _drop_log_lines(log: Path, files: set[str]) -> None:
     def keep(data: bytes) -> bytes:
         out = []
         for line in data.splitlines(keepends=True):
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                entry = None
-            if not (isinstance(entry, dict) and entry.get("file") in files):
+            if accesslog.entry_file(line) not in files:
                 out.append(line)
         return b"".join(out)
 
@@ -581,19 +563,9 @@ def _log_lines(log: Path, files: dict[str, str]) -> list[bytes]:
         data = accesslog.read(log)
     except (OSError, OutsideStoreError):
         return []
-    out = []
-    for line in data.splitlines(keepends=True):
-        if not line.endswith(b"\n"):
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("file") in files:
-            entry["file"] = files[entry["file"]]
-            out.append(json.dumps(entry, ensure_ascii=False, separators=(", ", ": ")).encode()
-                       + b"\n")
-    return out
+    found = (accesslog.renamed(line, files) for line in data.splitlines(keepends=True)
+             if line.endswith(b"\n"))
+    return [line for line in found if line is not None]
 
 
 def _tree_files(root: Path) -> list[Path]:
@@ -1037,9 +1009,3 @@ def unarchive_project(store: Store, name: str) -> Plan:
     plan.result = {"project": name}
     return plan
 
-
-def _read_bytes(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return None
