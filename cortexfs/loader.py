@@ -336,7 +336,8 @@ def _parse_file(path: str, st: os.stat_result | None) -> tuple[Stamp, Info | Non
 
 
 def _parse_many(items: list[tuple[str, os.stat_result]]) -> list[tuple[Stamp, Info | None]]:
-    """Parse files."""
+    """Parse files. (A cold regeneration splits its projects across two processes, see
+    cortexfs.regen.worker; splitting here, after the heap has grown, costs more than it saves.)"""
     # Parsing allocates a dict per file and nothing cyclic: the collector would only walk
     # the growing heap again and again.
     enabled = gc.isenabled()
