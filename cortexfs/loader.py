@@ -5,7 +5,7 @@ speed-ups live here once:
 
 - Parsed frontmatter (or the parse error and its line) is cached per project in
   `$CORTEX_HOME/.cache/atoms/<project>.bin`, keyed by file and checked against the file's
-  mtime (ns), size and inode. A file changed within RACY_NS of being read (when a later
+  mtime (ns), size and inode. A file that was racy when read (`cache.racy`: a later
   write could keep the same mtime) is re-checked by content next time, as git does for
   "racily clean" files. A missing, stale or corrupt cache only costs a re-parse.
 - The cache keeps the file stamps apart from the parsed frontmatter, which is only
@@ -42,11 +42,11 @@ from cortexfs.frontmatter import (
 )
 from cortexfs.store import Project
 
-CACHE_KIND = "atoms-2"
-RACY_NS = 2_000_000_000  # mtime granularity we do not trust (FAT: 2 s; ext4/tmpfs: a tick)
-
-# A file's stamp: (mtime_ns, size, ino, crc32, racy, error | None, error line | None).
-# Its info, kept apart and loaded lazily: (meta, body_start, body_line) — None for errors.
+# A file's stamp, a plain tuple (what marshal keeps) with these fields; and its info, kept
+# apart and loaded lazily (None for a file that is not a valid atom). The cache is keyed by
+# these names: one written with other fields reads as no cache.
+STAMP = ("mtime_ns", "size", "ino", "crc32", "racy", "error", "error_line")
+INFO = ("meta", "body_start", "body_line")
 MTIME, SIZE, INO, CRC, RACY, ERROR, ERROR_LINE = range(7)
 Stamp = tuple[Any, ...]
 Info = tuple[dict[str, Any], int, int]
@@ -192,7 +192,7 @@ class ProjectScan:
             infos = {k: v for k, v in self._cached_infos().items() if k in stamps}
             infos.update(self._fresh)
             blob = marshal.dumps(infos)
-        cache.save(cache_path(self.project), CACHE_KIND, (stamps, blob))
+        cache.save(cache_path(self.project), cache_kind(), (stamps, blob))
         self.dirty = False
 
 
@@ -209,7 +209,7 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
     stale: list[tuple[ProjectScan, str, str, str, os.stat_result]] = []
     for project in projects:
         sc = ProjectScan(project, {})
-        saved = cache.load(cache_path(project), CACHE_KIND)
+        saved = cache.load(cache_path(project), cache_kind())
         known: dict[str, Any] = {}
         if (isinstance(saved, tuple) and len(saved) == 2 and isinstance(saved[0], dict)
                 and isinstance(saved[1], bytes)):
@@ -236,10 +236,11 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
                     continue  # vanished since listing it
                 seen += 1
                 stamp = known.get(prefix + name)
-                if (stamp is not None and len(stamp) == 7 and stamp[MTIME] == st.st_mtime_ns
-                        and stamp[SIZE] == st.st_size and stamp[INO] == st.st_ino
+                if (stamp is not None and len(stamp) == len(STAMP)
+                        and stamp[MTIME] == st.st_mtime_ns and stamp[SIZE] == st.st_size
+                        and stamp[INO] == st.st_ino
                         and (not stamp[RACY] or _same_content(stamp, dirent.path))):
-                    if stamp[RACY] and now - st.st_mtime_ns >= RACY_NS:
+                    if stamp[RACY] and not cache.racy(st.st_mtime_ns, now):
                         stamp = (*stamp[:RACY], False, *stamp[RACY + 1:])
                         sc.dirty = True
                     files.append((name, stamp))
@@ -265,6 +266,11 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
         for sc in scans:
             sc.save()
     return scans
+
+
+def cache_kind() -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """What the atoms cache is saved under: its name and the fields of its rows."""
+    return ("atoms", STAMP, INFO)
 
 
 def _same_content(stamp: Stamp, path: str) -> bool:
@@ -328,7 +334,7 @@ def _parse_file(path: str, st: os.stat_result | None) -> tuple[Stamp, Info | Non
         # unreadable now (permissions, vanished): never trust this stamp, look again next time
         return (*stamp, 0, True, "cannot read the file: check its permissions", None), None
     crc = zlib.crc32(raw)
-    racy = now - st.st_mtime_ns < RACY_NS or len(raw) != st.st_size
+    racy = cache.racy(st.st_mtime_ns, now) or len(raw) != st.st_size
     try:
         text = decode(raw, path)
         span = locate(text, path)

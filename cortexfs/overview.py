@@ -128,7 +128,7 @@ def walk(store: Store, skip: Path | None = None,
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             return None
         if listings is not None and st is not None and not links \
-                and now - st.st_mtime_ns >= cache.RACY_NS:
+                and not cache.racy(st.st_mtime_ns, now):
             listings[key] = [st.st_mtime_ns, st.st_ino, files, dirs]
         return files, dirs
 
@@ -507,7 +507,7 @@ def _refresh(store: Store, summaries: Mapping[str, AtomSummary], dry_run: bool) 
                   if write_if_changed(p, t, root=store.context))
 
 
-CACHE_KIND = "overview-2"
+CACHE_KIND = "overview"
 
 
 def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
@@ -587,7 +587,7 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
     return written
 
 
-SUMMARY_KIND = "overview-summary-1"
+SUMMARY_KIND = "overview-summary"
 
 
 def _summary(ctx: RegenContext, name: str) -> AtomSummary:

@@ -47,7 +47,7 @@ def test_second_scan_is_served_by_the_cache(project: Project,
     write_atom("EXP-001")
     write_atom("EXP-002")
     assert scan(project).parsed == 2
-    fresh = scan(project)  # written < RACY_NS ago: re-checked by content, not re-parsed
+    fresh = scan(project)  # written < cache.RACY_NS ago: re-checked by content, not re-parsed
     assert fresh.parsed == 0
     assert all(stamp[loader.RACY] for _, _, stamp in fresh.entries())
     os.utime(project.root / "experiments" / "EXP-001.md", ns=(1, 1_000_000_000))
@@ -91,7 +91,7 @@ def test_damaged_cache_is_rebuilt(store: Store, project: Project,
     want = summary(project)
     loader.cache_path(project).write_bytes(damage)
     assert summary(project) == want
-    assert cache.load(loader.cache_path(project), loader.CACHE_KIND) is not None
+    assert cache.load(loader.cache_path(project), loader.cache_kind()) is not None
 
 
 def test_flipped_byte_in_the_cache_is_caught(project: Project,
@@ -103,7 +103,7 @@ def test_flipped_byte_in_the_cache_is_caught(project: Project,
     at = raw.index(b"real")
     raw[at:at + 4] = b"fake"
     path.write_bytes(bytes(raw))
-    assert cache.load(path, loader.CACHE_KIND) is None
+    assert cache.load(path, loader.cache_kind()) is None
     assert summary(project) == want
 
 

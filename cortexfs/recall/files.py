@@ -5,8 +5,8 @@ Per atom folder (`flywheel/experiments`) the table keeps the atom files' names, 
 their (mtime_ns, size, inode) and where their doc lives (segment, doc; segment -1 for a
 file that is not a valid atom). A folder whose listing and stat data are exactly those
 saved is unchanged, checked with one list and one array comparison; only the files of a
-changed folder are looked at one by one. A file written within RACY_NS of being indexed
-is "racy" (a later write could keep its mtime and size): its bytes are compared instead,
+changed folder are looked at one by one. A file written within cache.RACY_NS of being
+indexed is "racy" (a later write could keep its mtime and size): its bytes are compared instead,
 as git does.
 
 Docs no file points at any more (edited or deleted atoms) are dead: `live_mask` says which.
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from cortexfs.atoms import KINDS, Kind
-from cortexfs.loader import RACY_NS
+from cortexfs.cache import racy
 
 # exactly the file names Project.atom_paths takes for each kind (`EXP-042b.md`, `K-7.md` …)
 _FILE_NAME = {k.prefix: re.compile(k.id_re.pattern.removesuffix(r"\Z") + r"\.md\Z")
@@ -42,7 +42,7 @@ class Folder:
     seg: np.ndarray  # (n,) int32: segment index, SKIPPED or PENDING
     doc: np.ndarray  # (n,) int32
     listed: tuple[int, int] = (0, 0)  # the folder's (mtime_ns, inode) when its names were
-    # listed, once older than RACY_NS (else 0: list it again)
+    # listed, once no longer racy (else 0: list it again)
 
     def same(self, other: Folder) -> bool:
         return (self.names == other.names and self.listed == other.listed
@@ -74,7 +74,7 @@ def listing(path: os.PathLike[str] | str, kind: Kind,
     try:
         st = os.fstat(fd)
         listed = (st.st_mtime_ns, st.st_ino) \
-            if time.time_ns() - st.st_mtime_ns >= RACY_NS else (0, 0)
+            if not racy(st.st_mtime_ns, time.time_ns()) else (0, 0)
         if known is not None and listed != (0, 0) and known.listed == listed:
             names = known.names
         else:

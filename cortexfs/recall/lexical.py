@@ -35,12 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from cortexfs import accesslog, cache, loader, wall
+from cortexfs import accesslog, cache, wall
 from cortexfs.atoms import KINDS, Kind
 from cortexfs.errors import AtomParseError
 from cortexfs.frontmatter import read_bytes
 from cortexfs.fsutil import file_lock
-from cortexfs.recall import arrays, docs, files, segment, tokenize
+from cortexfs.recall import arrays, docs, files, segment
 from cortexfs.recall.builder import Builder
 from cortexfs.recall.docs import Doc
 from cortexfs.recall.files import PENDING, SKIPPED, FileTable, Folder
@@ -53,15 +53,6 @@ BM25_B = 0.75
 MAX_SMALL = 4  # small segments (under SEGMENT_DOCS / 4 docs) allowed before they merge
 DEAD_SHARE = 0.25  # a segment with more dead docs than this is rewritten
 Progress = Callable[[str, int, int], None]  # (what, done, total)
-
-
-def _code_key() -> str:
-    """A digest of the code that decides what the index holds: any change rebuilds it."""
-    h = hashlib.sha1()
-    for module in (tokenize, docs, segment, files):
-        with open(module.__file__ or "", "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()[:16]
 
 
 @dataclass
@@ -110,7 +101,7 @@ class LexicalIndex:
     # -- persistence --
 
     def _params(self) -> dict[str, Any]:
-        return {"code": _code_key(), "analyzer": self.analyzer.name,
+        return {"code": cache.code_key(), "analyzer": self.analyzer.name,
                 "fields": list(docs.FIELDS), "segment_docs": SEGMENT_DOCS}
 
     def _load(self) -> None:
@@ -342,7 +333,7 @@ class LexicalIndex:
             name, i = names[j], int(prev[j])
             old_sha = self.segments[old.seg[i]].sha(int(old.doc[i])) \
                 if i >= 0 and old.seg[i] >= 0 else None
-            racy[j] = now_ns - int(stamps[j][0]) < loader.RACY_NS
+            racy[j] = cache.racy(int(stamps[j][0]), now_ns)
             if same[j] and old_sha is not None and _sha_of(folder / name) == old_sha:
                 continue  # racily clean, and indeed unchanged: keeps its doc
             found = builder.add(project, kind, f"{fkey}/{name}", folder / name, old_sha)

@@ -17,7 +17,7 @@ from pathlib import Path
 from cortexfs import accesslog, cache
 from cortexfs.store import Project
 
-KIND = "view-history-1"
+KIND = "view-history"
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
 TAIL = 256
 
