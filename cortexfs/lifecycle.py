@@ -60,6 +60,7 @@ from cortexfs.errors import AtomParseError, InvalidInputError, OutsideStoreError
 from cortexfs.frontmatter import MAX_ATOM_BYTES, Document, decode, parse, set_keys
 from cortexfs.frontmatter import locate as locate_parts
 from cortexfs.fsutil import atomic_write
+from cortexfs.loader import atom_paths
 from cortexfs.store import Project, Store
 from cortexfs.wording import plural
 
@@ -242,7 +243,7 @@ def _citing(atoms: list[Atom], targets: set[str], skip: set[Path]) -> list[Refer
 def _body_mentions(project: Project, targets: set[str], skip: set[Path]) -> dict[Path, set[str]]:
     """Atom files whose body mentions one of `targets` (canonical ids), with the ids."""
     found: dict[Path, set[str]] = {}
-    for _, path in project.atom_paths():
+    for _, path in atom_paths(project):
         if path in skip or wall.reason(project.store.context, path):
             continue
         try:
@@ -401,7 +402,7 @@ def projects(store: Store) -> list[dict[str, Any]]:
 
     out: list[dict[str, Any]] = []
     for project in store.projects():
-        counts = {k.folder: sum(1 for _ in project.atom_paths(k)) for k in KINDS}
+        counts = {k.folder: sum(1 for _ in atom_paths(project, k)) for k in KINDS}
         try:
             status = wall.read_text(store.context, project.root / "STATUS.md")
             phase = read_status(status).phase
@@ -983,7 +984,7 @@ def remove_project(store: Store, name: str, *, force: bool = False) -> Plan:
 def _contents(project: Project) -> tuple[int, int]:
     from cortexfs import tasks
 
-    atoms = sum(1 for _ in project.atom_paths())
+    atoms = sum(1 for _ in atom_paths(project))
     try:
         open_tasks = sum(1 for t in tasks.load(project).tasks if t.status != "done")
     except InvalidInputError:

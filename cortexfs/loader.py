@@ -1,7 +1,11 @@
-"""Loading a project's atoms: the one place every command gets parsed atoms from.
+"""Walking a project's atom folders and loading its atoms: the one place every command gets
+atom files and parsed atoms from.
 
-Validation, regeneration, readiness, recall and the brief all call `load_project`, so the
-speed-ups live here once:
+`walk_folder` is the one walk of an atom folder (the names, their stat data, the other
+entries); `scan` / `scan_many` walk a project and diff each file's stamp against the
+cache to tell what changed since the last walk. Validation, regeneration, readiness and
+the brief load atoms through them (`load_project`); recall walks through `walk_folder`
+and keeps its own per-file record (cortexfs.recall.files). The speed-ups live here once:
 
 - Parsed frontmatter (or the parse error and its line) is cached per project in
   `$CORTEX_HOME/.cache/atoms/<project>.bin`, keyed by file and checked against the file's
@@ -56,11 +60,79 @@ _FILE_NAME = {k.prefix: re.compile(k.id_re.pattern.removesuffix(r"\Z") + r"\.md\
 
 @dataclass
 class LoadedProject:
-    """A project's atoms that parsed, and the files that did not (with file and line)."""
+    """A project's atoms that parsed, the files that did not (with file and line), and the
+    other entries of its atom folders (not named like an atom: validate reports some)."""
 
     project: Project
     atoms: list[Atom] = field(default_factory=list)
     errors: list[AtomParseError] = field(default_factory=list)
+    others: list[tuple[Kind, str]] = field(default_factory=list)
+
+
+@dataclass
+class Listing:
+    """An atom folder as walked: the entries named like an atom of its kind, sorted, with
+    their lstat (a link, folder or FIFO so named is listed: it is reported, not read); the
+    names of its other entries; and `listed`, the folder's (mtime_ns, inode) when it was
+    no longer racy ((0, 0) otherwise): while the folder still has them, it has the same
+    entries (creating, removing or renaming one moves the mtime)."""
+
+    names: list[str]
+    stats: list[os.stat_result]
+    others: list[str]
+    listed: tuple[int, int] = (0, 0)
+
+
+def walk_folder(folder: str | os.PathLike[str], kind: Kind,
+                known: Listing | None = None, *, stat: bool = True) -> Listing:
+    """The one walk of an atom folder (no folder, or a linked one: nothing); without
+    `stat`, the names only (`stats` is empty).
+
+    One stat per file is most of a big store's walk, so the loop around it is lean: stats
+    relative to the folder's descriptor, and no listing at all when `known` (an earlier
+    listing: its names and others) was listed at the folder's current `listed` stamp."""
+    match = _FILE_NAME[kind.prefix].match
+    try:  # (a linked folder is refused: not part of the store, see cortexfs.wall)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except (FileNotFoundError, NotADirectoryError):
+        return Listing([], [], [])
+    try:
+        st = os.fstat(fd)
+        listed = (0, 0) if cache.racy(st.st_mtime_ns, time.time_ns()) \
+            else (st.st_mtime_ns, st.st_ino)
+        if known is not None and listed != (0, 0) and known.listed == listed:
+            names, others = known.names, known.others
+        else:
+            names, others = [], []
+            for name in os.listdir(fd):
+                (names if match(name) else others).append(name)
+            names.sort()
+            others.sort()
+        if not stat:
+            return Listing(names, [], others, listed)
+        stats = []
+        kept = []
+        stat_at = os.stat
+        for name in names:
+            try:
+                stats.append(stat_at(name, dir_fd=fd, follow_symlinks=False))
+                kept.append(name)
+            except OSError:  # deleted since the listing
+                continue
+    finally:
+        os.close(fd)
+    return Listing(kept, stats, others, listed)
+
+
+def atom_paths(project: Project, kind: Kind | None = None) -> Iterator[tuple[Kind, Path]]:
+    """(kind, path) of every atom file of `project` (of `kind`), in id order within each
+    kind, without reading or stat-ing them."""
+    for k in [kind] if kind else KINDS:
+        folder = project.folder(k)
+        if wall.reason(project.store.context, folder):
+            continue  # a linked folder is not part of the store
+        for name in walk_folder(folder, k, stat=False).names:
+            yield k, folder / name
 
 
 def load_project(project: Project, *, bodies: bool = True) -> LoadedProject:
@@ -90,6 +162,7 @@ class ProjectScan:
     project: Project
     # kind folder → [(file name, stamp)], names sorted as Project.atom_paths sorts them
     folders: dict[str, list[tuple[str, Stamp]]]
+    others: dict[str, list[str]] = field(default_factory=dict)  # kind folder → Listing.others
     parsed: int = 0  # files parsed (not served by the cache) in this scan
     dirty: bool = False  # the cache file needs saving
     _blob: bytes | None = None  # the cached infos, still marshalled
@@ -138,7 +211,8 @@ class ProjectScan:
 
     def loaded(self, *, bodies: bool = False) -> LoadedProject:
         """The atoms and parse errors as a LoadedProject."""
-        out = LoadedProject(self.project)
+        out = LoadedProject(self.project, others=[
+            (kind, name) for kind in KINDS for name in self.others.get(kind.folder, [])])
         for kind in KINDS:
             folder = self.project.folder(kind)
             child = child_maker(folder)
@@ -221,32 +295,24 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
             kind_folder = project.folder(kind)
             if wall.reason(project.store.context, kind_folder):
                 continue  # a linked project or folder: not part of the store (validate says)
-            try:
-                it = os.scandir(kind_folder)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            with it:
-                match = _FILE_NAME[kind.prefix].match
-                names = sorted((d.name, d) for d in it if match(d.name))
+            listing = walk_folder(kind_folder, kind)
+            sc.others[kind.folder] = listing.others
             prefix = kind.folder + "/"
-            for name, dirent in names:
-                try:
-                    st = dirent.stat(follow_symlinks=False)  # a link is reported, not read
-                except OSError:
-                    continue  # vanished since listing it
+            where = str(kind_folder) + os.sep
+            for name, st in zip(listing.names, listing.stats, strict=True):
                 seen += 1
                 stamp = known.get(prefix + name)
                 if (stamp is not None and len(stamp) == len(STAMP)
                         and stamp[MTIME] == st.st_mtime_ns and stamp[SIZE] == st.st_size
                         and stamp[INO] == st.st_ino
-                        and (not stamp[RACY] or _same_content(stamp, dirent.path))):
+                        and (not stamp[RACY] or _same_content(stamp, where + name))):
                     if stamp[RACY] and not cache.racy(st.st_mtime_ns, now):
                         stamp = (*stamp[:RACY], False, *stamp[RACY + 1:])
                         sc.dirty = True
                     files.append((name, stamp))
                 else:
                     files.append((name, ()))  # a placeholder, filled in below
-                    stale.append((sc, kind.folder, name, dirent.path, st))
+                    stale.append((sc, kind.folder, name, where + name, st))
         if len(known) != seen:
             sc.dirty = True  # files were deleted
         scans.append(sc)

@@ -268,6 +268,8 @@ def _project_of(path: str) -> str | None:
 
 def _all_ids(store: Store, loaded: dict[str, LoadedProject]) -> dict[str, set[str]]:
     """Project → its atom ids (files whose frontmatter does not parse included)."""
+    from cortexfs.loader import atom_paths
+
     out: dict[str, set[str]] = {}
     for name in store.project_names():
         if name in loaded:
@@ -275,7 +277,7 @@ def _all_ids(store: Store, loaded: dict[str, LoadedProject]) -> dict[str, set[st
             found = {a.path.stem for a in lp.atoms} | {a.id for a in lp.atoms}
             found |= {Path(e.path).stem for e in lp.errors}
         else:
-            found = {path.stem for _, path in store.project(name).atom_paths()}
+            found = {path.stem for _, path in atom_paths(store.project(name))}
         out[name] = found
     return out
 

@@ -183,22 +183,10 @@ class Context:
 
     @cached_property
     def stray_files(self) -> list[tuple[Kind, str]]:
-        """(folder kind, name) of each file in an atom folder that the loader did not read."""
-        read = {a.path.name for a in self.loaded.atoms}
-        read.update(os.path.basename(e.path) for e in self.loaded.errors)
-        read.add("index.md")
-        stray: list[tuple[Kind, str]] = []
-        from cortexfs import wall
-
-        for kind in KINDS:
-            if wall.reason(self.project.store.context, self.project.folder(kind)):
-                continue  # a linked folder: reported as a link, never listed
-            try:
-                names = os.listdir(self.project.folder(kind))
-            except OSError:  # no such folder (or unreadable: the loader reports nothing either)
-                continue
-            stray.extend((kind, n) for n in names if n not in read and not n.startswith("."))
-        return stray
+        """(folder kind, name) of each file in an atom folder that the loader did not read
+        (as the loader's walk listed them)."""
+        return [(kind, name) for kind, name in self.loaded.others
+                if name != "index.md" and not name.startswith(".")]
 
 
 # An atom rule returns a list or tuple (empty when the atom passes), not a generator.

@@ -15,19 +15,14 @@ Docs no file points at any more (edited or deleted atoms) are dead: `live_mask` 
 from __future__ import annotations
 
 import os
-import re
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from cortexfs.atoms import KINDS, Kind
-from cortexfs.cache import racy
+from cortexfs.atoms import Kind
+from cortexfs.loader import Listing, walk_folder
 
-# exactly the file names Project.atom_paths takes for each kind (`EXP-042b.md`, `K-7.md` …)
-_FILE_NAME = {k.prefix: re.compile(k.id_re.pattern.removesuffix(r"\Z") + r"\.md\Z")
-              for k in KINDS}
 SKIPPED = -1  # the segment of a file that is not a valid atom
 PENDING = -2  # a doc on its way into a segment: `doc` numbers it until it lands
 
@@ -41,8 +36,7 @@ class Folder:
     racy: np.ndarray  # (n,) bool
     seg: np.ndarray  # (n,) int32: segment index, SKIPPED or PENDING
     doc: np.ndarray  # (n,) int32
-    listed: tuple[int, int] = (0, 0)  # the folder's (mtime_ns, inode) when its names were
-    # listed, once no longer racy (else 0: list it again)
+    listed: tuple[int, int] = (0, 0)  # the folder's Listing.listed when its names were listed
 
     def same(self, other: Folder) -> bool:
         return (self.names == other.names and self.listed == other.listed
@@ -59,42 +53,18 @@ class Folder:
 def listing(path: os.PathLike[str] | str, kind: Kind,
             known: Folder | None = None) -> tuple[list[str], np.ndarray, list[int],
                                                   tuple[int, int]]:
-    """The atom-named entries of a folder, sorted by name: names, their stamps, their
-    st_mode (a link, folder or FIFO named like an atom is listed: it is reported, not
-    read), and the folder's `listed` stamp (Folder.listed). No folder: nothing.
-
-    One stat per file is most of a big store's query, so the loop around it is lean: stats
-    relative to the folder's descriptor, and no listing at all when the folder's mtime says
-    no entry was added, removed or renamed since `known` was listed."""
-    match = _FILE_NAME[kind.prefix].match
-    try:  # (a linked folder is refused: not part of the store, see cortexfs.wall)
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except (FileNotFoundError, NotADirectoryError):
-        return [], np.zeros((0, 3), np.int64), [], (0, 0)
-    try:
-        st = os.fstat(fd)
-        listed = (st.st_mtime_ns, st.st_ino) \
-            if not racy(st.st_mtime_ns, time.time_ns()) else (0, 0)
-        if known is not None and listed != (0, 0) and known.listed == listed:
-            names = known.names
-        else:
-            names = sorted(n for n in os.listdir(fd) if match(n))
-        stats = []
-        kept = []
-        stat_at = os.stat
-        for name in names:
-            try:
-                stats.append(stat_at(name, dir_fd=fd, follow_symlinks=False))
-                kept.append(name)
-            except FileNotFoundError:  # deleted since the listing
-                continue
-    finally:
-        os.close(fd)
+    """The folder as the loader's walk sees it (`cortexfs.loader.walk_folder`, not listed
+    again while its `listed` stamp holds): the atom-named entries' names, their stamps as
+    rows, their st_mode (a link, folder or FIFO is reported, not read), the folder's
+    `listed` stamp."""
+    walked = walk_folder(path, kind, None if known is None
+                         else Listing(known.names, [], [], known.listed))
+    stats = walked.stats
     rows = np.empty((len(stats), 3), np.int64)  # (column by column: ~2x a list of tuples)
     rows[:, 0] = [s.st_mtime_ns for s in stats]
     rows[:, 1] = [s.st_size for s in stats]
     rows[:, 2] = [s.st_ino for s in stats]
-    return kept, rows, [s.st_mode for s in stats], listed
+    return walked.names, rows, [s.st_mode for s in stats], walked.listed
 
 
 class FileTable:
