@@ -12,8 +12,8 @@ edit changes no other doc's rows: `bm25` scores whole atoms, `cortexfs.recall.pa
 their best passage.
 
 On disk: `manifest.json` (the code and parameters the index was built with, its segments,
-skipped files), `files.arr` (the file table), `logs.bin` (the folded access logs) and the
-segments. Anything missing, damaged or written by other code reads as "no index": it is
+skipped files), `files.arr` (the file table) and the segments; the folded access logs
+are the store's shared ones (`cortexfs.accesslog.current`). Anything missing, damaged or written by other code reads as "no index": it is
 rebuilt, never misread. A process that cannot write the cache keeps what it built in
 memory.
 """
@@ -85,7 +85,7 @@ class LexicalIndex:
         self.segments: list[Segment] = []
         self.files = FileTable()
         self.skipped: dict[str, str] = {}  # key → why it is not indexed
-        self.log_states: dict[str, list[Any]] = {}  # accesslog.resume states, saved
+        self.log_states: dict[str, list[Any]] = {}  # accesslog.current states, as last folded
         self.logs: dict[str, accesslog.AccessStats] = {}  # filled by refresh()
         self.generation = 0  # moves whenever the docs do
         self.unsaved: set[str] = set()  # segments built but not (yet) on disk
@@ -133,9 +133,7 @@ class LexicalIndex:
                     (f.doc[ok] >= sizes[np.minimum(f.seg[ok], len(segs))]).any():
                 raise ValueError("the file table points past the segments")
         skipped = {str(k): str(v) for k, v in manifest["skipped"].items()}
-        logs = cache.load(self.dir / "logs.bin", "recall-logs")
         self.segments, self.files, self.skipped = segs, table, skipped
-        self.log_states = logs if isinstance(logs, dict) else {}
         self._manifest_id = str(manifest.get("id", ""))
         self._changed()
 
@@ -381,20 +379,14 @@ class LexicalIndex:
         return f"seg-{time.time_ns():x}-{secrets.token_hex(3)}"
 
     def _fold_logs(self, projects: list[Project]) -> None:
-        changed = False
+        """The access stats of `projects`: the store's one folded state of each log."""
         names = {p.name for p in projects}
         for project in projects:
-            saved = self.log_states.get(project.name, [])
-            self.logs[project.name], state = accesslog.resume(project.access_log, saved)
-            if state != saved:
-                self.log_states[project.name] = state
-                changed = True
+            self.logs[project.name], self.log_states[project.name] = accesslog.current(
+                project, self.log_states.get(project.name))
         for name in [n for n in self.log_states if n not in names]:
             del self.log_states[name]
             self.logs.pop(name, None)
-            changed = True
-        if changed:
-            cache.save(self.dir / "logs.bin", "recall-logs", self.log_states)
 
     # -- what queries read --
 
