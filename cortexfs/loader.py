@@ -236,7 +236,7 @@ class ProjectScan:
 
     def refresh(self, kind: Kind, name: str) -> Stamp:
         """Re-read one file (after it was rewritten) and return its new stamp."""
-        stamp, info = _parse_file(str(self.project.folder(kind) / name), None)
+        stamp, info, _ = _parse_file(str(self.project.folder(kind) / name), None)
         self._set(kind.folder, name, stamp, info)
         files = self.folders.setdefault(kind.folder, [])
         # a binary search: a first fold rewrites tens of thousands of atoms, one at a time
@@ -379,26 +379,28 @@ def _read_text(path: Path, stamp: Stamp) -> str | None:
         return None
 
 
-def _parse_file(path: str, st: os.stat_result | None) -> tuple[Stamp, Info | None]:
-    """Read and parse one atom file: its stamp, and its info unless it is not a valid atom."""
+def _parse_file(path: str, st: os.stat_result | None) \
+        -> tuple[Stamp, Info | None, tuple[bytes, str] | None]:
+    """Read and parse one atom file: its stamp, its info and (bytes, text) unless it is not
+    a valid atom."""
     now = time.time_ns()
     if st is None:
         try:
             st = os.lstat(path)
         except OSError as e:
-            return (0, -1, 0, 0, True, f"cannot read: {e.strerror}", None), None
+            return (0, -1, 0, 0, True, f"cannot read: {e.strerror}", None), None, None
     stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
     reason = not_a_file(st.st_mode)
-    if reason:  # reading a FIFO would block for ever
-        return (*stamp, 0, True, reason, None), None
+    if reason:  # reading a FIFO would block for ever (and a link is never read through)
+        return (*stamp, 0, True, reason, None), None, None
     try:
         check_size(st.st_size, path)
     except AtomParseError as e:
-        return (*stamp, 0, False, e.reason, None), None
+        return (*stamp, 0, False, e.reason, None), None, None
     raw = _read(path, st.st_size)
     if raw is None:
         # unreadable now (permissions, vanished): never trust this stamp, look again next time
-        return (*stamp, 0, True, "cannot read the file: check its permissions", None), None
+        return (*stamp, 0, True, "cannot read the file: check its permissions", None), None, None
     crc = zlib.crc32(raw)
     racy = cache.racy(st.st_mtime_ns, now) or len(raw) != st.st_size
     try:
@@ -406,8 +408,8 @@ def _parse_file(path: str, st: os.stat_result | None) -> tuple[Stamp, Info | Non
         span = locate(text, path)
         meta = load_mapping(text[span.fm_start:span.fm_end], path, first_line=2)
     except AtomParseError as e:
-        return (*stamp, crc, racy, e.reason, e.line), None
-    return (*stamp, crc, racy, None, None), (meta, span.body_start, span.body_line)
+        return (*stamp, crc, racy, e.reason, e.line), None, None
+    return (*stamp, crc, racy, None, None), (meta, span.body_start, span.body_line), (raw, text)
 
 
 def _parse_many(items: list[tuple[str, os.stat_result]]) -> list[tuple[Stamp, Info | None]]:
@@ -418,7 +420,7 @@ def _parse_many(items: list[tuple[str, os.stat_result]]) -> list[tuple[Stamp, In
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return [_parse_file(path, st) for path, st in items]
+        return [_parse_file(path, st)[:2] for path, st in items]  # (not the texts: memory)
     finally:
         if enabled:
             gc.enable()
@@ -428,25 +430,7 @@ def read_atom(path: Path, kind: Kind) -> tuple[Atom, bytes] | AtomParseError:
     """One atom file read and parsed on its own, body included, past the cache: for an
     index that keeps its own record of each file (recall). Returns the atom and the bytes
     it was parsed from, or why the file is not an atom."""
-    where = str(path)
-    try:
-        st = os.stat(where, follow_symlinks=False)
-    except OSError as e:
-        return AtomParseError(where, f"cannot read: {e.strerror}")
-    reason = not_a_file(st.st_mode)  # (a link too: never read through one)
-    if reason:
-        return AtomParseError(where, reason)
-    try:
-        check_size(st.st_size, where)
-    except AtomParseError as e:
-        return e
-    raw = _read(where, st.st_size)
-    if raw is None:
-        return AtomParseError(where, "cannot read the file: check its permissions")
-    try:
-        text = decode(raw, where)
-        span = locate(text, where)
-        meta = load_mapping(text[span.fm_start:span.fm_end], where, first_line=2)
-    except AtomParseError as e:
-        return e
-    return Atom(path, kind, meta, text[span.body_start:]), raw
+    stamp, info, read = _parse_file(str(path), None)
+    if info is None or read is None:
+        return AtomParseError(str(path), stamp[ERROR], stamp[ERROR_LINE])
+    return Atom(path, kind, info[0], read[1][info[1]:]), read[0]

@@ -628,18 +628,11 @@ def _cached_phase(store: Store, name: str, now: int, old: Any, new: dict[str, An
     return phase
 
 
-def _code_stamp() -> list[Any]:
-    """This module and the scaffold markers it writes: a new cortex may render differently."""
-    from cortexfs import scaffold
-
-    return [os.stat(f).st_mtime_ns for f in (__file__, str(scaffold.__file__))]
-
-
 def _overview_key(store: Store, lines: list[ProjectLine], now: int) -> str | None:
     stamps = templates.stamps(store, now)
     if stamps is None:
         return None
-    data = (_code_stamp(), stamps, last_scan(store),
+    data = (stamps, last_scan(store),
             [(p.name, p.phase, sorted(p.counts.items()), p.newest) for p in lines])
     return cache.digest(marshal.dumps(data, 2)).hex()
 
@@ -652,7 +645,7 @@ def _blocks_signature(store: Store, folders: Mapping[Path, Listing], now: int) -
     stamps = templates.stamps(store, now)
     if stamps is None:
         return None
-    parts: list[Any] = [_code_stamp(), stamps, list(derived.GENERATORS)]
+    parts: list[Any] = [stamps, list(derived.GENERATORS)]
     for folder, listing in folders.items():
         own = cache.stamp(folder / CORTEX, now)
         if own is None:

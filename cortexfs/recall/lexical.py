@@ -13,9 +13,9 @@ their best passage.
 
 On disk: `manifest.json` (the code and parameters the index was built with, its segments,
 skipped files), `files.arr` (the file table) and the segments; the folded access logs
-are the store's shared ones (`cortexfs.accesslog.current`). Anything missing, damaged or written by other code reads as "no index": it is
-rebuilt, never misread. A process that cannot write the cache keeps what it built in
-memory.
+are the store's shared ones (`cortexfs.accesslog.current`). Anything missing, damaged or
+written by other code reads as "no index": it is rebuilt, never misread. A process that
+cannot write the cache keeps what it built in memory.
 """
 
 from __future__ import annotations
