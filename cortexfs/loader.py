@@ -70,7 +70,7 @@ class LoadedProject:
 
 
 @dataclass
-class Listing:
+class AtomFolder:
     """An atom folder as walked: the entries named like an atom of its kind, sorted, with
     their lstat (a link, folder or FIFO so named is listed: it is reported, not read); the
     names of its other entries; and `listed`, the folder's (mtime_ns, inode) when it was
@@ -84,7 +84,7 @@ class Listing:
 
 
 def walk_folder(folder: str | os.PathLike[str], kind: Kind,
-                known: Listing | None = None, *, stat: bool = True) -> Listing:
+                known: AtomFolder | None = None, *, stat: bool = True) -> AtomFolder:
     """The one walk of an atom folder (no folder, or a linked one: nothing); without
     `stat`, the names only (`stats` is empty).
 
@@ -95,7 +95,7 @@ def walk_folder(folder: str | os.PathLike[str], kind: Kind,
     try:  # (a linked folder is refused: not part of the store, see cortexfs.wall)
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except (FileNotFoundError, NotADirectoryError):
-        return Listing([], [], [])
+        return AtomFolder([], [], [])
     try:
         st = os.fstat(fd)
         listed = (0, 0) if cache.racy(st.st_mtime_ns, time.time_ns()) \
@@ -109,7 +109,7 @@ def walk_folder(folder: str | os.PathLike[str], kind: Kind,
             names.sort()
             others.sort()
         if not stat:
-            return Listing(names, [], others, listed)
+            return AtomFolder(names, [], others, listed)
         stats = []
         kept = []
         stat_at = os.stat
@@ -121,7 +121,7 @@ def walk_folder(folder: str | os.PathLike[str], kind: Kind,
                 continue
     finally:
         os.close(fd)
-    return Listing(kept, stats, others, listed)
+    return AtomFolder(kept, stats, others, listed)
 
 
 def atom_paths(project: Project, kind: Kind | None = None) -> Iterator[tuple[Kind, Path]]:
@@ -162,7 +162,7 @@ class ProjectScan:
     project: Project
     # kind folder → [(file name, stamp)], names sorted as Project.atom_paths sorts them
     folders: dict[str, list[tuple[str, Stamp]]]
-    others: dict[str, list[str]] = field(default_factory=dict)  # kind folder → Listing.others
+    others: dict[str, list[str]] = field(default_factory=dict)  # kind folder → AtomFolder.others
     parsed: int = 0  # files parsed (not served by the cache) in this scan
     dirty: bool = False  # the cache file needs saving
     _blob: bytes | None = None  # the cached infos, still marshalled

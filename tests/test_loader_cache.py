@@ -173,3 +173,41 @@ def test_meta_of_loaded_atoms_is_a_copy(project: Project,
     write_atom("EXP-001")
     load_project(project).atoms[0].meta["summary"] = "changed in memory"
     assert load_project(project).atoms[0].summary == "A summary"
+
+
+def test_walk_folder_lists_atoms_others_and_reuses_a_listing(
+        project: Project, write_atom: Callable[..., Path]) -> None:
+    from cortexfs.atoms import EXPERIMENT
+    from cortexfs.loader import AtomFolder, walk_folder
+
+    write_atom("EXP-001")
+    folder = project.folder(EXPERIMENT)
+    (folder / "notes.txt").write_text("x")
+    (folder / "K-001.md").write_text("x")
+    walked = walk_folder(folder, EXPERIMENT)
+    assert walked.names == ["EXP-001.md"] and len(walked.stats) == 1
+    assert "notes.txt" in walked.others and "K-001.md" in walked.others
+    assert walk_folder(folder, EXPERIMENT, stat=False).stats == []
+    assert walk_folder(project.root / "nowhere", EXPERIMENT).names == []
+    # a folder's names are not listed again while its (no longer racy) stamp holds
+    assert walk_folder(folder, EXPERIMENT).listed == (0, 0)  # just written: racy
+    os.utime(folder, ns=(1_000_000_000, 1_000_000_000))
+    listed = walk_folder(folder, EXPERIMENT).listed
+    assert listed != (0, 0)
+    known = AtomFolder(["EXP-001.md", "EXP-009.md"], [], ["kept.txt"], listed)
+    again = walk_folder(folder, EXPERIMENT, known)
+    assert again.names == ["EXP-001.md"] and again.others == ["kept.txt"]  # (009: no stat)
+    write_atom("EXP-002")  # the folder's mtime moves: listed again
+    assert walk_folder(folder, EXPERIMENT, known).names == ["EXP-001.md", "EXP-002.md"]
+
+
+def test_scan_reports_the_other_entries(project: Project,
+                                        write_atom: Callable[..., Path]) -> None:
+    from cortexfs.atoms import KNOWLEDGE
+
+    write_atom("EXP-001")
+    (project.folder(KNOWLEDGE) / "draft.md").parent.mkdir(parents=True, exist_ok=True)
+    (project.folder(KNOWLEDGE) / "draft.md").write_text("x")
+    others = load_project(project).others
+    assert (KNOWLEDGE, "draft.md") in others
+    assert all(name != "EXP-001.md" for _, name in others)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from cortexfs.atoms import Kind
-from cortexfs.loader import Listing, walk_folder
+from cortexfs.loader import AtomFolder, walk_folder
 
 SKIPPED = -1  # the segment of a file that is not a valid atom
 PENDING = -2  # a doc on its way into a segment: `doc` numbers it until it lands
@@ -36,7 +36,7 @@ class Folder:
     racy: np.ndarray  # (n,) bool
     seg: np.ndarray  # (n,) int32: segment index, SKIPPED or PENDING
     doc: np.ndarray  # (n,) int32
-    listed: tuple[int, int] = (0, 0)  # the folder's Listing.listed when its names were listed
+    listed: tuple[int, int] = (0, 0)  # the folder's AtomFolder.listed when its names were listed
 
     def same(self, other: Folder) -> bool:
         return (self.names == other.names and self.listed == other.listed
@@ -58,7 +58,7 @@ def listing(path: os.PathLike[str] | str, kind: Kind,
     rows, their st_mode (a link, folder or FIFO is reported, not read), the folder's
     `listed` stamp."""
     walked = walk_folder(path, kind, None if known is None
-                         else Listing(known.names, [], [], known.listed))
+                         else AtomFolder(known.names, [], [], known.listed))
     stats = walked.stats
     rows = np.empty((len(stats), 3), np.int64)  # (column by column: ~2x a list of tuples)
     rows[:, 0] = [s.st_mtime_ns for s in stats]
