@@ -54,7 +54,7 @@ INFO = ("meta", "body_start", "body_line")
 MTIME, SIZE, INO, CRC, RACY, ERROR, ERROR_LINE = range(7)
 Stamp = tuple[Any, ...]
 Info = tuple[dict[str, Any], int, int]
-# exactly the file names Project.atom_paths takes for each kind (`EXP-042b.md`, `K-7.md` …)
+# exactly the atom file names of each kind (`EXP-042b.md`, `K-7.md` …)
 _FILE_NAME = {k.prefix: re.compile(k.id_re.pattern.removesuffix(r"\Z") + r"\.md\Z") for k in KINDS}
 
 
@@ -160,7 +160,7 @@ class ProjectScan:
     frontmatter is fetched on demand (`info`, `loaded`)."""
 
     project: Project
-    # kind folder → [(file name, stamp)], names sorted as Project.atom_paths sorts them
+    # kind folder → [(file name, stamp)], sorted by name (as walk_folder lists them)
     folders: dict[str, list[tuple[str, Stamp]]]
     others: dict[str, list[str]] = field(default_factory=dict)  # kind folder → AtomFolder.others
     parsed: int = 0  # files parsed (not served by the cache) in this scan
