@@ -25,7 +25,6 @@ import contextlib
 import gc
 import marshal
 import os
-import re
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -54,8 +53,6 @@ INFO = ("meta", "body_start", "body_line")
 MTIME, SIZE, INO, CRC, RACY, ERROR, ERROR_LINE = range(7)
 Stamp = tuple[Any, ...]
 Info = tuple[dict[str, Any], int, int]
-# exactly the atom file names of each kind (`EXP-042b.md`, `K-7.md` …)
-_FILE_NAME = {k.prefix: re.compile(k.id_re.pattern.removesuffix(r"\Z") + r"\.md\Z") for k in KINDS}
 
 
 @dataclass
@@ -91,7 +88,7 @@ def walk_folder(folder: str | os.PathLike[str], kind: Kind,
     One stat per file is most of a big store's walk, so the loop around it is lean: stats
     relative to the folder's descriptor, and no listing at all when `known` (an earlier
     listing: its names and others) was listed at the folder's current `listed` stamp."""
-    match = _FILE_NAME[kind.prefix].match
+    match = kind.file_re.match
     try:  # (a linked folder is refused: not part of the store, see cortexfs.wall)
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except (FileNotFoundError, NotADirectoryError):

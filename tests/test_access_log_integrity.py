@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cortexfs import accesslog, scaffold
+from cortexfs import accesslog, layout, scaffold
 from cortexfs.claude_settings import hook_command
 from cortexfs.store import Project, Store
 
@@ -26,7 +26,7 @@ def _line(n: int) -> bytes:
 
 
 def test_an_append_after_a_torn_line_starts_a_new_line(tmp_path: Path) -> None:
-    log = tmp_path / "_meta" / accesslog.LOG_NAME
+    log = tmp_path / "_meta" / layout.ACCESS_LOG
     accesslog.append(log, [_line(1)])
     with open(log, "ab") as f:
         f.write(TORN)  # a writer killed mid-line
@@ -40,7 +40,7 @@ def test_an_append_after_a_torn_line_starts_a_new_line(tmp_path: Path) -> None:
 
 
 def test_the_fold_counts_bad_lines_across_resumes(tmp_path: Path) -> None:
-    log = tmp_path / accesslog.LOG_NAME
+    log = tmp_path / layout.ACCESS_LOG
     log.write_bytes(_line(1) + b"\n" + _line(2))
     stats, state = accesslog.resume(log, None)
     assert (stats.counts, stats.bad_lines, stats.lines) == ({"EXP-001.md": 2}, 0, 3)
