@@ -287,7 +287,6 @@ def show(store: Store, located: Located, *, session: str = "cli", tool: str = "s
          count: bool = True) -> Shown:
     """The atom whole, what it cites, what cites it, its reads; `count` records the read
     in the project's access log (a read like any other)."""
-    from cortexfs.index import access_stats
     from cortexfs.loader import load_project
 
     text, doc = read(store, located)
@@ -302,7 +301,7 @@ def show(store: Store, located: Located, *, session: str = "cli", tool: str = "s
     me = {canonical(located.id)}
     cited_by = _citing(atoms, me, {located.path})
     mentioned = sorted(p.stem for p in _body_mentions(project, me, {located.path}))
-    stats = access_stats(project)
+    stats = accesslog.current(project)[0]
     refs = max(_int(doc.meta.get("refs")), stats.counts.get(located.path.name, 0))
     last = max(filter(None, [_str(doc.meta.get("last-ref")),
                              stats.newest.get(located.path.name)]), default=None)
