@@ -110,6 +110,12 @@ def save(path: Path, kind: Any, data: Any) -> bool:
 
 
 RACY_NS = 2_000_000_000  # mtime granularity we do not trust (FAT: 2 s; ext4/tmpfs: a tick)
+Stamp = tuple[int, int, int]  # (mtime_ns, size, inode): what stat data says of a file's content
+
+
+def stamp_of(st: os.stat_result) -> Stamp:
+    """A file's stamp, the one shape every cache of cortex keeps (with `racy` beside it)."""
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def racy(mtime_ns: int, now_ns: int) -> bool:
@@ -137,7 +143,7 @@ def file_state(path: str | os.PathLike[str], content_digest: str,
     except OSError:
         return None
     now = time.time_ns() if now_ns is None else now_ns
-    return [content_digest, st.st_mtime_ns, st.st_size, st.st_ino, racy(st.st_mtime_ns, now)]
+    return [content_digest, *stamp_of(st), racy(st.st_mtime_ns, now)]
 
 
 def still(path: str | os.PathLike[str], state: Any) -> bool:
@@ -148,7 +154,7 @@ def still(path: str | os.PathLike[str], state: Any) -> bool:
         st = os.stat(path)
     except OSError:
         return False
-    if [st.st_mtime_ns, st.st_size, st.st_ino] != state[1:4]:
+    if list(stamp_of(st)) != state[1:4]:
         return False
     if not state[4]:
         return True
@@ -159,7 +165,7 @@ def still(path: str | os.PathLike[str], state: Any) -> bool:
         return False
 
 
-def stamp(path: str | os.PathLike[str], now_ns: int) -> tuple[int, int, int] | None:
+def stamp(path: str | os.PathLike[str], now_ns: int) -> Stamp | None:
     """(mtime_ns, size, inode) of `path` — (0, -1, 0) when it does not exist — or None when
     it changed within RACY_NS of `now_ns`, so that its stat data cannot vouch for its
     content yet (nothing derived from it should be remembered)."""
@@ -167,6 +173,4 @@ def stamp(path: str | os.PathLike[str], now_ns: int) -> tuple[int, int, int] | N
         st = os.stat(path)
     except OSError:
         return (0, -1, 0)
-    if racy(st.st_mtime_ns, now_ns):
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
+    return None if racy(st.st_mtime_ns, now_ns) else stamp_of(st)

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import accesslog, interrupt, layout, wall
+from cortexfs import accesslog, cache, interrupt, layout, wall
 from cortexfs.atoms import (
     ATOM_ID,
     EXPERIMENT,
@@ -190,12 +190,11 @@ def read(store: Store, located: Located) -> tuple[str, Document]:
                                 "problem)") from None
 
 
-def _stamp(path: Path) -> tuple[int, int, int] | None:
+def _stamp(path: Path) -> cache.Stamp | None:
     try:
-        st = os.lstat(path)
+        return cache.stamp_of(os.lstat(path))
     except OSError:
         return None
-    return st.st_mtime_ns, st.st_size, st.st_ino
 
 
 # --- references ------------------------------------------------------------------------------

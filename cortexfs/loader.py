@@ -45,13 +45,14 @@ from cortexfs.frontmatter import (
 )
 from cortexfs.store import Project
 
-# A file's stamp, a plain tuple (what marshal keeps) with these fields; and its info, kept
-# apart and loaded lazily (None for a file that is not a valid atom). The cache is keyed by
-# these names: one written with other fields reads as no cache.
-STAMP = ("mtime_ns", "size", "ino", "crc32", "racy", "error", "error_line")
+# A file's record — its stamp (cache.Stamp), CRC, racy flag and parse error — a plain tuple
+# (what marshal keeps) with these fields; and its info, kept apart and loaded lazily (None
+# for a file that is not a valid atom). The cache is keyed by these names: one written
+# with other fields reads as no cache.
+RECORD = ("mtime_ns", "size", "ino", "crc32", "racy", "error", "error_line")
 INFO = ("meta", "body_start", "body_line")
 MTIME, SIZE, INO, CRC, RACY, ERROR, ERROR_LINE = range(7)
-Stamp = tuple[Any, ...]
+Record = tuple[Any, ...]
 Info = tuple[dict[str, Any], int, int]
 
 
@@ -158,7 +159,7 @@ class ProjectScan:
 
     project: Project
     # kind folder → [(file name, stamp)], sorted by name (as walk_folder lists them)
-    folders: dict[str, list[tuple[str, Stamp]]]
+    folders: dict[str, list[tuple[str, Record]]]
     others: dict[str, list[str]] = field(default_factory=dict)  # kind folder → AtomFolder.others
     parsed: int = 0  # files parsed (not served by the cache) in this scan
     dirty: bool = False  # the cache file needs saving
@@ -166,7 +167,7 @@ class ProjectScan:
     _infos: dict[str, Info] | None = None  # the cached infos, unmarshalled
     _fresh: dict[str, Info] = field(default_factory=dict)  # infos parsed by this process
 
-    def entries(self) -> Iterator[tuple[Kind, str, Stamp]]:
+    def entries(self) -> Iterator[tuple[Kind, str, Record]]:
         for kind in KINDS:
             for name, stamp in self.folders.get(kind.folder, []):
                 yield kind, name, stamp
@@ -231,7 +232,7 @@ class ProjectScan:
                 out.atoms.append(Atom(path, kind, dict(info[0]), body))
         return out
 
-    def refresh(self, kind: Kind, name: str) -> Stamp:
+    def refresh(self, kind: Kind, name: str) -> Record:
         """Re-read one file (after it was rewritten) and return its new stamp."""
         stamp, info, _ = _parse_file(str(self.project.folder(kind) / name), None)
         self._set(kind.folder, name, stamp, info)
@@ -244,7 +245,7 @@ class ProjectScan:
             files.insert(i, (name, stamp))
         return stamp
 
-    def _set(self, folder: str, name: str, stamp: Stamp, info: Info | None) -> None:
+    def _set(self, folder: str, name: str, stamp: Record, info: Info | None) -> None:
         key = f"{folder}/{name}"
         if info is not None:
             self._fresh[key] = info
@@ -287,7 +288,7 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
             known, sc._blob = saved
         seen = 0
         for kind in KINDS:
-            files: list[tuple[str, Stamp]] = []
+            files: list[tuple[str, Record]] = []
             sc.folders[kind.folder] = files
             kind_folder = project.folder(kind)
             if wall.reason(project.store.context, kind_folder):
@@ -299,7 +300,7 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
             for name, st in zip(listing.names, listing.stats, strict=True):
                 seen += 1
                 stamp = known.get(prefix + name)
-                if (stamp is not None and len(stamp) == len(STAMP)
+                if (stamp is not None and len(stamp) == len(RECORD)
                         and stamp[MTIME] == st.st_mtime_ns and stamp[SIZE] == st.st_size
                         and stamp[INO] == st.st_ino
                         and (not stamp[RACY] or _same_content(stamp, where + name))):
@@ -315,7 +316,7 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
         scans.append(sc)
     if stale:
         parsed = _parse_many([(path, st) for _, _, _, path, st in stale])
-        fresh: dict[tuple[int, str, str], Stamp] = {}
+        fresh: dict[tuple[int, str, str], Record] = {}
         for (sc, folder, name, _, _), (stamp, info) in zip(stale, parsed, strict=True):
             fresh[(id(sc), folder, name)] = stamp
             sc._set(folder, name, stamp, info)
@@ -333,10 +334,10 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
 
 def cache_kind() -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """What the atoms cache is saved under: its name and the fields of its rows."""
-    return ("atoms", STAMP, INFO)
+    return ("atoms", RECORD, INFO)
 
 
-def _same_content(stamp: Stamp, path: str) -> bool:
+def _same_content(stamp: Record, path: str) -> bool:
     """For a file written around the time it was read, whose stamp may hide a later write."""
     raw = _read(path, stamp[SIZE])
     return raw is not None and len(raw) == stamp[SIZE] and zlib.crc32(raw) == stamp[CRC]
@@ -365,7 +366,7 @@ def _read(path: str, size_hint: int) -> bytes | None:
         os.close(fd)
 
 
-def _read_text(path: Path, stamp: Stamp) -> str | None:
+def _read_text(path: Path, stamp: Record) -> str | None:
     """The text of a file whose parse is cached; None if the file has changed."""
     raw = _read(str(path), stamp[SIZE])
     if raw is None or len(raw) != stamp[SIZE] or zlib.crc32(raw) != stamp[CRC]:
@@ -377,7 +378,7 @@ def _read_text(path: Path, stamp: Stamp) -> str | None:
 
 
 def _parse_file(path: str, st: os.stat_result | None) \
-        -> tuple[Stamp, Info | None, tuple[bytes, str] | None]:
+        -> tuple[Record, Info | None, tuple[bytes, str] | None]:
     """Read and parse one atom file: its stamp, its info and (bytes, text) unless it is not
     a valid atom."""
     now = time.time_ns()
@@ -386,7 +387,7 @@ def _parse_file(path: str, st: os.stat_result | None) \
             st = os.lstat(path)
         except OSError as e:
             return (0, -1, 0, 0, True, f"cannot read: {e.strerror}", None), None, None
-    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    stamp = cache.stamp_of(st)
     reason = not_a_file(st.st_mode)
     if reason:  # reading a FIFO would block for ever (and a link is never read through)
         return (*stamp, 0, True, reason, None), None, None
@@ -409,7 +410,7 @@ def _parse_file(path: str, st: os.stat_result | None) \
     return (*stamp, crc, racy, None, None), (meta, span.body_start, span.body_line), (raw, text)
 
 
-def _parse_many(items: list[tuple[str, os.stat_result]]) -> list[tuple[Stamp, Info | None]]:
+def _parse_many(items: list[tuple[str, os.stat_result]]) -> list[tuple[Record, Info | None]]:
     """Parse files. (A cold regeneration splits its projects across two processes, see
     cortexfs.index; splitting here, after the heap has grown, costs more than it saves.)"""
     # Parsing allocates a dict per file and nothing cyclic: the collector would only walk

@@ -41,7 +41,7 @@ def test_racy_rule() -> None:
     assert not cache.racy(now - cache.RACY_NS, now)
 
 
-def test_a_new_field_in_the_cached_stamp_rebuilds(project: Project,
+def test_a_new_field_in_the_cached_record_rebuilds(project: Project,
                                                   write_atom: Callable[..., Path],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     write_atom("EXP-001")
@@ -49,7 +49,7 @@ def test_a_new_field_in_the_cached_stamp_rebuilds(project: Project,
     want = loader.load_project(project)
     assert loader.scan(project).parsed == 0  # cached
     # the next cortex keeps one more field per file: the rows on disk are not its rows
-    monkeypatch.setattr(loader, "STAMP", (*loader.STAMP, "mode"))
+    monkeypatch.setattr(loader, "RECORD", (*loader.RECORD, "mode"))
     again = loader.scan(project)
     assert again.parsed == 2
     got = again.loaded(bodies=True)
