@@ -20,7 +20,6 @@ from cortexfs.errors import AtomParseError
 from cortexfs.regen import (
     RegenContext,
     RegenResult,
-    access_stats,
     fold,
     regenerate,
     render,
@@ -369,7 +368,7 @@ def test_access_stats_reads_only_what_was_appended_since_the_last_run(
 
     write_atom("EXP-001")
     write_log(project, log_line("EXP-001.md", "2026-03-01T00:00:00.000Z") * 3)
-    assert access_stats(project) == accesslog.fold(project.access_log)  # no cache yet
+    assert accesslog.current(project)[0] == accesslog.fold(project.access_log)  # no cache yet
     regenerate(store)
     write_log(project, log_line("EXP-001.md", "2026-03-02T00:00:00.000Z"))
     offsets: list[int] = []
@@ -380,11 +379,11 @@ def test_access_stats_reads_only_what_was_appended_since_the_last_run(
         return real_fold(path, stats)
 
     monkeypatch.setattr(accesslog, "fold", spy)  # what resume() calls
-    stats = access_stats(project)
+    stats = accesslog.current(project)[0]
     assert stats == real_fold(project.access_log)
     assert stats.counts == {"EXP-001.md": 4} and offsets and offsets[0] > 0
     project.access_log.write_text(log_line("EXP-001.md", "2026-03-05T00:00:00.000Z"))
-    assert access_stats(project).counts == {"EXP-001.md": 1}  # replaced: from byte 0
+    assert accesslog.current(project)[0].counts == {"EXP-001.md": 1}  # replaced: from byte 0
 
 
 def test_fold_never_lowers_imported_refs(store: Store, project: Project,

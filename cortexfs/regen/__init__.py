@@ -19,7 +19,7 @@ A cold run (atoms not in the cache) of several projects shares them with one for
 process (cortexfs.regen.worker), so that both cores parse and render.
 
 `context(store)` gives other readers (the session brief) the same RegenContext without
-regenerating, and `access_stats(project)` a project's log folded from the cached counts.
+regenerating.
 """
 
 from __future__ import annotations
@@ -33,17 +33,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import accesslog, cache, forked, interrupt, layout
-from cortexfs.accesslog import AccessStats
+from cortexfs import forked, interrupt, layout
 from cortexfs.loader import ProjectScan
 from cortexfs.regen import worker
 from cortexfs.regen.records import RegenContext, RegenResult
-from cortexfs.regen.run import STATE_KIND, Run, state_path
+from cortexfs.regen.run import Run
 
 if TYPE_CHECKING:
     from cortexfs.store import Project, Store
 
-__all__ = ["RegenContext", "RegenResult", "access_stats", "context", "regenerate"]
+__all__ = ["RegenContext", "RegenResult", "context", "regenerate"]
 
 
 def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool = False,
@@ -138,16 +137,6 @@ def context(store: Store) -> RegenContext:
     the caches where they are current. Nothing is written but caches of derived data."""
     store.require()
     return Run(store, dry_run=True).context(store.project_names())
-
-
-def access_stats(project: Project) -> AccessStats:
-    """The project's access log folded up to its end: from the counts the last regeneration
-    cached (only what was appended since is read) when they still describe the log's start,
-    else from byte 0. Saves nothing."""
-    data = cache.load(state_path(project), STATE_KIND)
-    stats, _ = accesslog.resume(project.access_log,
-                                data.get("log") if isinstance(data, dict) else None)
-    return stats
 
 
 class _Progress:

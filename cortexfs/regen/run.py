@@ -25,7 +25,7 @@ _CODE = Path(__file__).parent  # this package: a new cortex may render different
 
 
 def state_path(project: Project) -> Path:
-    """The cache of what regeneration last did in `project` (log offset, index digests)."""
+    """The cache of what regeneration last did in `project` (each index's digest)."""
     return project.store.cache_dir / "regen" / f"{project.name}.bin"
 
 
@@ -70,16 +70,11 @@ class Run:
         return self.states[project.name]
 
     def access(self, project: Project) -> AccessStats:
-        """The project's log folded up to its end, from the cached offset when still valid."""
-        if project.name in self.stats:
-            return self.stats[project.name]
-        state = self.state(project)
-        stats, log_state = accesslog.resume(project.access_log, state.get("log"))
-        if state.get("log") != log_state:
-            state["log"] = log_state
-            state["dirty"] = True
-        self.stats[project.name] = stats
-        return stats
+        """The project's log folded up to its end (accesslog.current: only what was appended
+        since any reader last folded it is read)."""
+        if project.name not in self.stats:
+            self.stats[project.name] = accesslog.current(project)[0]  # the shared fold
+        return self.stats[project.name]
 
     def folded_values(self, project: Project) -> fold.Folded:
         """name → (refs, last-ref) for every atom whose folded values differ from what its
