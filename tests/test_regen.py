@@ -361,7 +361,7 @@ def test_scans_taken_by_the_caller_are_reused(store: Store, project: Project,
     assert regenerate(store).written == []
 
 
-def test_access_stats_reads_only_what_was_appended_since_the_last_run(
+def test_the_log_is_read_only_from_where_the_last_reader_left_it(
         store: Store, project: Project, write_atom: Callable[..., Path],
         monkeypatch: pytest.MonkeyPatch) -> None:
     from cortexfs import accesslog
