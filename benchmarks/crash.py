@@ -55,6 +55,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -337,8 +338,9 @@ class Scenario:
     def home_of_kill(self) -> Path:
         raise NotImplementedError
 
-    def during(self) -> threading.Event | None:
-        """Start whatever runs beside the command; an event that stops it."""
+    def during(self) -> Callable[[], None] | None:
+        """Start whatever runs beside the command; a function that stops it (and returns
+        once it has stopped: nothing of it may run on into the next command)."""
         return None
 
     def calibrate(self) -> float:
@@ -351,7 +353,7 @@ class Scenario:
             stop = self.during()
             result = run(self.home_of_kill(), self.command, self.args.timeout)
             if stop:
-                stop.set()
+                stop()
             if result.returncode != 0:
                 raise SystemExit(f"{self.name}: the uninterrupted run failed: {result.stderr}")
             self.settle_after_calibration()
@@ -374,7 +376,7 @@ class Scenario:
             result = run_killed(self.home_of_kill(), self.command, delay,
                                 self.args.kill == "group")
             if stop:
-                stop.set()
+                stop()
             if result.returncode is not None:
                 self.tally.finished_first += 1
                 if result.returncode != 0:
@@ -384,6 +386,7 @@ class Scenario:
                 continue
             self.tally.delays.append(delay)
             self.killed_now()
+            kept = self.keep_snapshot()
             follow = self.follow_up()
             problems = []
             if follow.returncode != 0:
@@ -395,6 +398,12 @@ class Scenario:
                 print(f"  {self.name} #{self.i} killed at {delay:.2f} s: "
                       f"{'; '.join(problems) or 'recovered'}{_pending(self.homes())}",
                       flush=True)
+            if kept is not None:
+                if problems:
+                    (kept / "next-command.txt").write_text(
+                        f"exit {follow.returncode}\n{follow.stderr}\n" + "\n".join(problems))
+                else:
+                    shutil.rmtree(kept, ignore_errors=True)
             if problems:
                 for home in self.homes():
                     repair(home)
@@ -403,6 +412,20 @@ class Scenario:
 
     def finish(self) -> None:
         """Anything to count once all kills are done."""
+
+    def keep_snapshot(self) -> Path | None:
+        """With --keep-failures: a copy of the stores as the kill left them (removed again
+        when the next command recovers), to look into a failure afterwards."""
+        if not self.args.keep_failures:
+            return None
+        kept = self.work / f"failure-{self.name}-{self.i}"
+        shutil.rmtree(kept, ignore_errors=True)
+        for folder in self.snapshot_dirs():
+            shutil.copytree(folder, kept / folder.name, symlinks=True)
+        return kept
+
+    def snapshot_dirs(self) -> list[Path]:
+        return self.homes()
 
     def homes(self) -> list[Path]:
         return [self.home_of_kill()]
@@ -581,6 +604,9 @@ class SyncScenario(Scenario):
     def homes(self) -> list[Path]:
         return [self.a, self.b]
 
+    def snapshot_dirs(self) -> list[Path]:
+        return [self.a, self.b, self.work / "sync-remote.git"]
+
     def _new(self, home: Path, who: str) -> None:
         summary = f"{TAG} sync {self.i} {who}"
         result = run(home, ["new", "exp", "-p", self.project, "-s", summary, "-t", TAG],
@@ -610,7 +636,7 @@ class SyncScenario(Scenario):
             f.write(line)
         self.edits.append((rel, line))
 
-    def during(self) -> threading.Event:
+    def during(self) -> Callable[[], None]:
         """A hook appending a line every --hook-interval seconds to the killed clone while
         its sync runs."""
         stop = threading.Event()
@@ -620,8 +646,14 @@ class SyncScenario(Scenario):
                 self._lines(self.b, "hook", 1)
                 stop.wait(self.args.hook_interval)
 
-        threading.Thread(target=hook, daemon=True).start()
-        return stop
+        thread = threading.Thread(target=hook, daemon=True)
+        thread.start()
+
+        def stopped() -> None:
+            stop.set()
+            thread.join()
+
+        return stopped
 
     def settle_after_calibration(self) -> None:
         self._settle()
@@ -718,7 +750,11 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, help="keep the stores here (default: a "
                         "temporary folder, removed at the end)")
     parser.add_argument("--verbose", action="store_true", help="one line per kill")
+    parser.add_argument("--keep-failures", action="store_true", help="keep a copy of the "
+                        "stores as each failed kill left them, in --workdir")
     args = parser.parse_args()
+    if args.keep_failures and args.workdir is None:
+        parser.error("--keep-failures needs --workdir")
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="cortex-crash-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -662,6 +662,9 @@ def recover(store: Store) -> str | None:
     """
     home = store.home
     _remove_stale_temporaries(home)
+    # a git killed with the sync may have left its lock files (HEAD.lock after it moved
+    # HEAD, index.lock…): stale ones go now, not only when a later git trips on them
+    git.clear_git_locks(home)
     state = git.read_sync_state(home)
     done: list[str] = []
     entry = state.get("journal")
@@ -709,6 +712,10 @@ def _recover_merge(store: Store, head0: str, head: str, upstream: str,
                    display: str) -> str | None:
     home = store.home
     if _is_ancestor(home, upstream, head):
+        if git.in_progress(home) == "merge" and _merge_head(home) == upstream:
+            # `git commit` of the merge killed after it moved HEAD, before it removed
+            # MERGE_HEAD: the merge is committed, only git's own bookkeeping is left
+            git.git_run(home, "merge", "--quit")
         # the merge landed but the sync died before regenerating: regenerate now
         _regenerate(store, _projects_changed(home, head0, head), SyncResult("", ""))
         return "regenerated the indexes an interrupted sync had not"

@@ -252,3 +252,50 @@ def test_recovery_keeps_an_edit_made_on_top_of_a_half_written_file(tmp_path: Pat
     settle([a, b])
     check_invariants([a, b])
     assert _atom(a, e).read_text().endswith("Alpha adds.\nBeta builds on it.\n")
+
+
+def _kill_after_merge_commit_moved_head(c: Clone) -> int:
+    """Run `cortex sync`; the `git commit` of its merge is SIGKILLed (with the cortex that
+    runs it) right after it moved HEAD, before it removed MERGE_HEAD: from git's
+    reference-transaction hook. The sync's return code."""
+    hook = git.git_dir_of(c.home) / "hooks" / "reference-transaction"
+    hook.parent.mkdir(exist_ok=True)
+    # the hook's parent is git, whose parent is cortex (field 4 of /proc/PID/stat)
+    hook.write_text("""#!/bin/sh
+if [ "$1" = committed ] && tr '\\0' ' ' < /proc/$PPID/cmdline | grep -q ' commit .*sync: merge'
+then kill -9 $(cut -d" " -f4 /proc/$PPID/stat) $PPID; fi
+exit 0
+""")
+    hook.chmod(0o755)
+    try:
+        return cortex(c.home, "sync", check=False).returncode
+    finally:
+        hook.unlink()
+
+
+@pytest.mark.parametrize("then", ["sync", "cortex new"])
+def test_a_merge_commit_killed_after_it_moved_head(tmp_path: Path, then: str) -> None:
+    """The merge's `git commit` killed between moving HEAD and removing MERGE_HEAD (and
+    HEAD.lock: a kill between git's rename of the branch's lock and its unlocking of
+    HEAD's): the merge is committed, so the next command finishes git's bookkeeping and
+    removes the stale lock; it used to refuse, "in the middle of a merge", for ever."""
+    a, b, e, _ = _diverge(tmp_path)
+    assert _kill_after_merge_commit_moved_head(b) == -9
+    assert git.in_progress(b.home) == "merge"
+    upstream = sh(b.home, "rev-parse", "origin/main").strip()
+    assert sh(b.home, "merge-base", "--is-ancestor", upstream, "HEAD") == ""  # it landed
+    lock = git.git_dir_of(b.home) / "HEAD.lock"
+    lock.write_text(sh(b.home, "rev-parse", "HEAD"))
+    os.utime(lock, (1, 1))  # as old as git left it, long before the next command
+    b.read_atom(e, 2)
+    if then == "sync":
+        proc = b.sync()
+        assert "recovered: regenerated the indexes an interrupted sync had not" in proc.stderr
+    else:
+        cortex(b.home, "new", "exp", "-p", PROJECT, "-s", "after the kill", "-t", "t")
+        b.summaries.append("after the kill")
+        assert git.in_progress(b.home) is None
+        b.sync()
+    assert not lock.exists()
+    settle([a, b])
+    check_invariants([a, b])
