@@ -34,6 +34,7 @@ from cortexfs.git import git_blob, git_run
 from cortexfs.store import Store
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+LOG_LOCK_WAIT = 5.0  # seconds a rewrite of a log waits for the appends under way
 PROJECTS = "context/projects"
 _TEXT_SUFFIXES = (".md", ".yaml", ".yml", ".txt", ".json")
 # Generated files: regenerated after the merge, so rewriting them would only make conflicts.
@@ -231,13 +232,17 @@ def replace_log(path: Path, whole: Callable[[bytes], bytes],
     except FileNotFoundError:
         return False
     try:
+        # Appends wait for this flock, and append to the new file once it is released
+        # (accesslog.append); one that waited past its bound and wrote to the old file
+        # meanwhile is read back below.
+        accesslog.lock(fd, LOG_LOCK_WAIT)
         data = read_from(fd, 0)
         end = data.rfind(b"\n") + 1
         new = whole(data[:end])
         if new == data[:end]:
             return False
         atomic_write(path, new + data[end:])
-        time.sleep(0.005)  # let an append that opened the old file finish writing to it
+        time.sleep(0.005)  # let an unlocked append that opened the old file finish writing
         late = read_from(fd, len(data))
         if late:
             accesslog.append(path, [tail(late)])

@@ -597,7 +597,9 @@ def keep_log_appends(store: Store) -> Iterator[None]:
 
     The hook appends with O_APPEND by path; git replaces a file it updates with a new one,
     so a line appended to the old file during the operation would vanish. The old files
-    stay open here, and whatever reached them during the operation is appended again.
+    stay open and flocked here: an append waits, and then goes to the file that is the
+    log by then (accesslog.append); whatever reached an old file all the same (an append
+    that waited past its bound) is appended again.
     """
     held: list[tuple[Path, int, int, int]] = []
     for path in _logs(store):
@@ -605,6 +607,7 @@ def keep_log_appends(store: Store) -> Iterator[None]:
             fd = accesslog.open_log(path, os.O_RDONLY)
         except OSError:
             continue
+        accesslog.lock(fd, renumber.LOG_LOCK_WAIT)
         st = os.fstat(fd)
         held.append((path, fd, st.st_ino, st.st_size))
     try:
