@@ -248,12 +248,15 @@ class Tally:
     seen: set[tuple[str, str, str]] = field(default_factory=set)  # each loss counted once
     delays: list[float] = field(default_factory=list)
     final: str = ""  # what is missing for good once everything settled (sync)
+    details: list[str] = field(default_factory=list)  # this kill's lost items, by name
 
     def note(self, counter: str, what: str, keys: set[str]) -> bool:
         """Count the lost (or duplicated) items `keys` not counted yet; True if there were
         such new ones (an item lost once is not this kill's doing the next time)."""
         new = {k for k in keys if (counter, what, k) not in self.seen}
         self.seen.update((counter, what, k) for k in new)
+        if new:
+            self.details.append(f"{counter} {what}: {', '.join(sorted(new))}")
         (self.lost if counter == "lost" else self.duplicated)[what] += len(new)
         return bool(new)
 
@@ -387,6 +390,7 @@ class Scenario:
             self.tally.delays.append(delay)
             self.killed_now()
             kept = self.keep_snapshot()
+            self.tally.details.clear()
             follow = self.follow_up()
             problems = []
             if follow.returncode != 0:
@@ -401,7 +405,8 @@ class Scenario:
             if kept is not None:
                 if problems:
                     (kept / "next-command.txt").write_text(
-                        f"exit {follow.returncode}\n{follow.stderr}\n" + "\n".join(problems))
+                        f"exit {follow.returncode}\n{follow.stderr}\n"
+                        + "\n".join(problems + self.tally.details) + "\n")
                 else:
                     shutil.rmtree(kept, ignore_errors=True)
             if problems:
