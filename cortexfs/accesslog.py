@@ -88,16 +88,17 @@ def append(log_path: str | os.PathLike[str], lines: Iterable[bytes]) -> int:
     fd = open_log(log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         for _ in range(5):
-            # cortex replaces a log (sync's merge, renumbering) by a rename while it holds
-            # the old file's flock: a line written to the old file after that would go
-            # with it. So, once locked, the file opened must still be the log; if it was
-            # replaced meanwhile, the new one is appended to.
+            # cortex replaces a log (sync's merge, renumbering) while it holds the old
+            # file's flock: a line written to the old file after that would go with it.
+            # So, once locked, the file opened must still be the log; if it was replaced
+            # meanwhile, the new one is appended to (after five replacements in a row,
+            # unlocked: the hook's work is bounded).
             lock(fd)
             if _is_current(fd, log_path):
                 break
             os.close(fd)
             fd = -1
-            fd = open_log(log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+            fd = _reopen(log_path)
         # Why the look at the last byte is safe with concurrent appenders: every appender
         # goes through here and holds the log's flock from its look to the end of its write,
         # so the look never sees another append half-done (a reader can see the first page
@@ -121,6 +122,18 @@ def append(log_path: str | os.PathLike[str], lines: Iterable[bytes]) -> int:
 # seconds an append waits for the log's flock (an append holds it for microseconds; cortex
 # replacing the log, for milliseconds)
 LOCK_WAIT = 0.2
+
+
+def _reopen(log_path: str | os.PathLike[str]) -> int:
+    """Open the log that replaced the one opened before. git removes a file before it
+    writes the new copy, and fails if the file is back meanwhile: a missing log is waited
+    for briefly before it is created."""
+    for _ in range(20):
+        try:
+            return open_log(log_path, os.O_RDWR | os.O_APPEND)
+        except FileNotFoundError:
+            time.sleep(0.001)
+    return open_log(log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
 
 
 def _is_current(fd: int, log_path: str | os.PathLike[str]) -> bool:

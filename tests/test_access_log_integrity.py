@@ -172,3 +172,35 @@ def test_appends_racing_a_log_rewrite_are_never_lost(tmp_path: Path) -> None:
     sessions = [json.loads(line)["session"] for line in log.read_text().splitlines()]
     assert sorted(sessions) == sorted(f"w{w}-{i}" for w in range(3) for i in range(n))
     assert rewrites > 10
+
+
+def test_appends_racing_git_replacing_the_log_during_a_merge_are_never_lost(
+        store: Store, project: Project) -> None:
+    """Hook processes appending while the log is replaced inside sync's `keep_log_appends`
+    (as git merge replaces it; here by a rename, which has no moment without a log): a
+    line written to the old file after the read-back used to be lost."""
+    import multiprocessing
+
+    from cortexfs import sync
+
+    log = project.root / "_meta" / accesslog.LOG_NAME
+    log.write_bytes(b"")
+    n = 1500
+    ctx = multiprocessing.get_context("fork")
+    writers = [ctx.Process(target=_append_many, args=(str(log), w, n)) for w in range(3)]
+    for w in writers:
+        w.start()
+    replaced = 0
+    while any(w.is_alive() for w in writers):
+        with sync.keep_log_appends(store):
+            data = log.read_bytes()
+            new = log.with_name("new-copy")
+            new.write_bytes(data[:data.rfind(b"\n") + 1])
+            os.replace(new, log)
+        replaced += 1
+    for w in writers:
+        w.join()
+        assert w.exitcode == 0
+    sessions = [json.loads(line)["session"] for line in log.read_text().splitlines()]
+    assert sorted(sessions) == sorted(f"w{w}-{i}" for w in range(3) for i in range(n))
+    assert replaced > 10
