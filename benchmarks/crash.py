@@ -62,7 +62,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cortexfs import accesslog, autocommit  # noqa: E402
+from cortexfs import accesslog, autocommit, layout  # noqa: E402
 
 TAG = "crashbench"
 
@@ -311,7 +311,7 @@ def atom_names(home: Path, project: str) -> list[str]:
 def append_lines(home: Path, project: str, sessions: list[str], rng: random.Random,
                  names: list[str]) -> None:
     lines = [accesslog.format_line(rng.choice(names), "Read", s) for s in sessions]
-    accesslog.append(home / "context" / "projects" / project / "_meta" / accesslog.LOG_NAME,
+    accesslog.append(home / "context" / "projects" / project / "_meta" / layout.ACCESS_LOG,
                      lines)
 
 
@@ -500,7 +500,7 @@ class RegenScenario(Scenario):
         lost_lines: set[str] = set()
         dup_lines: set[str] = set()
         for project in projects_of(self.home):
-            log = head_blob(self.home, f"context/projects/{project}/_meta/{accesslog.LOG_NAME}")
+            log = head_blob(self.home, f"context/projects/{project}/_meta/{layout.ACCESS_LOG}")
             lost, dup = log_counts(log, [s for s in self.sessions if f"-{project}-" in s])
             lost_lines |= lost
             dup_lines |= dup
@@ -578,7 +578,7 @@ class NewScenario(Scenario):
             problems.append("an atom written before the kill is not in HEAD")
         if in_head and not self.on_disk:
             problems.append("an atom nobody saw written is in HEAD")
-        log = head_blob(self.home, f"context/projects/{self.project}/_meta/{accesslog.LOG_NAME}")
+        log = head_blob(self.home, f"context/projects/{self.project}/_meta/{layout.ACCESS_LOG}")
         lost, dup = log_counts(log, self.sessions)
         if self.tally.note("lost", "log lines", lost) | \
                 self.tally.note("duplicated", "log lines", dup):
@@ -683,7 +683,7 @@ class SyncScenario(Scenario):
         self._settle()
         gone: Counter[str] = Counter()
         under = f"context/projects/{self.project}/experiments"
-        log_rel = f"context/projects/{self.project}/_meta/{accesslog.LOG_NAME}"
+        log_rel = f"context/projects/{self.project}/_meta/{layout.ACCESS_LOG}"
         for home in (self.a, self.b):
             gone["atoms"] += sum(1 for s in self.summaries
                                  if files_in_head_with(home, f"summary: {s}", under) != 1)
@@ -699,7 +699,7 @@ class SyncScenario(Scenario):
         problems = repo_problems(self.b)
         problems += self._settle()
         under = f"context/projects/{self.project}/experiments"
-        log_rel = f"context/projects/{self.project}/_meta/{accesslog.LOG_NAME}"
+        log_rel = f"context/projects/{self.project}/_meta/{layout.ACCESS_LOG}"
         trees = set()
         for home in (self.a, self.b):
             trees.add(git(home, "rev-parse", "HEAD^{tree}").strip())

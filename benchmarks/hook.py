@@ -124,7 +124,7 @@ def main() -> int:
 
 
 def commit_cycle(reads: int) -> int:
-    from cortexfs import autocommit
+    from cortexfs import autocommit, layout
 
     tmp = Path(tempfile.mkdtemp(prefix="cortex-commit-bench-"))
     try:
@@ -139,7 +139,7 @@ def commit_cycle(reads: int) -> int:
         for _ in range(reads):
             subprocess.run(hook, input=payload, shell=True, env=env, check=True)
         spent = time.perf_counter() - start
-        lock = home / ".locks" / autocommit.LOCK_NAME
+        lock = home / ".locks" / layout.AUTOCOMMIT_LOCK
         import fcntl
 
         fd = os.open(lock, os.O_RDWR)

@@ -44,6 +44,7 @@ from cortexfs import accesslog, git, scaffold
 from cortexfs import sync as sync_lib
 from cortexfs.atoms import KIND_BY_SHORT
 from cortexfs.authoring import NewAtom, create_atom
+from cortexfs.commit import commit_paths
 from cortexfs.frontmatter import read, set_keys
 from cortexfs.store import Store
 
@@ -90,7 +91,7 @@ class Machine:
             ids.append(self.new("pat", f"{tag} pattern", evidence=exps, links=[ids[-1]]))
         project = self.store.project(PROJECT)
         paths += [p for _, p in project.atom_paths()]
-        git.commit_paths(self.store, paths, f"atom: round {r} on {self.name}")
+        commit_paths(self.store, paths, f"atom: round {r} on {self.name}")
         known = {p.stem: str(read(p).meta["summary"]) for _, p in project.atom_paths()}
         mine = [i for i, s in known.items() if s.startswith(self.name)]
         lines = []
@@ -117,10 +118,10 @@ def setup(work: Path, source: Path | None) -> tuple[Machine, Machine]:
     sh(work, "init", "-q", "--bare", "-b", "main", str(remote))
     a = Store(work / "a")
     created = scaffold.init_store(a)
-    git.commit_paths(a, [*created, *git.ensure_repo(a)], "chore: initialise cortex store")
+    commit_paths(a, [*created, *git.ensure_repo(a)], "chore: initialise cortex store")
     sh(a.home, "checkout", "-q", "-B", "main")
     _, created = scaffold.new_project(a, PROJECT)
-    git.commit_paths(a, created, f"project: add {PROJECT}")
+    commit_paths(a, created, f"project: add {PROJECT}")
     sync_lib.set_remote(a, str(remote))
     sync_lib.sync(a)
     sh(work, "clone", "-q", str(remote), str(work / "b"))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import time
 
+from cortexfs import layout
+
 # Only what the hook needs is imported at the top: json (which pulls in re and enum) and
 # collections.abc would double the hook's start-up time on a loaded machine.
 TYPE_CHECKING = False
@@ -26,7 +28,6 @@ def _quote(text: str) -> str:
         return json.dumps(text, ensure_ascii=False)
     return encode_basestring(text)
 
-LOG_NAME = "access-log.jsonl"
 DIRECTORY_SEARCH = "_directory_search"
 MAX_LINE = 4000  # one write(2) of < PIPE_BUF-ish size with O_APPEND never interleaves
 
@@ -52,10 +53,10 @@ def store_root(log_path: str | os.PathLike[str]) -> str | None:
     (context/projects/<project>/_meta/access-log.jsonl); None for any other file."""
     path = os.path.abspath(log_path)
     meta = os.path.dirname(path)
-    if os.path.basename(path) != LOG_NAME or os.path.basename(meta) != "_meta":
+    if os.path.basename(path) != layout.ACCESS_LOG or os.path.basename(meta) != layout.META:
         return None
     projects = os.path.dirname(os.path.dirname(meta))
-    return os.path.dirname(projects) if os.path.basename(projects) == "projects" else None
+    return os.path.dirname(projects) if os.path.basename(projects) == layout.PROJECTS else None
 
 
 def open_log(log_path: str | os.PathLike[str], flags: int) -> int:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+from cortexfs import layout
 
 
 @dataclass(frozen=True)
@@ -25,26 +28,31 @@ class Kind:
     def format_id(self, number: int) -> str:
         return f"{self.prefix}-{number:03d}"
 
+    @cached_property
+    def file_re(self) -> re.Pattern[str]:
+        """Exactly the file names of this kind's atoms (`EXP-042b.md`, `K-7.md` …)."""
+        return re.compile(rf"^{layout.id_pattern(self.prefix)}{re.escape(layout.ATOM_EXT)}\Z")
+
 
 _COMMON = ("id", "date", "project", "summary", "tags")
 _TOOL_KEYS = ("refs", "last-ref")
 
 EXPERIMENT = Kind(
-    "experiment", "exp", "EXP", "experiments", "Experiments",
-    re.compile(r"^EXP-(\d+)([a-z])?\Z"),
+    "experiment", "exp", "EXP", layout.KIND_FOLDERS["EXP"], "Experiments",
+    re.compile(rf"^{layout.id_pattern('EXP')}\Z"),
     _COMMON,
     ("status", "executor", "links", *_TOOL_KEYS, "invalidated-date", "invalidated-reason",
      "priority", "src"),
 )
 KNOWLEDGE = Kind(
-    "knowledge", "k", "K", "knowledge", "Knowledge",
-    re.compile(r"^K-(\d+)\Z"),
+    "knowledge", "k", "K", layout.KIND_FOLDERS["K"], "Knowledge",
+    re.compile(rf"^{layout.id_pattern('K')}\Z"),
     (*_COMMON, "evidence"),
     ("status", "links", *_TOOL_KEYS, "invalidated-date", "invalidated-reason", "priority", "src"),
 )
 PATTERN = Kind(
-    "pattern", "pat", "PAT", "patterns", "Patterns",
-    re.compile(r"^PAT-(\d+)\Z"),
+    "pattern", "pat", "PAT", layout.KIND_FOLDERS["PAT"], "Patterns",
+    re.compile(rf"^{layout.id_pattern('PAT')}\Z"),
     (*_COMMON, "source-experiments"),
     ("status", "evidence", "links", *_TOOL_KEYS, "invalidated-date", "invalidated-reason",
      "priority", "src"),
@@ -54,8 +62,8 @@ KIND_BY_SHORT = {k.short: k for k in KINDS}
 KIND_BY_PREFIX = {k.prefix: k for k in KINDS}
 
 # Any atom id, as it appears in evidence, links, status suffixes and body text.
-ATOM_ID = re.compile(r"\b(?:EXP-\d+[a-z]?|K-\d+|PAT-\d+)\b")
-_FILENAME = re.compile(r"^(EXP-\d+[a-z]?|K-\d+|PAT-\d+)\.md\Z")
+ATOM_ID = re.compile(rf"\b(?:{layout.ATOM_ID_PATTERN})\b")
+_FILENAME = re.compile(rf"^({layout.ATOM_ID_PATTERN})\.md\Z")
 
 # A summary is one line of an index table: `cortex new` refuses longer ones and
 # `cortex validate` warns about them (the seed's longest example is 140 characters).

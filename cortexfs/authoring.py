@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cortexfs import templates, wall
+from cortexfs import layout, templates, wall
 from cortexfs.atoms import (
     ANTI_PATTERN_PREFIX,
     ANTI_PATTERN_TAG,
@@ -225,7 +225,7 @@ def add_atom(project: Project, req: NewAtom, *, strict: bool = False,
 
 def id_lock(project: Project, kind: Kind) -> Path:
     """The lock under which a new id of `kind` is allocated in `project`."""
-    return project.store.locks_dir / f"ids-{project.name}-{kind.prefix}.lock"
+    return project.store.locks_dir / layout.ids_lock(project.name, kind.prefix)
 
 
 def create_atom(project: Project, req: NewAtom, body: str | None = None,

@@ -20,13 +20,13 @@ import os
 import sys
 import time
 
-LOCK_NAME = "autocommit.lock"
+from cortexfs import layout
+
 MESSAGE = "chore: update access log"
 DEBOUNCE_ENV = "CORTEX_AUTOCOMMIT_DEBOUNCE"  # seconds of quiet before a commit
 DEFAULT_DEBOUNCE = 5.0
 MAX_DELAY = 60.0  # commit at least this often while reads keep coming
 RETRY_FOR = 600.0  # a committer gives up (to be restarted by the next read) after this
-LOG_NAME = "autocommit.log"
 
 
 def debounce_seconds() -> float:
@@ -37,7 +37,7 @@ def debounce_seconds() -> float:
 
 
 def _lock_path(home: str) -> str:
-    return os.path.join(home, ".locks", LOCK_NAME)
+    return os.path.join(home, layout.LOCKS, layout.AUTOCOMMIT_LOCK)
 
 
 # The two lock primitives of cortex's background processes (this committer and the
@@ -116,7 +116,7 @@ def spawn_committer(home: str, lock_fd: int | None = None) -> int:
 
 def access_logs(home: str) -> list[str]:
     """Every project's access log that exists."""
-    projects = os.path.join(home, "context", "projects")
+    projects = os.path.join(home, layout.CONTEXT, layout.PROJECTS)
     try:
         names = sorted(os.listdir(projects))
     except OSError:
@@ -125,7 +125,7 @@ def access_logs(home: str) -> list[str]:
     from cortexfs import wall
 
     for name in names:
-        path = os.path.join(projects, name, "_meta", "access-log.jsonl")
+        path = os.path.join(projects, name, layout.META, layout.ACCESS_LOG)
         if os.path.isfile(path) and not wall.reason(os.path.dirname(projects), path):
             out.append(path)  # (a linked log or project is not part of the store)
     return out
@@ -157,10 +157,10 @@ def _log(home: str, message: str) -> None:
     import contextlib
 
     with contextlib.suppress(OSError):
-        logs = os.path.join(home, "logs")
+        logs = os.path.join(home, layout.LOGS)
         os.makedirs(logs, exist_ok=True)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        with open(os.path.join(logs, LOG_NAME), "a", encoding="utf-8") as f:
+        with open(os.path.join(logs, layout.AUTOCOMMIT_LOG), "a", encoding="utf-8") as f:
             f.write(f"{stamp} {message}\n")
 
 

@@ -38,11 +38,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cortexfs.errors import CortexError, InvalidInputError
+from cortexfs.layout import ISSUES_MD, STATUS_MD
 from cortexfs.tokens import chars_for, estimate
 from cortexfs.wording import plural
 
 if TYPE_CHECKING:
-    from cortexfs.hippocampus import IndexEntry, Part
+    from cortexfs.hippocampus import MemoryEntry, Part
     from cortexfs.store import Project, Store
 
 DEFAULT_BUDGET = 4_000
@@ -278,8 +279,8 @@ class Ranked:
     evidence last) and active experiments (newest first), at strength DECAY_FLOOR or more;
     how many were left out below it; the keys of those on retired evidence."""
 
-    minds: list[IndexEntry]
-    experiments: list[IndexEntry]
+    minds: list[MemoryEntry]
+    experiments: list[MemoryEntry]
     decayed_minds: int = 0
     decayed_experiments: int = 0
     weak: set[str] = field(default_factory=set)
@@ -306,7 +307,7 @@ def _rank(store: Store, parts: Sequence[Part]) -> Ranked:
     return out
 
 
-def _on_retired_evidence(store: Store, entries: Sequence[IndexEntry]) -> set[str]:
+def _on_retired_evidence(store: Store, entries: Sequence[MemoryEntry]) -> set[str]:
     """The keys of the entries whose evidence experiments (those that exist) are all
     retired: superseded, refined, stale, deprecated or invalidated."""
     from cortexfs import wall
@@ -356,7 +357,7 @@ def _id_order(atom_id: str) -> tuple[int, str]:
     return (-int(number) if number.isdigit() else 0, atom_id)
 
 
-def _atom_line(r: IndexEntry, qualified: bool, with_strength: bool,
+def _atom_line(r: MemoryEntry, qualified: bool, with_strength: bool,
                weak: set[str] | None = None) -> str:
     label = r.key if qualified else r.id
     notes = []
@@ -404,10 +405,10 @@ def build(store: Store, project: str | None = None, budget: int = DEFAULT_BUDGET
 def _project_brief(store: Store, project: Project, budget: int) -> Brief:
     ranked = _rank(store, _parts(store, [project]))
     slots: list[Slot] = []
-    status_text = _read_text(project, "STATUS.md")
+    status_text = _read_text(project, STATUS_MD)
     status_items = [_item(line + "\n") for line in markdown_lines(status_text or "")]
     rel = f"projects/{project.name}"
-    slots.append(Slot("status", "STATUS.md", status_items or ["_STATUS.md is missing or "
+    slots.append(Slot("status", STATUS_MD, status_items or ["_STATUS.md is missing or "
                                                                "empty._\n"],
                       0.30, "lines", f"(from {rel}/STATUS.md)"))
     task_items, note = _task_items(project)
@@ -416,7 +417,7 @@ def _project_brief(store: Store, project: Project, budget: int) -> Brief:
     if note:
         items.insert(0, _item(f"- {note}"))
     slots.append(Slot("tasks", "Open tasks", items, 0.15, "tasks", f"(from {rel}/TASKS.yaml)"))
-    issues = issue_blocks(_read_text(project, "ISSUES.md") or "")
+    issues = issue_blocks(_read_text(project, ISSUES_MD) or "")
     slots.append(Slot("issues", "Issues", [_item(b) for b in issues], 0.10, "issues",
                       f"(from {rel}/ISSUES.md)"))
     slots.append(Slot("knowledge", "Strongest knowledge and patterns",
@@ -435,14 +436,14 @@ def _project_brief(store: Store, project: Project, budget: int) -> Brief:
 
 
 def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brief:
-    from cortexfs.governance import read_status
+    from cortexfs.status import read_status
 
     parts = _parts(store, projects)
     ranked = _rank(store, parts)
     overview: list[str] = []
     for project, part in zip(projects, parts, strict=True):
         name = project.name
-        status = _read_text(project, "STATUS.md")
+        status = _read_text(project, STATUS_MD)
         phase = read_status(status).phase if status else None
         counts = part.kinds  # atoms that parse, per kind folder
         overview.append(_item(
@@ -457,7 +458,7 @@ def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brie
         task_items += items
         if note:
             task_items.append(((9, 99, 0), f"- {p.name}: {note}"))
-        for block in issue_blocks(_read_text(p, "ISSUES.md") or ""):
+        for block in issue_blocks(_read_text(p, ISSUES_MD) or ""):
             issue_items.append(_item(f"- {p.name}: {block.splitlines()[0].lstrip('#- ')}"))
     task_items.sort(key=lambda kv: kv[0])
     slots = [

@@ -25,7 +25,7 @@ What a commit holds (the README's "Which files cortex commits"):
 A command that fails after writing undoes what it wrote where that is safe (a new atom,
 decision or project is removed, a TASKS.yaml put back) and says so; what it cannot undo
 (regenerated files) it names, with `cortex commit` to commit them. Interrupted work is
-finished by the next command: it commits what was left, and `remove_stale_temporaries`
+finished by the next command: it commits what was left, and `git.remove_stale_temporaries`
 clears the temporary files of a killed writer.
 """
 
@@ -35,26 +35,23 @@ import contextlib
 import os
 import re
 import shutil
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cortexfs import git, interrupt
-from cortexfs.atoms import KINDS, kind_of_filename
+from cortexfs import git, interrupt, layout
+from cortexfs.atoms import kind_of_filename
 from cortexfs.errors import CortexError, EnvironmentProblem, GitError, from_os_error
 from cortexfs.store import Store
 
-CONTEXT = "context/"
 INIT_FILES = (".gitignore", ".gitattributes")
-_ATOM_FOLDERS = {k.folder for k in KINDS}
 # store-wide generated files that list atoms (with index.md files, `lists_atoms`), and the
 # CORTEX.md files, whose generated block lists files and counts
-_LISTING = re.compile(r"^context/(?:OVERVIEW\.md|HIPPOCAMPUS\.md|\.hippocampus/.*)$")
-_CORTEX_MD = re.compile(r"^context/(?:.*/)?CORTEX\.md$")
-_LOG = re.compile(r"^context/projects/[^/]+/_meta/access-log\.jsonl$")
+_LISTING = re.compile(rf"^{layout.CONTEXT}/(?:{re.escape(layout.OVERVIEW_MD)}|"
+                      rf"{re.escape(layout.HIPPOCAMPUS_MD)}|{re.escape(layout.HIPPOCAMPUS_DIR)}/.*)$")
+_CORTEX_MD = re.compile(rf"^{layout.CONTEXT}/(?:.*/)?{re.escape(layout.CORTEX_MD)}$")
+_LOG = re.compile(rf"^{layout.PROJECTS_PATH}/[^/]+/{layout.META}/{re.escape(layout.ACCESS_LOG)}$")
 LISTED = 12  # pending paths named in a commit message's body before "… and N more"
-STALE_TEMP_AGE = 600.0  # seconds after which a temporary file without a pid is abandoned
 
 
 @dataclass
@@ -105,8 +102,8 @@ def lists_atoms(rel: str) -> bool:
     if _LISTING.match(rel):
         return True
     parts = rel.split("/")
-    return (len(parts) == 5 and parts[:2] == ["context", "projects"]
-            and parts[3] in _ATOM_FOLDERS and parts[4] == "index.md")
+    return (len(parts) == 5 and parts[:2] == [layout.CONTEXT, layout.PROJECTS]
+            and parts[3] in layout.ATOM_FOLDERS and parts[4] == layout.INDEX)
 
 
 def is_generated(rel: str) -> bool:
@@ -117,7 +114,7 @@ def is_generated(rel: str) -> bool:
 def atom_project(rel: str) -> str | None:
     """The project of the atom file `rel` (context/projects/P/<kind folder>/ID.md), else None."""
     parts = rel.split("/")
-    if len(parts) != 5 or parts[:2] != ["context", "projects"]:
+    if len(parts) != 5 or parts[:2] != [layout.CONTEXT, layout.PROJECTS]:
         return None
     kind = kind_of_filename(parts[4])
     return parts[2] if kind is not None and kind.folder == parts[3] else None
@@ -136,15 +133,16 @@ def commit_change(store: Store, change: Change, *, everything: bool = True) -> C
     if not git.is_repo(home):
         return Committed()
     own = _relative(store, change.paths)
-    outside = sorted(r for r in own if not r.startswith(CONTEXT) and r != "context")
+    outside = sorted(r for r in own
+                     if not r.startswith(layout.CONTEXT_PREFIX) and r != layout.CONTEXT)
     with git.git_lock(store), interrupt.shielded():
         git.check_idle(home)
-        specs = (["context"] if store.context.is_dir() else []) + outside
+        specs = ([layout.CONTEXT] if store.context.is_dir() else []) + outside
         status = {path: xy for xy, path in git.changes(home, specs)}
         folders = ["" if r == "." else f"{r}/" for r in own if r == "." or (home / r).is_dir()]
         mine = {p for p in status if p in own or any(p.startswith(f) for f in folders)}
         if everything:
-            take = {p for p in status if p.startswith(CONTEXT)} | mine
+            take = {p for p in status if p.startswith(layout.CONTEXT_PREFIX)} | mine
         else:
             take = set(mine)
             if any(lists_atoms(p) for p in take):
@@ -241,7 +239,7 @@ def describe(changes: list[tuple[str, str]]) -> str:
         elif is_log(rel):
             logs += 1
         else:
-            name = Path(rel).stem if atom_project(rel) else rel.removeprefix("context/")
+            name = Path(rel).stem if atom_project(rel) else rel.removeprefix(layout.CONTEXT_PREFIX)
             name = name.removeprefix("projects/")
             items.append(f"{ {'added': 'add', 'deleted': 'remove'}.get(_verb(xy), 'edit')} "
                          f"{name}")
@@ -444,61 +442,3 @@ def _explained(e: CortexError | OSError, txn: Transaction) -> CortexError:
 def _some(paths: list[str], limit: int = 3) -> str:
     shown = ", ".join(paths[:limit])
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
-
-
-# --- finishing what a killed command left -----------------------------------------------------
-
-def remove_stale_temporaries(store: Store) -> list[Path]:
-    """Remove the temporary files (`.NAME.PID.XXXXXXXX.tmp`) that a killed cortex process
-    left under context/ and in the git dir; the paths removed.
-
-    A temporary is abandoned when the process named by the pid in its name is gone (a live
-    writer, another cortex, renames or removes its own within milliseconds). One without a
-    pid (an older cortex's) is abandoned once older than STALE_TEMP_AGE.
-    """
-    removed: list[Path] = []
-    now = time.time()
-    places: list[tuple[Path, bool]] = [(store.context, True)]
-    if git.is_repo(store.home):
-        places.append((git.git_dir_of(store.home), False))
-    for top, recurse in places:
-        for folder, dirs, names in os.walk(top) if recurse else [(str(top), [], _names(top))]:
-            if ".git" in dirs:
-                dirs.remove(".git")
-            for name in names:
-                if not _temporary(name):
-                    continue
-                path = Path(folder, name)
-                if _abandoned(path, name, now):
-                    with contextlib.suppress(FileNotFoundError):
-                        path.unlink()
-                        removed.append(path)
-    return removed
-
-
-def _names(folder: Path) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except OSError:
-        return []
-
-
-def _temporary(name: str) -> bool:
-    return (name.startswith(".") and name.endswith(".tmp")) or name.startswith("cortex-index.")
-
-
-def _abandoned(path: Path, name: str, now: float) -> bool:
-    parts = name.removesuffix(".tmp").removesuffix(".lock").split(".")
-    pid = parts[-2] if len(parts) >= 3 else ""
-    if pid.isdigit():
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False  # alive, another user's
-        return False
-    try:
-        return now - path.lstat().st_mtime > STALE_TEMP_AGE
-    except OSError:
-        return False

@@ -16,12 +16,11 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from cortexfs import escape, templates, wall
+from cortexfs import escape, layout, templates, wall
 from cortexfs.errors import InvalidInputError
 from cortexfs.fsutil import atomic_write, file_lock
 from cortexfs.store import Store
 
-FOLDER = "decisions"
 RECORD_NAME = re.compile(r"^(\d{4})-([a-z0-9]+(?:-[a-z0-9]+)*)\.md\Z")
 _NUMBERED = re.compile(r"^(?:DR-)?(\d{4})-")
 MAX_SLUG = 60
@@ -175,7 +174,7 @@ def records(folder: Path, root: Path) -> list[Path]:
     except (FileNotFoundError, NotADirectoryError):
         return []
     return [folder / n for n in names
-            if n.endswith(".md") and n not in ("CORTEX.md", "index.md", "README.md")
+            if n.endswith(".md") and n not in (layout.CORTEX_MD, layout.INDEX, "README.md")
             and not n.startswith(".")]
 
 
@@ -192,8 +191,8 @@ def slugify(title: str) -> str:
 def folder_for(store: Store, project: str | None) -> Path:
     """`context/decisions/`, or the project's `decisions/` folder."""
     if project is None:
-        return store.context / FOLDER
-    return store.project(project).root / FOLDER
+        return store.context / layout.DECISIONS
+    return store.project(project).root / layout.DECISIONS
 
 
 def new_decision(store: Store, title: str, project: str | None = None,
@@ -209,7 +208,7 @@ def new_decision(store: Store, title: str, project: str | None = None,
                                 "file after: use a title with some")
     store.require()
     folder = folder_for(store, project)
-    lock = store.locks_dir / f"decisions-{project or '_store'}.lock"
+    lock = store.locks_dir / layout.decisions_lock(project)
     with file_lock(lock, what="decision numbers"):
         numbers = [record_number(p.name) or 0 for p in records(folder, store.context)]
         number = max(numbers, default=0) + 1

@@ -7,11 +7,14 @@ compare-and-swap), so that it is never left behind HEAD. `preflight` checks, bef
 command writes, what that commit will need; `stale_lock` says when one of git's lock
 files was left by a git that is gone, so that it can be removed.
 
-Git runs as plain subprocesses through `git_run`, not through gitpython's `Git` wrapper:
-a call costs the same either way (1.4 ms for `git rev-parse HEAD`, median of 40, both
-ways), but `import git` costs 67 ms (min of 8 runs, shared 2-core machine, load 6.5) —
-a quarter of the 0.25 s that `cortex new` may take as a whole process. gitpython creates
-the repository at `cortex init` (`ensure_repo`), where that does not matter.
+Git runs as plain subprocesses through `git_run`, not through gitpython's `Git` wrapper.
+A call costs the same either way: `git rev-parse HEAD` 1.89 ms with subprocess.run against
+1.95 ms with `Git.execute`, and `git commit` 13.3 against 13.2 ms (medians of 40
+interleaved calls). But `import git` (gitpython 3.2.1) costs 72 ms (`python -X importtime`,
+min of 8 runs). Both were measured on a shared 2-core machine at load 7.9. That is more
+than a quarter of the 0.25 s that `cortex new` may take as a whole process, and it would
+come on every committing command. gitpython creates the repository at `cortex init`
+(`ensure_repo`), where the import does not matter.
 """
 
 from __future__ import annotations
@@ -30,15 +33,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cortexfs import layout
 from cortexfs.errors import GitError
 
 if TYPE_CHECKING:
-    import git
-
     from cortexfs.store import Store
 
-GITIGNORE_LINES = (".cache/", "logs/", ".locks/", "*.tmp", ".watch.pid")
-GITATTRIBUTES_LINES = ("**/_meta/access-log.jsonl merge=union",)
+GITIGNORE_LINES = (f"{layout.CACHE}/", f"{layout.LOGS}/", f"{layout.LOCKS}/", "*.tmp",
+                   layout.WATCH_PID)
+GITATTRIBUTES_LINES = (f"**/{layout.META}/{layout.ACCESS_LOG} merge=union",)
+STALE_TEMP_AGE = 600.0  # seconds after which a temporary file without a pid is abandoned
 LOCK_WAIT_SECONDS = 10.0  # how long to wait out another git process's index.lock
 GIT_LOCK_SECONDS = 120.0  # how long a commit waits for a running `cortex sync` to finish
 SYNC_STATE_FILE = "cortex-sync.json"  # inside the git dir: never committed, never pushed
@@ -134,12 +138,6 @@ def git_blob(home: Path, rev: str, rel: str | None = None) -> bytes | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def run_git(repo: git.Repo | Path, *args: str) -> str:
-    """Run a git command in `repo` (a gitpython Repo or a work-tree path); its stdout."""
-    home = repo if isinstance(repo, Path) else Path(str(repo.working_tree_dir))
-    return git_run(home, *args).stdout
-
-
 # --- the repository --------------------------------------------------------------------------
 
 def is_repo(home: Path) -> bool:
@@ -156,15 +154,6 @@ def git_dir_of(home: Path) -> Path:
             target = Path(text.split(":", 1)[1].strip())
             return target if target.is_absolute() else (home / target).resolve()
     return dotgit
-
-
-def open_repo(home: Path) -> git.Repo:
-    import git
-
-    try:
-        return git.Repo(home)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise GitError(f"{home} is not a git repository: run `cortex init`") from None
 
 
 def _ensure_lines(path: Path, lines: Iterable[str]) -> bool:
@@ -210,9 +199,8 @@ def in_progress(home: Path) -> str | None:
     return None
 
 
-def check_idle(repo: git.Repo | Path) -> None:
+def check_idle(home: Path) -> None:
     """Refuse to touch a repository in the middle of a merge, rebase or cherry-pick."""
-    home = repo if isinstance(repo, Path) else Path(str(repo.working_tree_dir))
     what = in_progress(home)
     if what:
         raise GitError(f"{home} is in the middle of a {what}: finish or abort it (`git status` "
@@ -330,7 +318,7 @@ def utc_now() -> str:
 
 def git_lock_path(store: Store) -> Path:
     """The flock that cortex's commits and syncs hold (`.locks/` is git-ignored)."""
-    return store.locks_dir / "git.lock"
+    return store.locks_dir / layout.GIT_LOCK
 
 
 # homes whose git lock this process holds (re-entrant use) → when it took it (time.time())
@@ -348,7 +336,7 @@ def git_lock(store: Store, timeout: float = GIT_LOCK_SECONDS) -> Iterator[None]:
     lock file older than this holding is therefore not a live cortex's (see `stale_lock`).
     The holder's pid is written into the lock file and cleared on release: a pid found
     there means the last holder was killed, and the temporary files it may have left are
-    removed first (cortexfs.commit.remove_stale_temporaries).
+    removed first (remove_stale_temporaries).
     """
     from cortexfs.fsutil import file_lock
 
@@ -363,8 +351,6 @@ def git_lock(store: Store, timeout: float = GIT_LOCK_SECONDS) -> Iterator[None]:
         abandoned, _held_since[home] = _mark_held(path)
         try:
             if abandoned:
-                from cortexfs.commit import remove_stale_temporaries
-
                 with contextlib.suppress(OSError):
                     remove_stale_temporaries(store)
             yield
@@ -372,6 +358,64 @@ def git_lock(store: Store, timeout: float = GIT_LOCK_SECONDS) -> Iterator[None]:
             _held_since.pop(home, None)
             with contextlib.suppress(OSError):
                 os.truncate(path, 0)
+
+
+# --- what a killed cortex process left ----------------------------------------------------------
+
+def remove_stale_temporaries(store: Store) -> list[Path]:
+    """Remove the temporary files (`.NAME.PID.XXXXXXXX.tmp`) that a killed cortex process
+    left under context/ and in the git dir; the paths removed.
+
+    A temporary is abandoned when the process named by the pid in its name is gone (a live
+    writer, another cortex, renames or removes its own within milliseconds). One without a
+    pid (an older cortex's) is abandoned once older than STALE_TEMP_AGE.
+    """
+    removed: list[Path] = []
+    now = time.time()
+    places: list[tuple[Path, bool]] = [(store.context, True)]
+    if is_repo(store.home):
+        places.append((git_dir_of(store.home), False))
+    for top, recurse in places:
+        for folder, dirs, names in os.walk(top) if recurse else [(str(top), [], _names(top))]:
+            if ".git" in dirs:
+                dirs.remove(".git")
+            for name in names:
+                if not _temporary(name):
+                    continue
+                path = Path(folder, name)
+                if _abandoned(path, name, now):
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+                        removed.append(path)
+    return removed
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _temporary(name: str) -> bool:
+    return (name.startswith(".") and name.endswith(".tmp")) or name.startswith("cortex-index.")
+
+
+def _abandoned(path: Path, name: str, now: float) -> bool:
+    parts = name.removesuffix(".tmp").removesuffix(".lock").split(".")
+    pid = parts[-2] if len(parts) >= 3 else ""
+    if pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False  # alive, another user's
+        return False
+    try:
+        return now - path.lstat().st_mtime > STALE_TEMP_AGE
+    except OSError:
+        return False
 
 
 def _mark_held(path: Path) -> tuple[bool, float]:
@@ -836,11 +880,51 @@ def _restore_index_entries(home: Path, paths: Sequence[str]) -> None:
                 input="".join(f"{p}\0" for p in paths))
 
 
-def commit_paths(store: Store, paths: Iterable[Path], message: str) -> bool:
-    """Commit `paths` (additions, changes, deletions; files or folders) with `message`,
-    through the committer (cortexfs.commit): with everything pending under context/ that
-    they rest on. True when a commit was made; False when there was nothing to commit or
-    the store is not a git repository."""
-    from cortexfs import commit
+# --- for `cortex ready` and `cortex sync` ------------------------------------------------------
 
-    return commit.commit_paths(store, paths, message) is not None
+def last_commit_days(home: Path, rels: Sequence[str]) -> dict[str, dt.date]:
+    """Day of the last commit of each path, from one `git log` read only as far as needed
+    (stopped once every path was seen: a long history is not read to its end)."""
+    wanted = set(rels)
+    found: dict[str, dt.date] = {}
+    if not wanted:
+        return found
+    proc = subprocess.Popen(
+        ["git", "-c", "core.quotepath=off", "log", "--format=%x00%ct", "--name-only",
+         "--no-renames", "--", *sorted(wanted)],
+        cwd=home, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=git_env())
+    assert proc.stdout is not None
+    day: dt.date | None = None
+    try:
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            if line.startswith("\0"):
+                day = dt.date.fromtimestamp(int(line[1:]))
+            elif line in wanted and line not in found and day is not None:
+                found[line] = day
+                if len(found) == len(wanted):
+                    break
+    finally:
+        proc.stdout.close()
+        if proc.poll() is None:
+            proc.terminate()
+        proc.wait()
+    return found
+
+
+def merge_file(home: Path, base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
+    """A clean three-way merge of the texts (`git merge-file`), or None when lines conflict."""
+    gitdir = git_dir_of(home)
+    names: list[str] = []
+    try:
+        for label, data in (("ours", ours), ("base", base), ("theirs", theirs)):
+            tmp = gitdir / f"cortex-merge-{os.getpid()}-{label}"
+            tmp.write_bytes(data)
+            names.append(str(tmp))
+        proc = subprocess.run(["git", "merge-file", "-p", *names], cwd=home,
+                              capture_output=True, env=git_env())
+    finally:
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+    return proc.stdout if proc.returncode == 0 else None

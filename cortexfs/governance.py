@@ -8,85 +8,25 @@ system decision records, and a CORTEX.md in every folder of the knowledge root.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from cortexfs import decisions, tasks, wall
+from cortexfs import decisions, layout, tasks, wall
 from cortexfs.errors import InvalidInputError
+from cortexfs.overview import content_dirs, has_broken_markers
+from cortexfs.status import read_status
 from cortexfs.store import Project, Store
 from cortexfs.validate import ERROR, WARNING, Finding, Severity
 
-STATUS_FILE = "STATUS.md"
 # Rule names are distinct from the atom rules' (validate.py): `status` there is an atom's
 # unknown status, so STATUS.md findings are `status-md`.
 STATUS_RULE = "status-md"
-ISSUES_FILE = "ISSUES.md"
 STATUS_MAX_LINES = 120
 STATUS_WARN_LINES = 80
 ISSUES_MAX_LINES = 80
 USER_MAX_BYTES = 3 * 1024
-GOVERNANCE_FILES = ("mission.md", "roadmap.md", STATUS_FILE, ISSUES_FILE, tasks.TASKS_FILE)
-
-# The four STATUS.md sections, each with the words one of its headings must contain.
-# Headings match case-insensitively and loosely: "## Current Phase", "## Phase 2: build",
-# "## Blockers", "## What's next" all count.
-STATUS_SECTIONS: dict[str, tuple[str, ...]] = {
-    "Current phase": ("phase",),
-    "Recent progress": ("progress", "recent", "done", "completed"),
-    "Open blockers": ("blocker", "blocked", "blocking"),
-    "Next steps": ("next", "todo", "to do", "upcoming"),
-}
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
-
-
-# --- STATUS.md -------------------------------------------------------------------------------
-
-
-@dataclass
-class StatusInfo:
-    """What a STATUS.md holds: its size, its sections, and the current phase line."""
-
-    lines: int
-    sections: dict[str, int] = field(default_factory=dict)  # section → 1-based heading line
-    phase: str | None = None
-
-    @property
-    def missing(self) -> list[str]:
-        return [s for s in STATUS_SECTIONS if s not in self.sections]
-
-
-def read_status(text: str) -> StatusInfo:
-    """Size, sections and phase of a STATUS.md's text."""
-    lines = text.splitlines()
-    info = StatusInfo(len(lines))
-    heads = [(i, m.group(2)) for i, line in enumerate(lines)
-             if (m := _HEADING.match(line)) and len(m.group(1)) >= 2]
-    for i, title in heads:
-        words = " ".join(re.sub(r"[^a-z0-9]+", " ", title.lower()).split())
-        for section, keys in STATUS_SECTIONS.items():
-            if section not in info.sections and any(
-                    re.search(rf"\b{re.escape(k)}", words) for k in keys):
-                info.sections[section] = i + 1
-                if section == "Current phase":
-                    info.phase = _phase_line(lines, i, title)
-                break
-    return info
-
-
-def _phase_line(lines: list[str], heading: int, title: str) -> str | None:
-    """The phase: the first text line under its heading, else what the heading itself says
-    after "phase" (`## Current phase: 2 — build`)."""
-    for line in lines[heading + 1:]:
-        if _HEADING.match(line):
-            break
-        text = re.sub(r"^\s*(?:[-*+]|\d+[.)])\s+", "", line).strip()
-        text = re.sub(r"<!--.*?-->", "", text).strip()
-        if text:
-            return " ".join(text.split())
-    tail = re.split(r"(?i)current phase|phase", title, maxsplit=1)[-1].strip(" :—-")
-    return tail or None
+# (tasks-archive.md is not one: it comes with the first archived task)
+GOVERNANCE_FILES = tuple(f for f in layout.PROJECT_FILES if f != layout.TASKS_ARCHIVE)
 
 
 def status_findings(rel: str, text: str) -> Iterator[Finding]:
@@ -143,29 +83,29 @@ def project_findings(project: Project) -> Iterator[Finding]:
                           f"project {project.name} has no {name}: run `cortex project new "
                           f"{project.name}` (it adds the missing files and keeps the others)")
     problems: list[Finding] = []
-    status = _read(store, root / STATUS_FILE, problems)
+    status = _read(store, root / layout.STATUS_MD, problems)
     if status is not None:
-        yield from status_findings(_rel(store, root / STATUS_FILE), status)
-    issues = _read(store, root / ISSUES_FILE, problems)
+        yield from status_findings(_rel(store, root / layout.STATUS_MD), status)
+    issues = _read(store, root / layout.ISSUES_MD, problems)
     if issues is not None:
         count = len(issues.splitlines())
         if count > ISSUES_MAX_LINES:
-            yield Finding(ERROR, "issues", _rel(store, root / ISSUES_FILE), None,
+            yield Finding(ERROR, "issues", _rel(store, root / layout.ISSUES_MD), None,
                           f"ISSUES.md has {count} lines, over the {ISSUES_MAX_LINES}-line "
                           "limit: delete the resolved issues")
-    if (root / tasks.TASKS_FILE).is_file():
-        rel = _rel(store, root / tasks.TASKS_FILE)
+    if (root / layout.TASKS_FILE).is_file():
+        rel = _rel(store, root / layout.TASKS_FILE)
         try:
             tf = tasks.load(project)
         except InvalidInputError as e:  # not UTF-8, too big: a finding, not a crash
-            message = str(e).replace(str(root / tasks.TASKS_FILE), tasks.TASKS_FILE)
+            message = str(e).replace(str(root / layout.TASKS_FILE), layout.TASKS_FILE)
             yield Finding(ERROR, "tasks", rel, None, message)
             tf = None
         for problem in tf.problems if tf else []:
             severity: Severity = ERROR if problem.level == "error" else WARNING
             yield Finding(severity, "tasks", rel, problem.line, problem.message)
     yield from problems
-    yield from decision_findings(store, root / decisions.FOLDER)
+    yield from decision_findings(store, root / layout.DECISIONS)
 
 
 def decision_findings(store: Store, folder: Path) -> Iterator[Finding]:
@@ -196,9 +136,7 @@ def decision_findings(store: Store, folder: Path) -> Iterator[Finding]:
 
 def store_findings(store: Store) -> Iterator[Finding]:
     """Store-wide findings: USER.md size, system decisions, a CORTEX.md in every folder."""
-    from cortexfs.overview import content_dirs, has_broken_markers
-
-    user = store.context / "user" / "USER.md"
+    user = store.context / layout.USER / layout.USER_MD
     try:
         size = user.stat().st_size
     except FileNotFoundError:
@@ -207,9 +145,9 @@ def store_findings(store: Store) -> Iterator[Finding]:
         yield Finding(ERROR, "user", _rel(store, user), None,
                       f"USER.md is {size:,} bytes, over the 3 KB limit ({USER_MAX_BYTES:,}): "
                       "keep only the preferences that change how the agent works")
-    yield from decision_findings(store, store.context / decisions.FOLDER)
+    yield from decision_findings(store, store.context / layout.DECISIONS)
     for folder in content_dirs(store):
-        path = folder / "CORTEX.md"
+        path = folder / layout.CORTEX_MD
         rel = _rel(store, path)
         text = _read(store, path)
         if text is None:

@@ -55,6 +55,7 @@ from cortexfs import escape, wall
 from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import Atom, as_date, split_status, status_group
 from cortexfs.errors import CortexError
+from cortexfs.layout import HIPPOCAMPUS_DIR, HIPPOCAMPUS_MD
 from cortexfs.strength import strength
 from cortexfs.tokens import chars_for, estimate
 
@@ -62,8 +63,6 @@ if TYPE_CHECKING:
     from cortexfs.loader import LoadedProject
     from cortexfs.store import Store
 
-FILE_NAME = "HIPPOCAMPUS.md"
-HIER_DIR = ".hippocampus"
 VERSION = "hippocampus.md v1.0"
 MAX_TOKENS = 15_000  # spec §13 max_recommended_tokens: past it, go hierarchical
 MASTER_MAX_TOKENS = 10_000  # spec §9.2: "Master index (~200 top entries, <10K tokens)"
@@ -86,7 +85,7 @@ _US = dt.timedelta(microseconds=1)
 _US_PER_DAY = 86_400_000_000
 
 
-class IndexEntry:
+class MemoryEntry:
     """One atom as the index shows it.
 
     `event_us` is the time of the last read, or of the atom's date when it was never read,
@@ -173,7 +172,7 @@ class IndexEntry:
                 self.tags, self.priority, self.src, self.line())
 
     @classmethod
-    def from_row(cls, project: str, row: tuple[Any, ...]) -> IndexEntry:
+    def from_row(cls, project: str, row: tuple[Any, ...]) -> MemoryEntry:
         self = cls.__new__(cls)
         (self.key, self.kind, self.pointer, self.summary, self.status, created,
          self.accessed_day, self.event_us, self.event_day, self.event_month, self.hits,
@@ -212,7 +211,7 @@ class Part:
     atoms of each kind (atom folder) parsed."""
 
     project: str
-    entries: list[IndexEntry]
+    entries: list[MemoryEntry]
     skipped: dict[str, int]
     reads: int
     newest_us: int | None
@@ -229,22 +228,22 @@ class Part:
                 and (newest_us is None or isinstance(newest_us, int))
                 and isinstance(rows, list)):
             raise ValueError("not a part")
-        return cls(project, [IndexEntry.from_row(project, row) for row in rows], skipped,
+        return cls(project, [MemoryEntry.from_row(project, row) for row in rows], skipped,
                    reads, newest_us, kinds)
 
 
 @dataclass
-class Index:
+class MemoryIndex:
     """Everything the generated files are rendered from."""
 
-    entries: list[IndexEntry]
+    entries: list[MemoryEntry]
     reference: dt.datetime | None  # the store clock: newest access or atom date
     skipped: Counter[str] = field(default_factory=Counter)  # why atoms are not indexed
     reads: int = 0
     _bands: Counter[str] | None = field(default=None, repr=False, compare=False)
 
     @property
-    def by_key(self) -> dict[str, IndexEntry]:
+    def by_key(self) -> dict[str, MemoryEntry]:
         return {e.key: e for e in self.entries}
 
     def bands(self) -> Counter[str]:
@@ -321,7 +320,7 @@ def project_part(name: str, atoms: Iterable[Atom], stats: AccessStats | None) ->
     skipped: Counter[str] = Counter()
     newest: dt.datetime | None = None
     reads = 0
-    entries: dict[str, IndexEntry] = {}
+    entries: dict[str, MemoryEntry] = {}
     cites: list[tuple[str, list[str]]] = []
     counts, logged_newest = st.counts, st.newest
     kinds: Counter[str] = Counter()
@@ -353,7 +352,7 @@ def project_part(name: str, atoms: Iterable[Atom], stats: AccessStats | None) ->
             continue
         priority, src = meta.get("priority"), meta.get("src")
         atom_id = atom.id
-        entries[atom_id] = IndexEntry(
+        entries[atom_id] = MemoryEntry(
             f"{name}/{atom_id}", name, folder, f"projects/{name}/{folder}/{file}",
             atom.summary, status, created, accessed, hits, [],
             [t for t in map(_safe_tag, atom.tags) if t],
@@ -373,10 +372,10 @@ def project_part(name: str, atoms: Iterable[Atom], stats: AccessStats | None) ->
                 (newest - _EPOCH) // _US if newest is not None else None, dict(kinds))
 
 
-def assemble(parts: Iterable[Part]) -> Index:
+def assemble(parts: Iterable[Part]) -> MemoryIndex:
     """The index of several projects' parts: the store clock is the newest event of any,
     and every entry's strength is counted up to it."""
-    entries: list[IndexEntry] = []
+    entries: list[MemoryEntry] = []
     skipped: Counter[str] = Counter()
     reads = 0
     ref_us: int | None = None
@@ -395,17 +394,17 @@ def assemble(parts: Iterable[Part]) -> Index:
                                   related=len(entry.rel))
     entries.sort(key=lambda e: e.key)
     reference = _EPOCH + ref_us * _US if ref_us is not None else None
-    return Index(entries, reference, +skipped, reads)
+    return MemoryIndex(entries, reference, +skipped, reads)
 
 
-def build(loaded: Iterable[LoadedProject], stats: Mapping[str, AccessStats]) -> Index:
+def build(loaded: Iterable[LoadedProject], stats: Mapping[str, AccessStats]) -> MemoryIndex:
     """The index of the active atoms of `loaded` projects, with `stats` (project name →
     folded access log) giving hits and last access."""
     return assemble(project_part(lp.project.name, lp.atoms, stats.get(lp.project.name))
                     for lp in loaded)
 
 
-def collect(store: Store) -> Index:
+def collect(store: Store) -> MemoryIndex:
     """Build the index straight from the store (what `check_pointers` and tests use)."""
     from cortexfs.accesslog import fold
     from cortexfs.loader import load_project
@@ -441,49 +440,49 @@ def clean_text(text: str, limit: int = MAX_SUMMARY) -> str:
 _SAFE_WORDS: dict[str, str] = {}
 
 
-def hx_comment(entry: IndexEntry) -> str:
+def hx_comment(entry: MemoryEntry) -> str:
     """The entry's `<!-- hx: … -->` metadata line."""
     head, tail, _ = entry.pieces()
     return head[head.index("<!-- hx: "):] + f"{entry.strength:.2f}" + tail.rstrip("\n")
 
 
-def render_entry(entry: IndexEntry, level: int = 3) -> str:
+def render_entry(entry: MemoryEntry, level: int = 3) -> str:
     """Heading, summary, pointer and hx metadata (hippocampus.md §5.1)."""
     head, tail, _ = entry.pieces()
     return f"{'#' * level} {head}{entry.strength:.2f}{tail}"
 
 
-def one_liner(entry: IndexEntry, detail: str = "") -> str:
+def one_liner(entry: MemoryEntry, detail: str = "") -> str:
     extra = f" ({detail})" if detail else ""
     return f"{entry.line()}{extra} → {entry.pointer}\n"
 
 
-def quick_access(index: Index) -> list[IndexEntry]:
+def quick_access(index: MemoryIndex) -> list[MemoryEntry]:
     return heapq.nsmallest(QUICK_ACCESS, (e for e in index.entries if e.hits > 0),
                            key=lambda e: (-e.hits, -e.strength, e.key))
 
 
-def _strength_order(e: IndexEntry) -> tuple[float, int, str]:
+def _strength_order(e: MemoryEntry) -> tuple[float, int, str]:
     return (-e.strength, -e.hits, e.key)
 
 
-def _by_strength(entries: Iterable[IndexEntry]) -> list[IndexEntry]:
+def _by_strength(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
     return sorted(entries, key=_strength_order)
 
 
 _NEVER_US = (dt.datetime.min.replace(tzinfo=dt.UTC) - _EPOCH) // _US
 
 
-def _recent_first(entries: Iterable[IndexEntry]) -> list[IndexEntry]:
+def _recent_first(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
     return sorted(entries, key=lambda e: (-(e.event_us if e.event_us is not None
                                             else _NEVER_US), e.key))
 
 
-def time_buckets(index: Index, recent: list[IndexEntry] | None = None) \
-        -> dict[str, list[IndexEntry]]:
+def time_buckets(index: MemoryIndex, recent: list[MemoryEntry] | None = None) \
+        -> dict[str, list[MemoryEntry]]:
     """This Week / This Month / Older by last access (or date), relative to `reference`
     (`recent`: the entries in `_recent_first` order, when the caller has them)."""
-    out: dict[str, list[IndexEntry]] = {"This Week": [], "This Month": [], "Older": []}
+    out: dict[str, list[MemoryEntry]] = {"This Week": [], "This Month": [], "Older": []}
     ref = (index.reference - _EPOCH) // _US if index.reference is not None else None
     for entry in _recent_first(index.entries) if recent is None else recent:
         event = entry.event_us
@@ -494,12 +493,12 @@ def time_buckets(index: Index, recent: list[IndexEntry] | None = None) \
     return out
 
 
-def decay_queue(index: Index) -> list[IndexEntry]:
+def decay_queue(index: MemoryIndex) -> list[MemoryEntry]:
     weak = [e for e in index.entries if e.strength < DECAY_THRESHOLD]
     return sorted(weak, key=lambda e: (e.strength, e.key))
 
 
-def _header(index: Index, extra: str = "") -> str:
+def _header(index: MemoryIndex, extra: str = "") -> str:
     return (f"<!-- {VERSION} | entries: {len(index.entries)} | "
             f"reindexed: {_iso(index.reference)}{extra} -->\n")
 
@@ -509,7 +508,7 @@ _INTRO = ("> Auto-generated by `cortex index regen` from atoms and access logs. 
           "> Strength is computed as of `reindexed`, the newest read or atom in the store.\n")
 
 
-def _meta_lines(index: Index, layout: str) -> list[str]:
+def _meta_lines(index: MemoryIndex, layout: str) -> list[str]:
     entries = index.entries
     kinds = Counter(e.kind for e in entries)
     bands = index.bands()
@@ -531,7 +530,7 @@ def _meta_lines(index: Index, layout: str) -> list[str]:
     return [line + "\n" for line in lines]
 
 
-def band_counts(entries: Iterable[IndexEntry]) -> Counter[str]:
+def band_counts(entries: Iterable[MemoryEntry]) -> Counter[str]:
     counts: Counter[str] = Counter({name: 0 for name, _ in BANDS})
     for e in entries:
         for name, floor in BANDS:
@@ -545,7 +544,7 @@ def _section(title: str, comment: str) -> list[str]:
     return [f"\n## {title}\n", f"<!-- {comment} -->\n"]
 
 
-def render_single(index: Index) -> str:
+def render_single(index: MemoryIndex) -> str:
     """The whole index in one file (hippocampus.md §5.3)."""
     out = [_header(index), "# HIPPOCAMPUS.md — Memory Index\n\n", _INTRO]
     out += _section("Quick Access",
@@ -553,7 +552,7 @@ def render_single(index: Index) -> str:
     qa = quick_access(index)
     out += ["\n" + render_entry(e) for e in qa] or ["\n_No reads recorded yet._\n"]
     out += _section("By Topic", "Every entry, by project and primary tag, strongest first.")
-    groups: dict[tuple[str, str], list[IndexEntry]] = {}
+    groups: dict[tuple[str, str], list[MemoryEntry]] = {}
     for e in _by_strength(index.entries):  # each group in that order too
         groups.setdefault((e.project, e.topic), []).append(e)
     for (project, topic), members in sorted(groups.items()):
@@ -580,12 +579,12 @@ def render_single(index: Index) -> str:
     return "".join(out)
 
 
-def _topic_file(index: Index, project: str, members: list[IndexEntry]) -> str:
+def _topic_file(index: MemoryIndex, project: str, members: list[MemoryEntry]) -> str:
     """A project's topic file; `members` strongest first."""
     out = [f"<!-- {VERSION} | topic: {project} | entries: {len(members)} | "
            f"reindexed: {_iso(index.reference)} -->\n",
            f"# HIPPOCAMPUS — {project}\n\n", _INTRO]
-    groups: dict[str, list[IndexEntry]] = {}
+    groups: dict[str, list[MemoryEntry]] = {}
     for e in members:
         groups.setdefault(e.topic, []).append(e)
     for topic, group in sorted(groups.items()):
@@ -594,7 +593,7 @@ def _topic_file(index: Index, project: str, members: list[IndexEntry]) -> str:
     return "".join(out)
 
 
-def _temporal_file(index: Index, month: str, members: list[IndexEntry]) -> str:
+def _temporal_file(index: MemoryIndex, month: str, members: list[MemoryEntry]) -> str:
     out = [f"<!-- {VERSION} | month: {month} | entries: {len(members)} | "
            f"reindexed: {_iso(index.reference)} -->\n",
            f"# HIPPOCAMPUS — {month}\n\n", _INTRO,
@@ -603,7 +602,7 @@ def _temporal_file(index: Index, month: str, members: list[IndexEntry]) -> str:
     return "".join(out)
 
 
-def _decay_file(index: Index, queue: list[IndexEntry]) -> str:
+def _decay_file(index: MemoryIndex, queue: list[MemoryEntry]) -> str:
     out = [f"<!-- {VERSION} | decay-queue | entries: {len(queue)} | "
            f"reindexed: {_iso(index.reference)} -->\n",
            "# HIPPOCAMPUS — Decay Queue\n\n", _INTRO,
@@ -614,19 +613,19 @@ def _decay_file(index: Index, queue: list[IndexEntry]) -> str:
 
 def topic_path(project: str) -> str:
     """Where a project's topic file goes (relative to the knowledge root)."""
-    return f"{HIER_DIR}/topics/{project}.md"
+    return f"{HIPPOCAMPUS_DIR}/topics/{project}.md"
 
 
-def render_hierarchical(index: Index, known_topics: Iterable[str] = ()) -> dict[str, str]:
+def render_hierarchical(index: MemoryIndex, known_topics: Iterable[str] = ()) -> dict[str, str]:
     """Master HIPPOCAMPUS.md plus the `.hippocampus/` files, keyed by path relative to the
     knowledge root; the topic files of `known_topics` (projects whose topic file the
     caller knows to be up to date) are left out."""
     files: dict[str, str] = {}
-    by_project: dict[str, list[IndexEntry]] = {}
+    by_project: dict[str, list[MemoryEntry]] = {}
     for e in index.entries:
         by_project.setdefault(e.project, []).append(e)
     skip = set(known_topics)
-    strongest: dict[str, list[IndexEntry]] = {}  # each project's strongest first (a few)
+    strongest: dict[str, list[MemoryEntry]] = {}  # each project's strongest first (a few)
     for project, members in by_project.items():
         if project in skip:  # the master shows a few of them, at most
             strongest[project] = heapq.nsmallest(MASTER_PER_PROJECT, members,
@@ -635,26 +634,26 @@ def render_hierarchical(index: Index, known_topics: Iterable[str] = ()) -> dict[
             strongest[project] = _by_strength(members)
             files[topic_path(project)] = _topic_file(index, project, strongest[project])
     recent = _recent_first(index.entries)
-    by_month: dict[str, list[IndexEntry]] = {}
+    by_month: dict[str, list[MemoryEntry]] = {}
     for e in recent:
         by_month.setdefault(e.event_month, []).append(e)
     for month, members in by_month.items():
-        files[f"{HIER_DIR}/temporal/{month}.md"] = _temporal_file(index, month, members)
+        files[f"{HIPPOCAMPUS_DIR}/temporal/{month}.md"] = _temporal_file(index, month, members)
     queue = decay_queue(index)
-    files[f"{HIER_DIR}/decay-queue.md"] = _decay_file(index, queue)
-    files[f"{HIER_DIR}/meta.json"] = json.dumps(_meta_json(index, by_project, by_month, queue),
-                                                indent=1, sort_keys=True) + "\n"
+    files[f"{HIPPOCAMPUS_DIR}/decay-queue.md"] = _decay_file(index, queue)
+    stats = _meta_json(index, by_project, by_month, queue)
+    files[f"{HIPPOCAMPUS_DIR}/meta.json"] = json.dumps(stats, indent=1, sort_keys=True) + "\n"
     master = _Master(index, strongest, recent, queue)
     for cap in MASTER_CAPS:
         text = master.render(cap)
         if estimate(text) <= MASTER_MAX_TOKENS:
             break
-    files[FILE_NAME] = text
+    files[HIPPOCAMPUS_MD] = text
     return files
 
 
-def _meta_json(index: Index, by_project: dict[str, list[IndexEntry]],
-               by_month: dict[str, list[IndexEntry]], queue: list[IndexEntry]) -> dict[str, Any]:
+def _meta_json(index: MemoryIndex, by_project: dict[str, list[MemoryEntry]],
+               by_month: dict[str, list[MemoryEntry]], queue: list[MemoryEntry]) -> dict[str, Any]:
     entries = index.entries
     return {
         "version": VERSION, "reindexed": _iso(index.reference), "entries": len(entries),
@@ -663,9 +662,9 @@ def _meta_json(index: Index, by_project: dict[str, list[IndexEntry]],
         if entries else 0.0,
         "strength_bands": dict(index.bands()),
         "decay_queue": len(queue),
-        "topics": {p: {"entries": len(m), "file": f"{HIER_DIR}/topics/{p}.md"}
+        "topics": {p: {"entries": len(m), "file": f"{HIPPOCAMPUS_DIR}/topics/{p}.md"}
                    for p, m in sorted(by_project.items())},
-        "temporal": {m: {"entries": len(v), "file": f"{HIER_DIR}/temporal/{m}.md"}
+        "temporal": {m: {"entries": len(v), "file": f"{HIPPOCAMPUS_DIR}/temporal/{m}.md"}
                      for m, v in sorted(by_month.items())},
     }
 
@@ -682,8 +681,8 @@ class _Master:
     """The master HIPPOCAMPUS.md of the hierarchical layout at a given size (`cap`): the
     orderings it picks from are computed once, whatever the number of sizes tried."""
 
-    def __init__(self, index: Index, strongest: dict[str, list[IndexEntry]],
-                 recent: list[IndexEntry], queue: list[IndexEntry]) -> None:
+    def __init__(self, index: MemoryIndex, strongest: dict[str, list[MemoryEntry]],
+                 recent: list[MemoryEntry], queue: list[MemoryEntry]) -> None:
         """`strongest`: each project's entries strongest first (at least MASTER_PER_PROJECT
         of them); `recent`: every entry in `_recent_first` order."""
         self.index = index
@@ -710,7 +709,7 @@ class _Master:
         out = [_header(index, " | layout: hierarchical"),
                "# HIPPOCAMPUS.md — Memory Index\n\n", _INTRO,
                f"> Past ~{MAX_TOKENS:,} tokens this is the master index: every entry is in "
-               f"`{HIER_DIR}/`.\n"]
+               f"`{HIPPOCAMPUS_DIR}/`.\n"]
         out += _section("Quick Access",
                         "Most-accessed entries, sorted by hits. Pattern completion starts here.")
         qa = self.quick[: max(cap // 2, 3) if cap < 40 else QUICK_ACCESS]
@@ -721,9 +720,9 @@ class _Master:
         for n, (project, size, tags, strongest) in enumerate(self.projects):
             if n >= max(cap, 5):
                 out.append(f"\n- … {len(self.projects) - n:,} more projects → "
-                           f"{HIER_DIR}/meta.json\n")
+                           f"{HIPPOCAMPUS_DIR}/meta.json\n")
                 break
-            out.append(f"\n### {project}\n{_entries(size)} → {HIER_DIR}/topics/{project}.md"
+            out.append(f"\n### {project}\n{_entries(size)} → {HIPPOCAMPUS_DIR}/topics/{project}.md"
                        f"\nTop tags: {', '.join(f'{t} ({c})' for t, c in tags)}\n")
             if per_project:
                 out.append("\n")
@@ -735,43 +734,43 @@ class _Master:
             members = self.buckets[bucket]
             out.append(f"\n### {bucket}\n\n")
             out += [one_liner(e, e.event_day) for e in members[:cap]] or ["_None._\n"]
-            out += _more(min(cap, len(members)), len(members), f"{HIER_DIR}/temporal/")
+            out += _more(min(cap, len(members)), len(members), f"{HIPPOCAMPUS_DIR}/temporal/")
         out.append("\n### Older\n\n")
         limit = max(cap, 12)
-        out += [f"- {m}: {_entries(n)} → {HIER_DIR}/temporal/{m}.md\n"
+        out += [f"- {m}: {_entries(n)} → {HIPPOCAMPUS_DIR}/temporal/{m}.md\n"
                 for m, n in self.older[:limit]] or ["_None._\n"]
-        out += _more(min(limit, len(self.older)), len(self.older), f"{HIER_DIR}/meta.json")
+        out += _more(min(limit, len(self.older)), len(self.older), f"{HIPPOCAMPUS_DIR}/meta.json")
         out += _section("Associations", "The most connected entries; every entry's rel is in "
                                         "its topic file.")
         out.append("\n")
         out += [f"- {e.key} ↔ {', '.join(e.rel[:MAX_REL_SHOWN])}"
                 f"{f' (+{len(e.rel) - MAX_REL_SHOWN})' if len(e.rel) > MAX_REL_SHOWN else ''}\n"
                 for e in self.linked[:cap]] or ["_None._\n"]
-        out += _more(min(cap, self.linked_count), self.linked_count, f"{HIER_DIR}/topics/")
+        out += _more(min(cap, self.linked_count), self.linked_count, f"{HIPPOCAMPUS_DIR}/topics/")
         out += _section("Decay Queue", f"Entries below strength {DECAY_THRESHOLD}, weakest "
                                        "first.")
         out.append("\n")
         out += [one_liner(e, f"str {e.strength:.2f}") for e in queue[:cap]] or ["_Empty._\n"]
-        out += _more(min(cap, len(queue)), len(queue), f"{HIER_DIR}/decay-queue.md")
+        out += _more(min(cap, len(queue)), len(queue), f"{HIPPOCAMPUS_DIR}/decay-queue.md")
         out += _section("Meta", "Index statistics and health.")
         out.append("\n")
-        out += _meta_lines(index, f"hierarchical, statistics → {HIER_DIR}/meta.json")
+        out += _meta_lines(index, f"hierarchical, statistics → {HIPPOCAMPUS_DIR}/meta.json")
         return "".join(out)
 
 
-def surely_hierarchical(index: Index) -> bool:
+def surely_hierarchical(index: MemoryIndex) -> bool:
     """Whether the index is too large for one file without rendering it to find out: each
     entry takes at least its pointer twice (By Topic, By Time) plus ~60 characters."""
     return sum(2 * len(e.pointer) + 60 for e in index.entries) > chars_for(MAX_TOKENS)
 
 
-def render(index: Index, known_topics: Iterable[str] = ()) -> dict[str, str]:
+def render(index: MemoryIndex, known_topics: Iterable[str] = ()) -> dict[str, str]:
     """Every generated file (path relative to the knowledge root → text); in the
     hierarchical layout, without the topic files of `known_topics`."""
     if not surely_hierarchical(index):
         single = render_single(index)
         if estimate(single) <= MAX_TOKENS:
-            return {FILE_NAME: single}
+            return {HIPPOCAMPUS_MD: single}
     return render_hierarchical(index, known_topics)
 
 
@@ -780,7 +779,7 @@ def render(index: Index, known_topics: Iterable[str] = ()) -> dict[str, str]:
 
 def _existing_generated(context: Path) -> list[Path]:
     """The `.hippocampus/` files a previous run may have written (and only those)."""
-    root = context / HIER_DIR
+    root = context / HIPPOCAMPUS_DIR
     found: list[Path] = []
     for sub, pattern in (("topics", _TOPIC_FILE), ("temporal", _TEMPORAL_FILE)):
         folder = root / sub
@@ -840,13 +839,13 @@ def _write_files(context: Path, files: dict[str, str], dry_run: bool,
             stale.unlink(missing_ok=True)
     if not dry_run:
         for sub in ("topics", "temporal", ""):
-            folder = context / HIER_DIR / sub
+            folder = context / HIPPOCAMPUS_DIR / sub
             if not wall.reason(context, folder) and folder.is_dir() and not os.listdir(folder):
                 folder.rmdir()
     return changed, states
 
 
-def write(store: Store, index: Index, dry_run: bool = False) -> list[Path]:
+def write(store: Store, index: MemoryIndex, dry_run: bool = False) -> list[Path]:
     """Write the generated files that differ and delete stale `.hippocampus/` ones; the paths
     written or deleted (in a dry run, that would be)."""
     return _write_files(store.context, render(index), dry_run, {})[0]
@@ -939,7 +938,7 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
         known = saved["files"]
         if saved.get("key") == key and known:
             generated = {p.relative_to(context).as_posix() for p in _existing_generated(context)}
-            if set(known) >= generated and FILE_NAME in known \
+            if set(known) >= generated and HIPPOCAMPUS_MD in known \
                     and all(cache.still(context / rel, st) for rel, st in known.items()):
                 return []
     keyed = [_part(ctx, name, code) for name in ctx.projects]
@@ -1017,7 +1016,7 @@ def check_pointers(store: Store) -> list[PointerProblem]:
     has not been generated: whether it is current is a separate check). A pointer must be a
     relative path that stays inside the knowledge root and names something that exists."""
     context = store.context
-    files = [context / FILE_NAME] if (context / FILE_NAME).is_file() else []
+    files = [context / HIPPOCAMPUS_MD] if (context / HIPPOCAMPUS_MD).is_file() else []
     files += sorted(p for p in _existing_generated(context) if p.suffix == ".md")
     problems: list[PointerProblem] = []
     exists: dict[str, str | None] = {}  # pointer → why it is dangling (None: it is fine)

@@ -26,31 +26,13 @@ import stat
 import sys
 import time
 
-from cortexfs import accesslog
+from cortexfs import accesslog, layout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import re
     from collections.abc import Iterable, Iterator
 
-# The atom id prefix of each kind folder. Mirrors cortexfs.atoms.KINDS (a test holds
-# atom_folder() equal to atoms.kind_of_filename): importing atoms would pull in re,
-# dataclasses and inspect.
-ATOM_FOLDERS: dict[str, str] = {"experiments": "EXP-", "knowledge": "K-", "patterns": "PAT-"}
-_PREFIX_FOLDER = {prefix: folder for folder, prefix in ATOM_FOLDERS.items()}
-
-
-def atom_folder(name: str) -> str | None:
-    """The folder an atom file name belongs in (`EXP-042b.md` → experiments), else None."""
-    if not name.endswith(".md"):
-        return None
-    prefix, dash, number = name[:-3].partition("-")
-    folder = _PREFIX_FOLDER.get(prefix + dash)
-    if folder is None:
-        return None
-    if folder == "experiments" and number[-1:].isascii() and number[-1:].islower():
-        number = number[:-1]  # EXP-042b: one-letter suffix
-    return folder if number.isdecimal() else None
 # Bounds on the work one call may cost, whatever its payload (it runs after every tool call
 # of the agent): past any of them the hook logs what it found so far and says where it stopped.
 MAX_PAYLOAD = 64 * 1024 * 1024  # bytes of stdin we parse; more is logged and ignored
@@ -60,7 +42,6 @@ MAX_GLOB_DIRS = 1000  # folders all the globs of one call may list (`/*/*/*/*/*/
 MAX_COMMAND = 1024 * 1024  # characters of a shell command we parse
 MAX_NAMES = 20_000  # file names of a search result we look at
 MAX_LINES = 200_000  # lines of a search's output we look at
-HOOK_LOG = "hook.log"
 HOOK_LOG_MAX = 1024 * 1024  # rotated to hook.log.1 beyond this
 
 # Programs whose file operands the agent reads, with the options that take a value (so the
@@ -184,15 +165,15 @@ class Knowledge:
 
     def __init__(self, home: str) -> None:
         self.home = home
-        self.root = os.path.realpath(os.path.join(home, "context"))
+        self.root = os.path.realpath(os.path.join(home, layout.CONTEXT))
         self.prefix = self.root + os.sep
         self._cache: dict[str, tuple[str, str] | None] = {}
         self._dirs: dict[str, tuple[str, str] | None] = {}  # folder → (project, kind folder)
 
     def exists(self) -> bool:
         """A store whose knowledge root is a folder, not a link (cortexfs.wall)."""
-        return os.path.isdir(os.path.join(self.root, "projects")) \
-            and not os.path.islink(os.path.join(self.home, "context"))
+        return os.path.isdir(os.path.join(self.root, layout.PROJECTS)) \
+            and not os.path.islink(os.path.join(self.home, layout.CONTEXT))
 
     def parts(self, path: str) -> list[str] | None:
         """The real path's components below the knowledge root; None when outside it (or
@@ -214,17 +195,17 @@ class Knowledge:
             return self._cache[path]
         found = None
         folder, name = os.path.split(path)
-        kind_folder = atom_folder(name)
+        kind_folder = layout.atom_folder(name)
         if kind_folder is not None:
             if folder not in self._dirs:
                 parts = self.parts(folder)
                 self._dirs[folder] = (parts[1], parts[2]) if (
-                    parts is not None and len(parts) == 3 and parts[0] == "projects"
-                    and _is_project(parts[1]) and parts[2] in ATOM_FOLDERS) else None
+                    parts is not None and len(parts) == 3 and parts[0] == layout.PROJECTS
+                    and _is_project(parts[1]) and parts[2] in layout.ATOM_FOLDERS) else None
             where = self._dirs[folder]
             if where is not None and where[1] == kind_folder:
                 try:
-                    mode = os.lstat(os.path.join(self.prefix + "projects", *where, name)).st_mode
+                    mode = os.lstat(os.path.join(self.root, layout.PROJECTS, *where, name)).st_mode
                 except (OSError, ValueError):  # missing, or a NUL / lone surrogate in it
                     mode = 0
                 if stat.S_ISREG(mode):
@@ -236,14 +217,14 @@ class Knowledge:
     def atom_folder(self, path: str) -> str | None:
         """The project when `path` is an atom folder, or a file inside one."""
         parts = self.parts(path)
-        if parts is None or len(parts) not in (3, 4) or parts[0] != "projects":
+        if parts is None or len(parts) not in (3, 4) or parts[0] != layout.PROJECTS:
             return None
-        if parts[2] in ATOM_FOLDERS and _is_project(parts[1]):
+        if parts[2] in layout.ATOM_FOLDERS and _is_project(parts[1]):
             return parts[1]
         return None
 
     def log_path(self, project: str) -> str:
-        return os.path.join(self.root, "projects", project, "_meta", accesslog.LOG_NAME)
+        return os.path.join(self.root, layout.PROJECTS, project, layout.META, layout.ACCESS_LOG)
 
 
 def _is_project(name: str) -> bool:
@@ -285,7 +266,7 @@ class Reads:
                 continue
             for end in _path_ends(line):
                 path = line[:end]
-                if atom_folder(path[path.rfind("/") + 1:]) and self.add(path, *bases):
+                if layout.atom_folder(path[path.rfind("/") + 1:]) and self.add(path, *bases):
                     named += 1
                     last = path
                     break
@@ -717,7 +698,7 @@ def record(payload: bytes, home: str) -> int:
     session = data.get("session_id")
     session = session if isinstance(session, str) else "" if session is None else str(session)
     knowledge = Knowledge(home)
-    if os.path.islink(os.path.join(home, "context")):
+    if os.path.islink(os.path.join(home, layout.CONTEXT)):
         raise PayloadError(f"{home}/context is a symbolic link: not a store cortex writes to")
     if not knowledge.exists():
         raise PayloadError(f"no cortex store at {home} (no context/projects/): run `cortex "
@@ -737,9 +718,9 @@ def record(payload: bytes, home: str) -> int:
 def log_problem(home: str, message: str) -> None:
     """One line in $CORTEX_HOME/logs/hook.log; never raises."""
     try:
-        logs = os.path.join(home, "logs")
+        logs = os.path.join(home, layout.LOGS)
         os.makedirs(logs, exist_ok=True)
-        path = os.path.join(logs, HOOK_LOG)
+        path = os.path.join(logs, layout.HOOK_LOG)
         try:
             if os.stat(path).st_size > HOOK_LOG_MAX:
                 os.replace(path, path + ".1")
@@ -759,8 +740,7 @@ def home_from_args(argv: list[str]) -> str:
             home = argv[i + 1]
         elif arg.startswith("--home="):
             home = arg.split("=", 1)[1]
-    home = home or os.environ.get("CORTEX_HOME") or "~/.cortex"
-    return os.path.abspath(os.path.expanduser(home))
+    return layout.resolve_home(home)
 
 
 def main(argv: list[str] | None = None, stdin: bytes | None = None) -> int:
@@ -777,10 +757,10 @@ def main(argv: list[str] | None = None, stdin: bytes | None = None) -> int:
 
             autocommit.request(home)
     except PayloadError as e:
-        log_problem(home or os.path.expanduser("~/.cortex"), str(e))
+        log_problem(home or os.path.expanduser(layout.DEFAULT_HOME), str(e))
     except OSError as e:  # the file system refused: a full disk, a link (cortexfs.wall) …
-        log_problem(home or os.path.expanduser("~/.cortex"), f"cannot log the read: {e}")
+        log_problem(home or os.path.expanduser(layout.DEFAULT_HOME), f"cannot log the read: {e}")
     except BaseException as e:  # fail open: the agent's tool call must never see an error
-        log_problem(home or os.path.expanduser("~/.cortex"),
+        log_problem(home or os.path.expanduser(layout.DEFAULT_HOME),
                     f"{type(e).__name__}: {e} (a bug; please report it)")
     return 0

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import accesslog, interrupt, wall
+from cortexfs import accesslog, interrupt, layout, wall
 from cortexfs.atoms import (
     ATOM_ID,
     EXPERIMENT,
@@ -67,13 +67,12 @@ if TYPE_CHECKING:
     from cortexfs.commit import Transaction
     from cortexfs.validate import Finding
 
-ARCHIVE = "archive"  # context/archive/<project>/: archived projects
 MAX_REASON = 300  # characters of an invalidated-reason (one line of an index cell)
 # frontmatter keys that name other atoms of the project, and how `show` calls each
 REFERENCE_KEYS = ("evidence", "source-experiments", "links", "status")
 _TEXT_SUFFIXES = (".md", ".yaml", ".yml", ".txt", ".json")
-_GENERATED = ("index.md", "CORTEX.md")  # files regeneration writes: no mention is rewritten
-_ID = re.compile(r"(?i)(exp|k|pat)-(\d{1,9})([a-z]?)")
+_GENERATED = (layout.INDEX, layout.CORTEX_MD)  # files regeneration writes: no mention is rewritten
+_ID = re.compile(rf"(?i)({layout.PREFIX_PATTERN})-(\d{{1,9}})([a-z]?)")
 
 
 # --- finding an atom -------------------------------------------------------------------------
@@ -275,7 +274,8 @@ class Shown:
     def to_json(self) -> dict[str, Any]:
         loc = self.located
         return {"id": loc.id, "project": loc.project.name, "kind": loc.kind.name,
-                "path": f"context/{loc.rel}", "frontmatter": self.meta, "body": self.body,
+                "path": f"{layout.CONTEXT_PREFIX}{loc.rel}", "frontmatter": self.meta,
+                "body": self.body,
                 "refs": self.refs, "last_read": self.last_read,
                 "cites": [r.to_json() for r in self.cites],
                 "cited_by": [r.to_json() for r in self.cited_by],
@@ -397,13 +397,13 @@ def projects(store: Store) -> list[dict[str, Any]]:
     """Each project with its atom counts, phase (STATUS.md) and open tasks; then the
     archived ones (name and `archived: true`)."""
     from cortexfs import tasks
-    from cortexfs.governance import read_status
+    from cortexfs.status import read_status
 
     out: list[dict[str, Any]] = []
     for project in store.projects():
         counts = {k.folder: sum(1 for _ in project.atom_paths(k)) for k in KINDS}
         try:
-            status = wall.read_text(store.context, project.root / "STATUS.md")
+            status = wall.read_text(store.context, project.root / layout.STATUS_MD)
             phase = read_status(status).phase
         except (OSError, InvalidInputError):
             phase = None
@@ -420,7 +420,7 @@ def projects(store: Store) -> list[dict[str, Any]]:
 
 def archived(store: Store) -> list[str]:
     """Names of the archived projects."""
-    folder = store.context / ARCHIVE
+    folder = store.context / layout.ARCHIVE
     if wall.reason(store.context, folder) or not folder.is_dir():
         return []
     return sorted(e.name for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)
@@ -952,7 +952,7 @@ def _project_texts(project: Project, skip: set[Path]) -> list[Path]:
     access log, nor links."""
     out = []
     for path in _tree_files(project.root):
-        if path in skip or path.name in _GENERATED or path.name == accesslog.LOG_NAME \
+        if path in skip or path.name in _GENERATED or path.name == layout.ACCESS_LOG \
                 or not path.name.endswith(_TEXT_SUFFIXES) \
                 or wall.reason(project.store.context, path):
             continue
@@ -994,13 +994,13 @@ def _contents(project: Project) -> tuple[int, int]:
 def archive_project(store: Store, name: str) -> Plan:
     """Move a project to context/archive/NAME/ (see the module docstring)."""
     project = store.project(name)
-    dest = store.context / ARCHIVE / name
+    dest = store.context / layout.ARCHIVE / name
     if os.path.lexists(dest):
         raise InvalidInputError(f"{_rel(store, dest)} already exists: rename or remove it, "
                                 "then archive the project")
     plan = Plan(f"project: archive {name}", regenerate=None)
     plan.trees.append((project.root, dest))
-    plan.result = {"project": name, "archived_to": f"context/{_rel(store, dest)}"}
+    plan.result = {"project": name, "archived_to": f"{layout.CONTEXT_PREFIX}{_rel(store, dest)}"}
     return plan
 
 
@@ -1009,7 +1009,7 @@ def unarchive_project(store: Store, name: str) -> Plan:
     from cortexfs.store import check_project_name
 
     check_project_name(name)
-    source = store.context / ARCHIVE / name
+    source = store.context / layout.ARCHIVE / name
     if wall.reason(store.context, source) or not source.is_dir():
         names = archived(store)
         raise InvalidInputError(f"no archived project named {name!r} (archived: "

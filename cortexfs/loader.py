@@ -20,7 +20,6 @@ import contextlib
 import gc
 import marshal
 import os
-import re
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -49,8 +48,6 @@ RACY_NS = 2_000_000_000  # mtime granularity we do not trust (FAT: 2 s; ext4/tmp
 MTIME, SIZE, INO, CRC, RACY, ERROR, ERROR_LINE = range(7)
 Stamp = tuple[Any, ...]
 Info = tuple[dict[str, Any], int, int]
-# exactly the file names Project.atom_paths takes for each kind (`EXP-042b.md`, `K-7.md` …)
-_FILE_NAME = {k.prefix: re.compile(k.id_re.pattern.removesuffix(r"\Z") + r"\.md\Z") for k in KINDS}
 
 
 @dataclass
@@ -226,7 +223,7 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
             except (FileNotFoundError, NotADirectoryError):
                 continue
             with it:
-                match = _FILE_NAME[kind.prefix].match
+                match = kind.file_re.match
                 names = sorted((d.name, d) for d in it if match(d.name))
             prefix = kind.folder + "/"
             for name, dirent in names:

@@ -29,6 +29,7 @@ from pydantic import Field
 
 from cortexfs.brief import MIN_BUDGET  # (in an annotation: the SDK evaluates it here)
 from cortexfs.errors import CortexError, from_os_error
+from cortexfs.layout import TASKS_ARCHIVE, TASKS_FILE
 from cortexfs.store import Store
 
 REFRESH_INTERVAL = 1.0  # seconds during which recall trusts its last look at the files
@@ -535,8 +536,9 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         an atom written with a file tool), with the indexes regenerated where atoms
         changed. Every other tool commits its own change: use this one after editing files
         directly."""
-        from cortexfs.commit import Change, remove_stale_temporaries, transaction
+        from cortexfs.commit import Change, transaction
         from cortexfs.errors import InvalidInputError
+        from cortexfs.git import remove_stale_temporaries
 
         if message is not None and not message.strip():
             raise InvalidInputError("the message is empty: give one, or leave it out for a "
@@ -591,7 +593,7 @@ def _task_tools(server: Any, store: Store) -> None:
         from cortexfs.commit import Change, transaction
 
         proj = lifecycle.only_project(store, project)
-        files = [proj.root / tasks.TASKS_FILE, proj.root / tasks.ARCHIVE_FILE]
+        files = [proj.root / TASKS_FILE, proj.root / TASKS_ARCHIVE]
         with transaction(store) as txn:
             txn.keep(*files)
             result = tasks.add_task(proj, text, priority=priority, why=why,
@@ -614,7 +616,7 @@ def _task_tools(server: Any, store: Store) -> None:
         from cortexfs.commit import Change, transaction
 
         proj = lifecycle.only_project(store, project)
-        files = [proj.root / tasks.TASKS_FILE, proj.root / tasks.ARCHIVE_FILE]
+        files = [proj.root / TASKS_FILE, proj.root / TASKS_ARCHIVE]
         with transaction(store) as txn:
             txn.keep(*files)
             result = tasks.set_status(proj, task_id, "done")

@@ -7,7 +7,7 @@ indexes. It writes
   counts, the date of its newest atom — and the date of the newest scan report in `scans/`;
 - in every folder of the knowledge root (hidden folders, `_meta`-style folders starting with
   `_` and empty folders excepted), the block of its CORTEX.md between the markers
-  `scaffold.GENERATED_START` / `GENERATED_END`: the folder's files and sub-folders, one line
+  `layout.GENERATED_START` / `GENERATED_END`: the folder's files and sub-folders, one line
   each with a description (a markdown file's frontmatter summary or first heading; a
   sub-folder's CORTEX.md title). Atom folders list their non-atom files and a count of atoms,
   pointing to index.md rather than repeating it.
@@ -30,18 +30,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import cache, escape, templates, wall
+from cortexfs import cache, escape, layout, templates, wall
 from cortexfs.atoms import KINDS, Atom
 from cortexfs.errors import CortexError, OutsideStoreError
 from cortexfs.fsutil import write_if_changed
-from cortexfs.scaffold import GENERATED_END, GENERATED_START, PROJECT_FOLDERS, STORE_FOLDERS
+from cortexfs.layout import (
+    CORTEX_MD,
+    EMPTY_BLOCK,
+    GENERATED_END,
+    GENERATED_START,
+    OVERVIEW_MD,
+    PROJECT_FOLDERS,
+    STORE_FOLDERS,
+)
+from cortexfs.status import read_status
 from cortexfs.store import Store
 
 if TYPE_CHECKING:
     from cortexfs.index import RegenContext
 
-OVERVIEW = "OVERVIEW.md"
-CORTEX = "CORTEX.md"
 MAX_ENTRIES = 200  # a folder block lists at most this many files and folders
 MAX_DESCRIPTION = 120
 HEAD_BYTES = 8192  # descriptions come from the start of a file only
@@ -49,18 +56,16 @@ SKIP_DIRS = frozenset({"node_modules", "__pycache__"})
 _SCAN_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})")
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _ATOM_FOLDERS = {k.folder: k for k in KINDS}
-# exactly the names atoms.kind_of_filename gives that kind (`EXP-042b.md`, `K-7.md` …)
-_ATOM_FILE = {k.prefix: re.compile(k.id_re.pattern.removesuffix(r"\Z") + r"\.md\Z") for k in KINDS}
 # Files other generators write, described without reading them (they may not exist yet in
 # this run, and a description must not depend on the order generators run in).
 _GENERATED = {
-    "index.md": "generated index of this folder's atoms (do not edit)",
-    OVERVIEW: "one line per project: phase, atom counts, newest atom (generated)",
-    "HIPPOCAMPUS.md": "sparse memory index: most used atoms, by topic and time (generated)",
+    layout.INDEX: "generated index of this folder's atoms (do not edit)",
+    OVERVIEW_MD: "one line per project: phase, atom counts, newest atom (generated)",
+    layout.HIPPOCAMPUS_MD: "sparse memory index: most used atoms, by topic and time (generated)",
 }
 _KNOWN_FILES = {
-    "TASKS.yaml": "structured task queue (see: cortex tasks list)",
-    "access-log.jsonl": "access log (one JSON line per read)",
+    layout.TASKS_FILE: "structured task queue (see: cortex tasks list)",
+    layout.ACCESS_LOG: "access log (one JSON line per read)",
 }
 
 
@@ -251,7 +256,7 @@ class _Plan:
     new: set[Path]
 
     def title(self, folder: Path) -> str:
-        text = self.texts.get(folder / CORTEX)
+        text = self.texts.get(folder / CORTEX_MD)
         if text is None:
             return ""
         return describe_markdown(text)
@@ -259,19 +264,17 @@ class _Plan:
 
 def _new_cortex_md(store: Store, folder: Path) -> str:
     """The CORTEX.md a folder gets when it has none (folder template, empty block)."""
-    from cortexfs.scaffold import EMPTY_BLOCK
-
     rel = folder.relative_to(store.context).parts
-    if len(rel) == 2 and rel[0] == "projects":
+    if len(rel) == 2 and rel[0] == layout.PROJECTS:
         return templates.render(store, "project/CORTEX.md.j2", project=escape.line(rel[1]),
                                 date="", generated_block=EMPTY_BLOCK)
-    known = (PROJECT_FOLDERS if len(rel) == 3 and rel[0] == "projects" else
+    known = (PROJECT_FOLDERS if len(rel) == 3 and rel[0] == layout.PROJECTS else
              STORE_FOLDERS if len(rel) == 1 else {})
     title, purpose = known.get(folder.name, (
         folder.name.replace("-", " ").replace("_", " ").capitalize(),
         "Say here what this folder holds and how to find things in it; the list below "
         "is generated."))
-    if len(rel) == 3 and rel[0] == "projects":
+    if len(rel) == 3 and rel[0] == layout.PROJECTS:
         title = f"{title} — {rel[1]}"
     return templates.render(store, "store/folder-CORTEX.md.j2", title=escape.line(title),
                             purpose=purpose, generated_block=EMPTY_BLOCK)
@@ -280,11 +283,11 @@ def _new_cortex_md(store: Store, folder: Path) -> str:
 def _folder_entries(folder: Path, listing: Listing) -> tuple[list[str], list[str], list[str]]:
     """(files, sub-folders, atom ids) of a folder; atoms are left out of the files."""
     atom_kind = _ATOM_FOLDERS.get(folder.name)
-    is_atom = _ATOM_FILE[atom_kind.prefix].match if atom_kind is not None else None
+    is_atom = atom_kind.file_re.match if atom_kind is not None else None
     files: list[str] = []
     atoms: list[str] = []
     for name in listing.files:
-        if name == CORTEX:
+        if name == CORTEX_MD:
             continue
         if is_atom is not None and is_atom(name):
             atoms.append(name[:-3])
@@ -300,14 +303,14 @@ def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
     lines = [GENERATED_START, "## Contents", ""]
     entries: list[str] = []
     if folder == plan.store.context:
-        for name in (OVERVIEW, "HIPPOCAMPUS.md"):
+        for name in (OVERVIEW_MD, layout.HIPPOCAMPUS_MD):
             if name not in files and _expected(plan.store, name):
                 files.append(name)
         files.sort(key=str.casefold)
     kind = _ATOM_FOLDERS.get(folder.name)
     if kind is not None and folder.parent.parent == plan.store.projects_dir \
-            and "index.md" not in files:
-        files.insert(0, "index.md")
+            and layout.INDEX not in files:
+        files.insert(0, layout.INDEX)
     for name in files:
         desc = _describe_file(folder / name)
         entries.append(f"- [{escape.cell(name)}]({escape.link(name)})"
@@ -319,7 +322,7 @@ def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
                        f"`{kind.prefix}-NNN.md` ({span}): find them through index.md")
     for name in dirs:
         title = plan.title(folder / name)
-        entries.append(f"- [{escape.cell(name)}/]({escape.link(name)}/{CORTEX})"
+        entries.append(f"- [{escape.cell(name)}/]({escape.link(name)}/{CORTEX_MD})"
                        + (f" — {escape.line(title)}" if title else ""))
     if not entries:
         entries.append("_Nothing here yet._")
@@ -338,7 +341,7 @@ def _id_sort(atom_id: str) -> tuple[int, str]:
 
 def _expected(store: Store, name: str) -> bool:
     """Whether a store-level generated file will exist after regeneration."""
-    if name == OVERVIEW:
+    if name == OVERVIEW_MD:
         return True
     from cortexfs import derived
 
@@ -376,7 +379,7 @@ def cortex_md_updates(store: Store, folders: Mapping[Path, Listing] | None = Non
     texts: dict[Path, str] = {}
     new: set[Path] = set()
     for folder in folders:
-        path = folder / CORTEX
+        path = folder / CORTEX_MD
         try:
             texts[path] = wall.read_bytes(store.context, path, 10 * wall.MAX_TEXT).decode()
         except OutsideStoreError:
@@ -389,7 +392,7 @@ def cortex_md_updates(store: Store, folders: Mapping[Path, Listing] | None = Non
     plan = _Plan(store, texts, new)
     changes: dict[Path, str] = {}
     for folder, listing in folders.items():
-        path = folder / CORTEX
+        path = folder / CORTEX_MD
         if path not in texts:
             continue
         updated = splice_block(texts[path], render_block(plan, folder, listing))
@@ -439,11 +442,9 @@ def project_line(store: Store, name: str, summary: AtomSummary) -> ProjectLine:
 
 def _phase(store: Store, name: str) -> str:
     """The phase a project's STATUS.md states ("" when none)."""
-    from cortexfs.governance import STATUS_FILE, read_status
-
     try:
         phase = read_status(wall.read_text(store.context,
-                                           store.projects_dir / name / STATUS_FILE)).phase
+                                           store.projects_dir / name / layout.STATUS_MD)).phase
     except (OSError, CortexError):  # missing, a link, a folder, too big: no phase to show
         phase = None
     return _clip(phase) if phase else ""
@@ -492,7 +493,7 @@ def _refresh(store: Store, summaries: Mapping[str, AtomSummary], dry_run: bool) 
     empty: AtomSummary = ({k.folder: 0 for k in KINDS}, None)
     lines = [project_line(store, name, summaries.get(name, empty))
              for name in store.project_names()]
-    overview = store.context / OVERVIEW
+    overview = store.context / OVERVIEW_MD
     text = render_overview(store, lines)
     try:
         current = wall.read_bytes(store.context, overview, 10 * wall.MAX_TEXT).decode("utf-8")
@@ -539,7 +540,7 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
         summary = _summary(ctx, name)
         lines.append(ProjectLine(name, _cached_phase(store, name, now, old_phases,
                                                      new["phases"]), *summary))
-    overview = store.context / OVERVIEW
+    overview = store.context / OVERVIEW_MD
     key = _overview_key(store, lines, now)
     old = state.get("overview")
     if key is not None and isinstance(old, list) and len(old) == 2 and old[0] == key \
@@ -616,7 +617,7 @@ def prepare(ctx: RegenContext, names: list[str]) -> None:
 
 def _cached_phase(store: Store, name: str, now: int, old: Any, new: dict[str, Any]) -> str:
     """A project's phase: from the cache while its STATUS.md keeps its stat data."""
-    stamp = cache.stamp(store.projects_dir / name / "STATUS.md", now)
+    stamp = cache.stamp(store.projects_dir / name / layout.STATUS_MD, now)
     hit = old.get(name) if isinstance(old, dict) else None
     if stamp is not None and isinstance(hit, list) and len(hit) == 2 \
             and hit[0] == list(stamp) and isinstance(hit[1], str):
@@ -629,10 +630,9 @@ def _cached_phase(store: Store, name: str, now: int, old: Any, new: dict[str, An
 
 
 def _code_stamp() -> list[Any]:
-    """This module and the scaffold markers it writes: a new cortex may render differently."""
-    from cortexfs import scaffold
-
-    return [os.stat(f).st_mtime_ns for f in (__file__, str(scaffold.__file__))]
+    """This module and the layout (markers, folder purposes) it writes: a new cortex may render
+    differently."""
+    return [os.stat(f).st_mtime_ns for f in (__file__, str(layout.__file__))]
 
 
 def _overview_key(store: Store, lines: list[ProjectLine], now: int) -> str | None:
@@ -654,7 +654,7 @@ def _blocks_signature(store: Store, folders: Mapping[Path, Listing], now: int) -
         return None
     parts: list[Any] = [_code_stamp(), stamps, list(derived.GENERATORS)]
     for folder, listing in folders.items():
-        own = cache.stamp(folder / CORTEX, now)
+        own = cache.stamp(folder / CORTEX_MD, now)
         if own is None:
             return None
         described = []

@@ -33,13 +33,12 @@ import importlib
 import os
 import re
 import shlex
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from cortexfs import templates, wall
+from cortexfs import layout, templates, wall
 from cortexfs.atoms import ATOM_ID, KNOWLEDGE
 from cortexfs.errors import CortexError
 from cortexfs.store import Project, Store
@@ -53,7 +52,8 @@ if TYPE_CHECKING:
 MAX_LISTED_PATHS = 10
 _MD_LINK = re.compile(r"\[(?:[^\]\\]|\\.)*\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'][^\"']*[\"'])?\s*\)")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-_LINKED_FILES = ("STATUS.md", "mission.md", "roadmap.md", "ISSUES.md", "CORTEX.md")
+_LINKED_FILES = (layout.STATUS_MD, layout.MISSION_MD, layout.ROADMAP_MD, layout.ISSUES_MD,
+                 layout.CORTEX_MD)
 
 
 @dataclass
@@ -132,7 +132,7 @@ def _file_checks(store: Store, project: str | None, projects: list[Project],
         _links(store, p, ids, after)
     if project is None:
         _links_store(store, ids, after)
-    if any(p.name == "HIPPOCAMPUS.md" or ".hippocampus" in p.parts for p in stale):
+    if any(p.name == layout.HIPPOCAMPUS_MD or layout.HIPPOCAMPUS_DIR in p.parts for p in stale):
         # an up-to-date index points only at atoms that exist: its pointers can dangle only
         # when regeneration would change it
         _hippocampus(store, after)
@@ -383,7 +383,7 @@ def _git(store: Store, project: str | None, gaps: list[Gap]) -> Any:
         shown = ", ".join(dirty[:MAX_LISTED_PATHS])
         more = f" and {len(dirty) - MAX_LISTED_PATHS} more" if len(dirty) > MAX_LISTED_PATHS \
             else ""
-        outside = [d for d in dirty if not d.startswith("context/")]
+        outside = [d for d in dirty if not d.startswith(layout.CONTEXT_PREFIX)]
         fix = "run `cortex commit`" if not outside else (
             f"commit them: `git -C {store.home} add -- "
             f"{' '.join(shlex.quote(p) for p in outside[:3])}"
@@ -407,9 +407,11 @@ def _git(store: Store, project: str | None, gaps: list[Gap]) -> Any:
 def _status_freshness(store: Store, projects: list[Project], loaded: dict[str, LoadedProject],
                       state: Any, gaps: list[Gap]) -> None:
     """STATUS.md present, and not older than the project's newest atom."""
+    from cortexfs.git import last_commit_days
+
     wanted: dict[str, Project] = {}
     for p in projects:
-        path = p.root / "STATUS.md"
+        path = p.root / layout.STATUS_MD
         rel = _rel(store, path)
         if not path.is_file():
             gaps.append(Gap("status", "STATUS.md is missing: a new session has no current "
@@ -421,7 +423,7 @@ def _status_freshness(store: Store, projects: list[Project], loaded: dict[str, L
     today = dt.date.today()
     dirty = set(state.dirty) if state.is_repo else set()
     need_log = [rel for rel in wanted if rel not in dirty] if state.is_repo else []
-    committed = _last_commit_days(store, need_log)
+    committed = last_commit_days(store.home, need_log)
     for rel, p in wanted.items():
         dated = ((a.date, a.id) for a in loaded[p.name].atoms)
         # an atom dated in the future (a typo) cannot make STATUS.md stale before its day
@@ -430,44 +432,12 @@ def _status_freshness(store: Store, projects: list[Project], loaded: dict[str, L
             continue
         day = committed.get(rel)
         if day is None:  # uncommitted, untracked or no repository: the file's own time
-            day = dt.date.fromtimestamp((p.root / "STATUS.md").stat().st_mtime)
+            day = dt.date.fromtimestamp((p.root / layout.STATUS_MD).stat().st_mtime)
         if day < newest[0]:
             gaps.append(Gap("status-stale", f"STATUS.md was last updated {day.isoformat()}, "
                             f"before the newest atom {newest[1]} ({newest[0].isoformat()})",
                             "rewrite STATUS.md to cover the work since then, and commit it",
                             p.name, rel))
-
-
-def _last_commit_days(store: Store, rels: list[str]) -> dict[str, dt.date]:
-    """Day of the last commit of each path, from one `git log` read only as far as needed."""
-    if not rels:
-        return {}
-    from cortexfs.git import git_env
-
-    wanted = set(rels)
-    found: dict[str, dt.date] = {}
-    proc = subprocess.Popen(
-        ["git", "-c", "core.quotepath=off", "log", "--format=%x00%ct", "--name-only",
-         "--no-renames", "--", *sorted(wanted)],
-        cwd=store.home, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env=git_env())
-    assert proc.stdout is not None
-    day: dt.date | None = None
-    try:
-        for line in proc.stdout:
-            line = line.rstrip("\n")
-            if line.startswith("\0"):
-                day = dt.date.fromtimestamp(int(line[1:]))
-            elif line in wanted and line not in found and day is not None:
-                found[line] = day
-                if len(found) == len(wanted):
-                    break
-    finally:
-        proc.stdout.close()
-        if proc.poll() is None:
-            proc.terminate()
-        proc.wait()
-    return found
 
 
 def _charter(store: Store, project: Project, gaps: list[Gap]) -> None:
@@ -527,7 +497,7 @@ def _links(store: Store, project: Project, ids: dict[str, set[str]], gaps: list[
     for name in _LINKED_FILES:
         path = project.root / name
         _file_links(store, path, project.name, ids.get(project.name, set()), everywhere, gaps,
-                    cite_ids=name == "STATUS.md")
+                    cite_ids=name == layout.STATUS_MD)
 
 
 def _links_store(store: Store, ids: dict[str, set[str]], gaps: list[Gap]) -> None:
@@ -535,12 +505,12 @@ def _links_store(store: Store, ids: dict[str, set[str]], gaps: list[Gap]) -> Non
     from cortexfs.overview import content_dirs
 
     for folder in content_dirs(store, skip=store.projects_dir):  # projects: checked one by one
-        _file_links(store, folder / "CORTEX.md", None, set(), everywhere, gaps, cite_ids=False)
+        _file_links(store, folder / layout.CORTEX_MD, None, set(), everywhere, gaps, cite_ids=False)
 
 
 def _file_links(store: Store, path: Path, project: str | None, own: set[str],
                 everywhere: set[str], gaps: list[Gap], *, cite_ids: bool) -> None:
-    from cortexfs.scaffold import GENERATED_END, GENERATED_START
+    from cortexfs.layout import GENERATED_END, GENERATED_START
 
     try:
         text = wall.read_text(store.context, path)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cortexfs import accesslog, frontmatter, wall
+from cortexfs import accesslog, frontmatter, layout, wall
 from cortexfs.atoms import Kind, kind_of_filename
 from cortexfs.errors import AtomParseError
 from cortexfs.fsutil import atomic_write, rewrite
@@ -35,10 +35,9 @@ from cortexfs.store import Store
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 LOG_LOCK_WAIT = 5.0  # seconds a rewrite of a log waits for the appends under way
-PROJECTS = "context/projects"
 _TEXT_SUFFIXES = (".md", ".yaml", ".yml", ".txt", ".json")
 # Generated files: regenerated after the merge, so rewriting them would only make conflicts.
-_SKIP_NAMES = ("index.md",)
+_SKIP_NAMES = (layout.INDEX,)
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class Collision:
 
     @property
     def path(self) -> str:
-        return f"{PROJECTS}/{self.project}/{self.kind.folder}/{self.atom_id}.md"
+        return f"{layout.PROJECTS_PATH}/{self.project}/{self.kind.folder}/{self.atom_id}.md"
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,7 @@ class Renumbering:
 def _atom_of(rel: str) -> tuple[str, Kind, str] | None:
     """(project, kind, id) when `rel` is an atom file path of the store."""
     parts = rel.split("/")
-    if len(parts) != 5 or "/".join(parts[:2]) != PROJECTS:
+    if len(parts) != 5 or "/".join(parts[:2]) != layout.PROJECTS_PATH:
         return None
     kind = kind_of_filename(parts[4])
     if kind is None or kind.folder != parts[3]:
@@ -80,7 +79,7 @@ def _atom_of(rel: str) -> tuple[str, Kind, str] | None:
 def _added(home: Path, base: str, tip: str) -> dict[str, str]:
     """Atom paths added between `base` and `tip`, with their blob ids."""
     out = git_run(home, "diff", "--raw", "-z", "--no-renames", "--diff-filter=A", base, tip,
-                  "--", PROJECTS).stdout
+                  "--", layout.PROJECTS_PATH).stdout
     fields = out.split("\0")
     added: dict[str, str] = {}
     for meta, path in zip(fields[0::2], fields[1::2], strict=False):
@@ -105,7 +104,7 @@ def find_collisions(home: Path, base: str | None, local: str, remote: str) -> li
 
 def _tree_ids(home: Path, rev: str, project: str, kind: Kind) -> set[str]:
     out = git_run(home, "ls-tree", "-z", "--name-only", rev, "--",
-                  f"{PROJECTS}/{project}/{kind.folder}/").stdout
+                  f"{layout.PROJECTS_PATH}/{project}/{kind.folder}/").stdout
     return {name.rsplit("/", 1)[-1][:-3] for name in out.split("\0")
             if kind_of_filename(name.rsplit("/", 1)[-1]) is kind}
 
@@ -279,7 +278,7 @@ def missing_lines(new: bytes, *sources: bytes) -> bytes:
 
 def _changed_since(home: Path, base: str | None, tip: str, project: str) -> list[str]:
     out = git_run(home, "diff", "--name-only", "-z", "--no-renames", "--diff-filter=AM",
-                  base or EMPTY_TREE, tip, "--", f"{PROJECTS}/{project}/").stdout
+                  base or EMPTY_TREE, tip, "--", f"{layout.PROJECTS_PATH}/{project}/").stdout
     return [p for p in out.split("\0") if p]
 
 
@@ -317,14 +316,14 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
             if name in _SKIP_NAMES or not name.endswith(_TEXT_SUFFIXES) or not path.is_file() \
                     or wall.reason(store.context, path):  # a link: not part of the store
                 continue
-            if name == accesslog.LOG_NAME:
+            if name == layout.ACCESS_LOG:
                 continue
             with contextlib.suppress(FileNotFoundError):
                 rewrite(path, change)
             # listed even when unchanged now: a first, interrupted run may have rewritten it
             touched.append(path)
-        log = root / "_meta" / accesslog.LOG_NAME
-        rel_log = f"{PROJECTS}/{project}/_meta/{accesslog.LOG_NAME}"
+        log = root / layout.META / layout.ACCESS_LOG
+        rel_log = f"{layout.PROJECTS_PATH}/{project}/{layout.META}/{layout.ACCESS_LOG}"
         base_log = (git_blob(home, base, rel_log) if base else None) or b""
         current = accesslog.read(log)
         # the local side's lines are those after the merge base's copy of the log

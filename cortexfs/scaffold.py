@@ -6,38 +6,13 @@ import datetime as dt
 import os
 from pathlib import Path
 
-from cortexfs import templates, wall
+from cortexfs import layout, templates, wall
 from cortexfs.atoms import KINDS
 from cortexfs.errors import InvalidInputError
 from cortexfs.fsutil import atomic_write
+from cortexfs.layout import EMPTY_BLOCK, PROJECT_FILES, PROJECT_FOLDERS, STORE_FOLDERS
+from cortexfs.overview import render_overview
 from cortexfs.store import Project, Store, check_project_name
-
-# The generated part of every CORTEX.md lies between these markers; text around them is
-# hand-written and never touched.
-GENERATED_START = "<!-- cortex:generated:start — do not edit between these markers -->"
-GENERATED_END = "<!-- cortex:generated:end -->"
-EMPTY_BLOCK = f"{GENERATED_START}\n{GENERATED_END}"
-
-STORE_FOLDERS = {
-    "decisions": ("Decisions", "System-level decision records, one file per decision: "
-                  "`NNNN-title.md` (Date, Status, Context, Alternatives, Decision, "
-                  "Consequences)."),
-    "ideas": ("Ideas", "Incubating research directions, not yet projects."),
-    "scans": ("Scans", "Knowledge scan reports, one file per date (`YYYY-MM-DD.md`)."),
-    "user": ("User", "The user's preferences: `USER.md` (kept under 3 KB)."),
-    "projects": ("Projects", "One folder per project; each has its own `CORTEX.md`."),
-}
-PROJECT_FOLDERS = {
-    "experiments": ("Experiments", "One file per experiment, `EXP-NNN.md`. "
-                    "`index.md` is generated from their frontmatter."),
-    "knowledge": ("Knowledge", "Atomic facts, heuristics and anti-patterns, `K-NNN.md`, "
-                  "each citing its evidence. `index.md` is generated."),
-    "patterns": ("Patterns", "Invariants across experiments, `PAT-NNN.md`, each citing "
-                 "its source experiments. `index.md` is generated."),
-    "decisions": ("Decisions", "Project decision records, `NNNN-title.md`."),
-}
-PROJECT_FILES = ("mission.md", "roadmap.md", "STATUS.md", "ISSUES.md", "TASKS.yaml",
-                 "tasks-archive.md")
 
 
 def _create(path: Path, text: str, created: list[Path], root: Path) -> None:
@@ -63,15 +38,14 @@ def init_store(store: Store) -> list[Path]:
     ctx = store.context
     for folder in (ctx, *(ctx / name for name in STORE_FOLDERS)):
         folder.mkdir(parents=True, exist_ok=True)
-    _create(ctx / "CORTEX.md",
+    _create(ctx / layout.CORTEX_MD,
             templates.render(store, "store/CORTEX.md.j2", generated_block=EMPTY_BLOCK),
             created, ctx)
-    from cortexfs.overview import render_overview
-
-    _create(ctx / "OVERVIEW.md", render_overview(store, []), created, ctx)
-    _create(ctx / "user" / "USER.md", templates.render(store, "store/USER.md.j2"), created, ctx)
+    _create(ctx / layout.OVERVIEW_MD, render_overview(store, []), created, ctx)
+    _create(ctx / layout.USER / layout.USER_MD, templates.render(store, "store/USER.md.j2"),
+            created, ctx)
     for name, (title, purpose) in STORE_FOLDERS.items():
-        _create(ctx / name / "CORTEX.md", templates.render(
+        _create(ctx / name / layout.CORTEX_MD, templates.render(
             store, "store/folder-CORTEX.md.j2", title=title, purpose=purpose,
             generated_block=EMPTY_BLOCK), created, ctx)
     return created
@@ -87,14 +61,14 @@ def new_project(store: Store, name: str) -> tuple[Project, list[Path]]:
            "generated_block": EMPTY_BLOCK}
     root = store.context
     wall.makedirs(root, project.meta_dir)
-    _create(project.root / "CORTEX.md",
+    _create(project.root / layout.CORTEX_MD,
             templates.render(store, "project/CORTEX.md.j2", **ctx), created, root)
     for filename in PROJECT_FILES:
         _create(project.root / filename,
                 templates.render(store, f"project/{filename}.j2", **ctx), created, root)
     for folder, (title, purpose) in PROJECT_FOLDERS.items():
         wall.makedirs(root, project.root / folder)
-        _create(project.root / folder / "CORTEX.md", templates.render(
+        _create(project.root / folder / layout.CORTEX_MD, templates.render(
             store, "store/folder-CORTEX.md.j2", title=f"{title} — {name}", purpose=purpose,
             generated_block=EMPTY_BLOCK), created, root)
     assert {k.folder for k in KINDS} <= set(PROJECT_FOLDERS)

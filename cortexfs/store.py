@@ -8,17 +8,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from cortexfs import layout
 from cortexfs.atoms import KINDS, Kind, kind_of_filename
 from cortexfs.errors import InvalidInputError, NotAStoreError, ProjectNotFoundError
 
-DEFAULT_HOME = "~/.cortex"
 PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")  # (\Z: no final "\n")
-
-
-def resolve_home(option: str | os.PathLike[str] | None = None) -> Path:
-    """CORTEX_HOME from the --home option, else the environment, else ~/.cortex."""
-    raw = option or os.environ.get("CORTEX_HOME") or DEFAULT_HOME
-    return Path(os.path.expanduser(str(raw))).absolute()
 
 
 @dataclass(frozen=True)
@@ -28,36 +22,41 @@ class Store:
     home: Path
 
     @classmethod
+    def at(cls, home: str | os.PathLike[str] | None = None) -> Store:
+        """The store at `home` as layout.resolve_home finds it, initialised or not."""
+        return cls(Path(layout.resolve_home(home)))
+
+    @classmethod
     def open(cls, home: str | os.PathLike[str] | None = None) -> Store:
-        """The store at `home` (resolved as resolve_home does); it must have been initialised."""
-        store = cls(resolve_home(home))
+        """The store at `home` (as layout.resolve_home finds it); it must have been initialised."""
+        store = cls.at(home)
         store.require()
         return store
 
     @property
     def context(self) -> Path:
-        return self.home / "context"
+        return self.home / layout.CONTEXT
 
     @property
     def projects_dir(self) -> Path:
-        return self.context / "projects"
+        return self.context / layout.PROJECTS
 
     @property
     def cache_dir(self) -> Path:
-        return self.home / ".cache"
+        return self.home / layout.CACHE
 
     @property
     def logs_dir(self) -> Path:
-        return self.home / "logs"
+        return self.home / layout.LOGS
 
     @property
     def locks_dir(self) -> Path:
-        return self.home / ".locks"
+        return self.home / layout.LOCKS
 
     @property
     def templates_dir(self) -> Path:
         """Per-store template overrides: a file here wins over the packaged one."""
-        return self.home / "templates"
+        return self.home / layout.TEMPLATES
 
     def exists(self) -> bool:
         return self.projects_dir.is_dir()
@@ -137,11 +136,11 @@ class Project:
 
     @property
     def meta_dir(self) -> Path:
-        return self.root / "_meta"
+        return self.root / layout.META
 
     @property
     def access_log(self) -> Path:
-        return self.meta_dir / "access-log.jsonl"
+        return self.meta_dir / layout.ACCESS_LOG
 
     def folder(self, kind: Kind) -> Path:
         return self.root / kind.folder

@@ -39,25 +39,21 @@ import contextlib
 import os
 import re
 import signal
-import subprocess
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cortexfs import accesslog, git, renumber, wall
-from cortexfs.accesslog import LOG_NAME
+from cortexfs import accesslog, git, layout, renumber, wall
 from cortexfs.atoms import KINDS, kind_of_filename
-from cortexfs.commit import lists_atoms
+from cortexfs.commit import commit_paths, is_log, lists_atoms
 from cortexfs.errors import AtomParseError, CortexError, GitError, InvalidInputError
 from cortexfs.fsutil import atomic_write, file_lock
 from cortexfs.store import Store
 
 NETWORK_TIMEOUT = 300.0  # seconds a fetch or push may take
 MAX_ATTEMPTS = 5  # fetch–merge–push cycles before giving up on a remote that keeps moving
-CONTEXT = "context/"
-_LOG = re.compile(rf"^context/projects/[^/]+/_meta/{re.escape(LOG_NAME)}\Z")
 _TOOL_KEYS = ("refs", "last-ref")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+\Z")
 _SCP = re.compile(r"^(?:[^@/\s:]+@)?[A-Za-z0-9][A-Za-z0-9.-]*:(?!//)\S+\Z")
@@ -69,10 +65,6 @@ class SyncConflictError(GitError):
     def __init__(self, message: str, files: list[str]) -> None:
         super().__init__(message)
         self.files = files
-
-
-def is_log(rel: str) -> bool:
-    return bool(_LOG.match(rel))
 
 
 def is_generated(rel: str) -> bool:
@@ -291,7 +283,7 @@ def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS, timeout: float = NET
 def _refuse_staged(home: Path) -> None:
     """git merge will not start with staged changes; ours are committed, the user's are not."""
     out = git.git_run(home, "diff", "--cached", "--name-only", "-z").stdout
-    staged = [p for p in out.split("\0") if p and not p.startswith(CONTEXT)]
+    staged = [p for p in out.split("\0") if p and not p.startswith(layout.CONTEXT_PREFIX)]
     if staged:
         raise GitError(f"staged changes outside context/ ({_names(staged)}): commit them or "
                        "unstage them (`git restore --staged FILE`), then run `cortex sync` again")
@@ -305,7 +297,7 @@ def _names(paths: list[str], limit: int = 5) -> str:
 def commit_pending(store: Store, only_logs: bool = False) -> list[str]:
     """Commit what is uncommitted under context/ in up to three commits; their messages."""
     state = git.worktree_state(store)
-    paths = [p for p in state.dirty if p.startswith(CONTEXT)]
+    paths = [p for p in state.dirty if p.startswith(layout.CONTEXT_PREFIX)]
     logs = [p for p in paths if is_log(p)]
     generated = [p for p in paths if is_generated(p)]
     others = [p for p in paths if p not in logs and p not in generated]
@@ -317,7 +309,7 @@ def commit_pending(store: Store, only_logs: bool = False) -> list[str]:
                             f"{_names([p.rsplit('/', 1)[-1] for p in others])}")]
     messages = []
     for rels, message in groups:
-        if rels and git.commit_paths(store, [store.home / p for p in rels], message):
+        if rels and commit_paths(store, [store.home / p for p in rels], message):
             messages.append(message)
     return messages
 
@@ -413,7 +405,7 @@ def _id_locks(store: Store) -> Iterator[None]:
         for project in store.project_names():
             for kind in KINDS:
                 stack.enter_context(file_lock(
-                    store.locks_dir / f"ids-{project}-{kind.prefix}.lock",
+                    store.locks_dir / layout.ids_lock(project, kind.prefix),
                     what=f"{kind.folder} ids of {project}"))
         yield
 
@@ -422,7 +414,7 @@ def _renumber(store: Store, mapping: list[renumber.Renumbering], base: str | Non
               display: str) -> None:
     paths = renumber.apply(store, mapping, base, head)
     _checkpoint("renumber-written")
-    git.commit_paths(store, paths, f"sync: renumber {renumber.describe(mapping)} "
+    commit_paths(store, paths, f"sync: renumber {renumber.describe(mapping)} "
                                    f"(ids also created on {display})")
     _journal(store.home)
 
@@ -539,37 +531,19 @@ def _union(ours: bytes, theirs: bytes, path: Path) -> bytes:
     return merged + renumber.missing_lines(merged, current)
 
 
-def _merge_file(home: Path, base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
-    """A clean three-way merge of the texts, or None when lines conflict."""
-    gitdir = git.git_dir_of(home)
-    names: list[str] = []
-    try:
-        for label, data in (("ours", ours), ("base", base), ("theirs", theirs)):
-            tmp = gitdir / f"cortex-merge-{os.getpid()}-{label}"
-            tmp.write_bytes(data)
-            names.append(str(tmp))
-        proc = subprocess.run(["git", "merge-file", "-p", *names], cwd=home,
-                              capture_output=True, env=git.git_env())
-    finally:
-        for name in names:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(name)
-    return proc.stdout if proc.returncode == 0 else None
-
-
 def _merge_cortex_md(home: Path, base: bytes | None, ours: bytes,
                      theirs: bytes) -> bytes | None:
     """Merge the hand-written text of a CORTEX.md; its generated block is regenerated."""
-    from cortexfs.scaffold import GENERATED_END, GENERATED_START
+    from cortexfs.layout import EMPTY_BLOCK, GENERATED_END, GENERATED_START
 
     block = re.compile(re.escape(GENERATED_START).encode() + rb".*?" +
                        re.escape(GENERATED_END).encode(), re.S)
-    empty = f"{GENERATED_START}\n{GENERATED_END}".encode()
+    empty = EMPTY_BLOCK.encode()
 
     def blank(data: bytes) -> bytes:
         return block.sub(lambda _m: empty, data)
 
-    return _merge_file(home, blank(base or b""), blank(ours), blank(theirs))
+    return git.merge_file(home, blank(base or b""), blank(ours), blank(theirs))
 
 
 def _merge_atom(home: Path, rel: str, base: bytes | None, ours: bytes,
@@ -586,7 +560,7 @@ def _merge_atom(home: Path, rel: str, base: bytes | None, ours: bytes,
                 return b""
             return frontmatter.set_keys(data.decode("utf-8"), keys, rel).encode("utf-8")
 
-        return _merge_file(home, align(base), ours, align(theirs))
+        return git.merge_file(home, align(base), ours, align(theirs))
     except (AtomParseError, UnicodeDecodeError):
         return None
 
@@ -648,7 +622,7 @@ def _regenerate(store: Store, projects: list[str], result: SyncResult) -> None:
         return
     written = [Path(p) for p in regen.written]
     _checkpoint("regenerated")
-    git.commit_paths(store, written, f"index: regenerate after sync "
+    commit_paths(store, written, f"index: regenerate after sync "
                                      f"({', '.join(projects) or 'store files'})")
     result.regenerated += [os.path.relpath(p, store.home) for p in written]
     _journal(store.home)
@@ -978,15 +952,15 @@ def _merge_output(home: Path, current: bytes, upstream: str, base: bytes | None,
         return True  # conflict markers git labelled with the upstream commit
     if ours is None or theirs is None:
         return False
-    return _merge_file(home, base or b"", ours, theirs) == current
+    return git.merge_file(home, base or b"", ours, theirs) == current
 
 
 def _logs(store: Store) -> list[Path]:
     """The projects' access logs that are part of the store (cortexfs.wall: no link)."""
-    return [p for p in store.projects_dir.glob(f"*/_meta/{LOG_NAME}")
+    return [p for p in store.projects_dir.glob(f"*/{layout.META}/{layout.ACCESS_LOG}")
             if not wall.reason(store.context, p)]
 
 
 def _wall_root(home: Path, rel: str) -> Path:
     """The root whose wall a write of `rel` must not cross: context/, else the store."""
-    return home / "context" if rel.startswith(CONTEXT) else home
+    return home / layout.CONTEXT if rel.startswith(layout.CONTEXT_PREFIX) else home

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import escape, wall
+from cortexfs import escape, layout, wall
 from cortexfs.atoms import as_date, as_list
 from cortexfs.errors import CortexError, InvalidInputError, OutsideStoreError
 from cortexfs.escape import yaml_scalar
@@ -42,8 +42,6 @@ from cortexfs.store import Project
 if TYPE_CHECKING:
     import yaml
 
-TASKS_FILE = "TASKS.yaml"
-ARCHIVE_FILE = "tasks-archive.md"
 TASK_KEYS = ("id", "text", "status", "priority", "why", "done-when", "depends-on",
              "completed-at")
 TASK_STATUSES = ("todo", "doing", "done", "blocked")
@@ -310,7 +308,7 @@ def _check_dependencies(tf: TaskFile, archived: set[str]) -> None:
             if dep not in ids and dep not in archived:
                 tf.problems.append(Problem(
                     "error", task.line, f"task {task.id} depends on {dep}, which is neither in "
-                    f"{TASKS_FILE} nor in {ARCHIVE_FILE}: fix the id or remove it"))
+                    f"{layout.TASKS_FILE} nor in {layout.TASKS_ARCHIVE}: fix the id or remove it"))
         graph[task.id] = [d for d in dict.fromkeys(deps) if d in ids]
     lines = {t.id: t.line for t in tf.tasks}
     for cycle in find_cycles(graph):
@@ -383,9 +381,9 @@ def _read(path: Path, root: Path) -> str | None:
 
 def load(project: Project) -> TaskFile:
     """The project's TASKS.yaml, parsed and checked (an absent file reads as no tasks)."""
-    path = project.root / TASKS_FILE
+    path = project.root / layout.TASKS_FILE
     text = _read(path, project.store.context)
-    archive = _read(project.root / ARCHIVE_FILE, project.store.context) or ""
+    archive = _read(project.root / layout.TASKS_ARCHIVE, project.store.context) or ""
     return parse(text or "", path, archived_ids(archive))
 
 
@@ -467,7 +465,7 @@ class EditResult:
 
 @contextmanager
 def _locked(project: Project) -> Iterator[None]:
-    lock = project.store.locks_dir / f"tasks-{project.name}.lock"
+    lock = project.store.locks_dir / layout.tasks_lock(project.name)
     with file_lock(lock, what=f"the tasks of {project.name}"):
         yield
 
@@ -505,7 +503,8 @@ def add_task(project: Project, text: str, *, priority: str | None = None,
                                 f"{'|'.join(TASK_STATUSES)}")
     with _locked(project):
         tf = _load_for_edit(project)
-        archived = archived_ids(_read(project.root / ARCHIVE_FILE, project.store.context) or "")
+        archive = _read(project.root / layout.TASKS_ARCHIVE, project.store.context)
+        archived = archived_ids(archive or "")
         known = {t.id for t in tf.tasks} | archived
         for dep in depends_on or []:
             if dep not in known:
@@ -592,7 +591,7 @@ def archive(project: Project, *, older_than_days: int = ARCHIVE_AFTER_DAYS,
                 old.append(task)
         if not old:
             return ArchiveResult([], undated=undated)
-        archive_path = project.root / ARCHIVE_FILE
+        archive_path = project.root / layout.TASKS_ARCHIVE
         archive_text = _read(archive_path, project.store.context)
         already = archived_ids(archive_text or "")
         if archive_text is None:

@@ -31,6 +31,7 @@ from functools import cached_property
 from itertools import repeat
 from typing import Any, Literal, NamedTuple
 
+from cortexfs import layout
 from cortexfs.atoms import (
     ANTI_PATTERN_PREFIX,
     ANTI_PATTERN_TAG,
@@ -46,6 +47,7 @@ from cortexfs.atoms import (
     kind_of_id,
     split_status,
 )
+from cortexfs.layout import split_id
 from cortexfs.loader import LoadedProject, load_project
 from cortexfs.store import Project, Store
 from cortexfs.wording import plural
@@ -186,7 +188,7 @@ class Context:
         """(folder kind, name) of each file in an atom folder that the loader did not read."""
         read = {a.path.name for a in self.loaded.atoms}
         read.update(os.path.basename(e.path) for e in self.loaded.errors)
-        read.add("index.md")
+        read.add(layout.INDEX)
         stray: list[tuple[Kind, str]] = []
         from cortexfs import wall
 
@@ -603,7 +605,8 @@ def invalidated_says_why(atom: Atom, ctx: Context) -> Sequence[Issue]:
 
 # Names that were meant to be atoms but that cortex does not read: exp-1.md, EXP_001.md,
 # K-001.MD, PAT-3-notes.md.
-_ATOM_LIKE = re.compile(r"^(exp|k|pat)[-_ ]?(\d+)([a-z]?).*\.(md|markdown)$", re.IGNORECASE)
+_ATOM_LIKE = re.compile(rf"^({layout.PREFIX_PATTERN})[-_ ]?(\d+)([a-z]?).*\.(md|markdown)$",
+                        re.IGNORECASE)
 
 
 @project_rule("filename", WARNING)
@@ -731,24 +734,13 @@ def _load_check(spec: str) -> Callable[[Store, list[Project]], Iterable[Finding]
 # --- helpers ---------------------------------------------------------------------------------
 
 
-# The ids atoms.kind_of_id accepts, as one pattern: a letter suffix only after EXP-NNN.
-_ID_PARTS = re.compile(r"(EXP|K|PAT)-(\d+)([a-z]?)")
-
-
-def _id_parts(text: str) -> tuple[str, int, str] | None:
-    """EXP-042b → ("EXP", 42, "b"); None when `text` is not an atom id."""
-    m = _ID_PARTS.fullmatch(text)
-    if m is None or (m.group(3) and m.group(1) != "EXP"):
-        return None
-    return m.group(1), int(m.group(2)), m.group(3)
-
-
 def _is_atom_id(text: str) -> bool:
-    return _id_parts(text) is not None
+    return split_id(text) is not None
 
 
 def _is_experiment_id(text: str) -> bool:
-    return text.startswith("EXP-") and _id_parts(text) is not None
+    parts = split_id(text)
+    return parts is not None and parts[0] == EXPERIMENT.prefix
 
 
 _KNOWN_KEYS = {k.name: frozenset((*k.required, *k.optional)) for k in KINDS}
@@ -767,7 +759,7 @@ def _same_id_key(atom_id: str) -> str:
     """EXP-7, EXP-007 and EXP-0007 → EXP-7: ids that only differ in leading zeros collide."""
     if "-0" not in atom_id:  # no leading zero: already in this form (and cheap to tell)
         return atom_id
-    parts = _id_parts(atom_id)
+    parts = split_id(atom_id)
     return f"{parts[0]}-{parts[1]}{parts[2]}" if parts else atom_id
 
 

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cortexfs import accesslog
+from cortexfs import accesslog, layout
 from cortexfs.atoms import KINDS, kind_of_filename
 from cortexfs.autocommit import is_locked, try_lock
 from cortexfs.errors import CortexError, LockTimeoutError
-from cortexfs.store import Store
+from cortexfs.store import Project, Store
 
 DEBOUNCE = 2.0  # seconds of quiet before a changed project is regenerated
 DEBOUNCE_ENV = "CORTEX_WATCH_DEBOUNCE"
@@ -53,9 +53,6 @@ DEDUP_WINDOW = 5.0  # a line of another tool this close to a read means it was t
 SCAN_WINDOW = 1.0
 SCAN_FILES = 5  # more distinct atoms of one project read within SCAN_WINDOW = a scan
 TICK = 0.1
-PID_FILE = ".watch.pid"
-LOCK_NAME = "watch.lock"
-LOG_NAME = "watch.log"
 WATCH_TOOL = "watch"
 _FOLDERS = {k.folder for k in KINDS}
 
@@ -89,11 +86,11 @@ class _State:
 
 
 def pid_file(store: Store) -> Path:
-    return store.home / PID_FILE
+    return store.home / layout.WATCH_PID
 
 
 def lock_file(store: Store) -> Path:
-    return store.locks_dir / LOCK_NAME
+    return store.locks_dir / layout.WATCH_LOCK
 
 
 def debounce_seconds() -> float:
@@ -142,10 +139,8 @@ class Watcher:
         self._retry_at = 0.0
         self._sentinels = 0
         self._busy_until = 0.0  # another cortex process was regenerating or committing
-        from cortexfs.view import LOCK_NAME as VIEW_LOCK
-
-        self._busy_locks = [store.locks_dir / "regen.lock", store.locks_dir / "git.lock",
-                            store.locks_dir / VIEW_LOCK]  # (cortex view reads atom bodies)
+        self._busy_locks = [store.locks_dir / layout.REGEN_LOCK, store.locks_dir / layout.GIT_LOCK,
+                            store.locks_dir / layout.VIEW_LOCK]  # (cortex view reads atom bodies)
 
     # --- logging -------------------------------------------------------------------------
 
@@ -154,7 +149,7 @@ class Watcher:
         line = f"{stamp} {message}"
         with contextlib.suppress(OSError):
             self.store.logs_dir.mkdir(parents=True, exist_ok=True)
-            with open(self.store.logs_dir / LOG_NAME, "a", encoding="utf-8") as f:
+            with open(self.store.logs_dir / layout.WATCH_LOG, "a", encoding="utf-8") as f:
                 f.write(line + "\n")
         if self.echo is not None:
             self.echo(line)
@@ -424,7 +419,7 @@ class Watcher:
             lines.setdefault(r.project, []).append(
                 accesslog.format_line(r.name, WATCH_TOOL, "", ts))
         for project, project_lines in lines.items():
-            log_path = self.store.projects_dir / project / "_meta" / accesslog.LOG_NAME
+            log_path = Project(self.store, project).access_log
             try:
                 accesslog.append(log_path, project_lines)
             except OSError as e:
@@ -461,7 +456,7 @@ class Watcher:
 
     def _refresh_recent(self, project: str) -> dict[str, list[tuple[float, str]]]:
         """The project's log lines of the last minute, read incrementally."""
-        path = self.store.projects_dir / project / "_meta" / accesslog.LOG_NAME
+        path = Project(self.store, project).access_log
         recent = self._recent.setdefault(project, {})
         key = str(path)
         try:
@@ -546,7 +541,7 @@ def start_background(store: Store, wait: float = 15.0) -> int:
     if pid is not None:
         raise already_running(store, pid)
     store.logs_dir.mkdir(parents=True, exist_ok=True)
-    log_path = store.logs_dir / LOG_NAME
+    log_path = store.logs_dir / layout.WATCH_LOG
     with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
         proc = subprocess.Popen(
             [sys.executable, "-m", "cortexfs.watch", "--home", str(store.home)],

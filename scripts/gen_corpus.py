@@ -311,9 +311,8 @@ def build(out: Path, atoms: int, projects: int, seed: int, end: dt.date,
                       log_lines_per_atom, malformed if i == 0 else 0)
     if commit:
         git.ensure_repo(store)
-        repo = git.open_repo(store.home)
-        git.run_git(repo, "add", "--all")
-        git.run_git(repo, "commit", "--quiet", "--no-verify", "-m",
+        git.git_run(store.home, "add", "--all")
+        git.git_run(store.home, "commit", "--quiet", "--no-verify", "-m",
                     f"chore: generated corpus ({atoms} atoms, {projects} projects, seed {seed})")
     return store
 

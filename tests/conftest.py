@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from cortexfs.commit import commit_paths
 from cortexfs.store import Project, Store
 
 
@@ -39,7 +40,7 @@ def store(tmp_path: Path) -> Store:
     s = Store(tmp_path / "cortex")
     created = scaffold.init_store(s)
     written = git.ensure_repo(s)
-    git.commit_paths(s, [*created, *written], "chore: initialise cortex store")
+    commit_paths(s, [*created, *written], "chore: initialise cortex store")
     return s
 
 

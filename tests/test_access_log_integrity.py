@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cortexfs import accesslog, scaffold
+from cortexfs import accesslog, layout, scaffold
 from cortexfs.claude_settings import hook_command
 from cortexfs.store import Project, Store
 
@@ -26,7 +26,7 @@ def _line(n: int) -> bytes:
 
 
 def test_an_append_after_a_torn_line_starts_a_new_line(tmp_path: Path) -> None:
-    log = tmp_path / "_meta" / accesslog.LOG_NAME
+    log = tmp_path / "_meta" / layout.ACCESS_LOG
     accesslog.append(log, [_line(1)])
     with open(log, "ab") as f:
         f.write(TORN)  # a writer killed mid-line
@@ -40,7 +40,7 @@ def test_an_append_after_a_torn_line_starts_a_new_line(tmp_path: Path) -> None:
 
 
 def test_the_fold_counts_bad_lines_across_resumes(tmp_path: Path) -> None:
-    log = tmp_path / accesslog.LOG_NAME
+    log = tmp_path / layout.ACCESS_LOG
     log.write_bytes(_line(1) + b"\n" + _line(2))
     stats, state = accesslog.resume(log, None)
     assert (stats.counts, stats.bad_lines, stats.lines) == ({"EXP-001.md": 2}, 0, 3)
@@ -149,7 +149,7 @@ def test_appends_racing_a_log_rewrite_are_never_lost(tmp_path: Path) -> None:
 
     from cortexfs import renumber
 
-    log = tmp_path / "context" / "projects" / "p" / "_meta" / accesslog.LOG_NAME
+    log = tmp_path / "context" / "projects" / "p" / "_meta" / layout.ACCESS_LOG
     log.parent.mkdir(parents=True)
     log.write_bytes(b"")
     n = 1500
@@ -183,7 +183,7 @@ def test_appends_racing_git_replacing_the_log_during_a_merge_are_never_lost(
 
     from cortexfs import sync
 
-    log = project.root / "_meta" / accesslog.LOG_NAME
+    log = project.root / "_meta" / layout.ACCESS_LOG
     log.write_bytes(b"")
     n = 1500
     ctx = multiprocessing.get_context("fork")

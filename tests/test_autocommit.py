@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cortexfs import autocommit, git, hook
+from cortexfs import autocommit, git, hook, layout
+from cortexfs.commit import commit_paths
 from cortexfs.store import Project, Store
 
 MESSAGE = "chore: update access log"
@@ -43,7 +44,7 @@ def log_commits(store: Store) -> int:
 
 def committer_idle(store: Store) -> bool:
     """no committer holds the lock"""
-    return not autocommit.is_locked(store.home / ".locks" / autocommit.LOCK_NAME)
+    return not autocommit.is_locked(store.home / ".locks" / layout.AUTOCOMMIT_LOCK)
 
 
 def log_clean(store: Store, project: Project) -> bool:
@@ -64,7 +65,7 @@ def atom(project: Project) -> Path:
 
     path = project.root / "experiments" / "EXP-001.md"
     path.write_text("---\nid: EXP-001\n---\n")
-    git.commit_paths(project.store, [project.root], "project: add flywheel")
+    commit_paths(project.store, [project.root], "project: add flywheel")
     return path
 
 
@@ -118,8 +119,8 @@ def test_held_index_lock_means_retry_not_loss(store: Store, project: Project, at
     worker = threading.Thread(target=lambda: done.append(
         autocommit.run(str(store.home), debounce=0.1, retry_for=30)))
     worker.start()
-    wait_until(lambda: "will retry" in (store.logs_dir / autocommit.LOG_NAME).read_text()
-               if (store.logs_dir / autocommit.LOG_NAME).exists() else False)
+    wait_until(lambda: "will retry" in (store.logs_dir / layout.AUTOCOMMIT_LOG).read_text()
+               if (store.logs_dir / layout.AUTOCOMMIT_LOG).exists() else False)
     assert worker.is_alive()
     release(holder)
     worker.join(timeout=30)
@@ -148,7 +149,7 @@ def test_no_git_no_committer(tmp_path: Path, project: Project, atom: Path) -> No
     shutil.rmtree(project.store.home / ".git")
     assert autocommit.request(str(project.store.home)) is False
     read(project, atom)
-    assert not (project.store.home / ".locks" / autocommit.LOCK_NAME).exists()
+    assert not (project.store.home / ".locks" / layout.AUTOCOMMIT_LOCK).exists()
 
 
 def test_disabled_by_environment(store: Store, project: Project, atom: Path,

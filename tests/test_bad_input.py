@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from cortexfs.commit import commit_paths
 from cortexfs.store import Project
 
 
@@ -121,10 +122,8 @@ def _untracked_or_changed(home: Path) -> list[str]:
 def test_a_merge_under_way_refuses_before_writing(cli, project: Project, args: list[str]) -> None:
     import subprocess
 
-    from cortexfs import git
-
     home = project.store.home
-    git.commit_paths(project.store, [project.root], "project: add flywheel")
+    commit_paths(project.store, [project.root], "project: add flywheel")
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=home, capture_output=True,
                           text=True, check=True).stdout
     (home / ".git" / "MERGE_HEAD").write_text(head)

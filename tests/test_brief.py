@@ -204,7 +204,7 @@ def test_brief_from_the_regeneration_caches_is_the_brief_from_the_atoms(
     other, _ = scaffold.new_project(store, "other")
     write_atom("EXP-001", summary="Other project's experiment", date="2026-03-07", target=other)
 
-    def from_atoms() -> hippocampus.Index:  # no cache involved at all
+    def from_atoms() -> hippocampus.MemoryIndex:  # no cache involved at all
         return hippocampus.build([load_project(p) for p in store.projects()],
                                  {p.name: accesslog.fold(p.access_log) for p in store.projects()})
 

@@ -9,15 +9,7 @@ from pathlib import Path
 import pytest
 
 from cortexfs.errors import NotAStoreError
-from cortexfs.store import Store, resolve_home
-
-
-def test_resolve_home_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CORTEX_HOME", str(tmp_path / "env"))
-    assert resolve_home("/x/opt") == Path("/x/opt")
-    assert resolve_home() == tmp_path / "env"
-    monkeypatch.delenv("CORTEX_HOME")
-    assert resolve_home() == Path.home() / ".cortex"
+from cortexfs.store import Store
 
 
 def test_no_store_says_run_init(cli) -> None:

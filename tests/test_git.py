@@ -13,6 +13,7 @@ import pytest
 from git_holders import hold_head_lock, hold_index_lock, kill_9, release
 
 from cortexfs import git
+from cortexfs.commit import commit_paths
 from cortexfs.errors import GitError
 from cortexfs.store import Project, Store
 
@@ -71,7 +72,7 @@ def test_state_ahead_behind_against_the_upstream(store: Store, tmp_path: Path) -
         sh(other, "commit", "-q", "-m", name)
     sh(other, "push", "-q")
     (store.home / "mine").write_text("m")
-    git.commit_paths(store, [store.home / "mine"], "mine")
+    commit_paths(store, [store.home / "mine"], "mine")
     state = git.worktree_state(store)
     assert state.has_remote and state.upstream == "origin/main"
     assert (state.ahead, state.behind) == (1, 0)  # no fetch yet: no network in the state
@@ -97,7 +98,7 @@ def test_commit_leaves_the_users_staged_and_unstaged_changes_alone(project: Proj
     store = project.store
     home = store.home
     (home / "notes.txt").write_text("v1\n")
-    git.commit_paths(store, [home / "notes.txt"], "notes")
+    commit_paths(store, [home / "notes.txt"], "notes")
     # the user: one staged unrelated file, one unstaged edit to a tracked file
     (home / "staged.txt").write_text("staged\n")
     sh(home, "add", "staged.txt")
@@ -108,7 +109,7 @@ def test_commit_leaves_the_users_staged_and_unstaged_changes_alone(project: Proj
     ours = project.root / "experiments" / "EXP-001.md"
     ours.parent.mkdir(exist_ok=True)
     ours.write_text("---\nid: EXP-001\n---\n")
-    assert git.commit_paths(store, [ours], "atom: add EXP-001 — x")
+    assert commit_paths(store, [ours], "atom: add EXP-001 — x")
     assert sh(home, "show", "--name-only", "--format=%s", "HEAD").split() == [
         "atom:", "add", "EXP-001", "—", "x", "context/projects/flywheel/experiments/EXP-001.md"]
     assert porcelain(home) == before.replace(
@@ -125,7 +126,7 @@ def test_first_commit_with_a_user_file_already_staged(tmp_path: Path) -> None:
     sh(home, "add", "mine.txt")
     store = Store(home)
     (home / "a.md").write_text("a\n")
-    assert git.commit_paths(store, [home / "a.md"], "first")
+    assert commit_paths(store, [home / "a.md"], "first")
     assert sh(home, "show", "--name-only", "--format=", "HEAD").split() == ["a.md"]
     # (a store's .gitignore hides .locks/; this bare repository has none)
     assert porcelain(home) == "A  mine.txt\n?? .locks/git.lock\n"
@@ -134,26 +135,26 @@ def test_first_commit_with_a_user_file_already_staged(tmp_path: Path) -> None:
 def test_commit_a_deletion_and_nothing_to_commit(store: Store) -> None:
     path = store.context / "OVERVIEW.md"
     path.unlink()
-    assert git.commit_paths(store, [path], "chore: drop overview")
+    assert commit_paths(store, [path], "chore: drop overview")
     assert porcelain(store.home) == ""
-    assert not git.commit_paths(store, [path], "again")
-    assert not git.commit_paths(store, [], "nothing")
+    assert not commit_paths(store, [path], "again")
+    assert not commit_paths(store, [], "nothing")
 
 
 def test_commit_skips_ignored_paths(store: Store) -> None:
     (store.cache_dir).mkdir()
     junk = store.cache_dir / "x.bin"
     junk.write_text("x")
-    assert not git.commit_paths(store, [junk], "cache")
+    assert not commit_paths(store, [junk], "cache")
 
 
 def test_commit_outside_the_store_is_refused(store: Store, tmp_path: Path) -> None:
     with pytest.raises(GitError, match="outside the store"):
-        git.commit_paths(store, [tmp_path / "elsewhere.md"], "x")
+        commit_paths(store, [tmp_path / "elsewhere.md"], "x")
 
 
 def test_commit_in_a_folder_that_is_not_a_repo(tmp_path: Path) -> None:
-    assert not git.commit_paths(Store(tmp_path / "plain"), [tmp_path / "plain/a"], "x")
+    assert not commit_paths(Store(tmp_path / "plain"), [tmp_path / "plain/a"], "x")
 
 
 def test_commit_waits_for_a_held_index_lock(store: Store) -> None:
@@ -162,7 +163,7 @@ def test_commit_waits_for_a_held_index_lock(store: Store) -> None:
     path = store.context / "OVERVIEW.md"
     path.write_text("new\n")
     start = time.monotonic()
-    assert git.commit_paths(store, [path], "chore: overview")
+    assert commit_paths(store, [path], "chore: overview")
     assert time.monotonic() - start >= 0.5
     assert porcelain(store.home) == ""
 
@@ -172,7 +173,7 @@ def test_commit_waits_for_a_held_head_lock(store: Store) -> None:
     threading.Timer(0.5, release, [holder]).start()
     path = store.context / "OVERVIEW.md"
     path.write_text("new\n")
-    assert git.commit_paths(store, [path], "chore: overview")
+    assert commit_paths(store, [path], "chore: overview")
     assert porcelain(store.home) == ""
 
 
@@ -188,7 +189,7 @@ def test_many_paths_take_as_many_git_processes_as_one(store: Store,
     monkeypatch.setattr(git, "git_run", counting)
     one = store.context / "ideas" / "one.md"
     one.write_text("1\n")
-    assert git.commit_paths(store, [one], "one")
+    assert commit_paths(store, [one], "one")
     single = list(calls)
     calls.clear()
     paths = []
@@ -197,7 +198,7 @@ def test_many_paths_take_as_many_git_processes_as_one(store: Store,
         path.write_text(f"{i}\n")
         paths.append(path)
     paths[3].unlink()
-    assert git.commit_paths(store, paths, "ideas")
+    assert commit_paths(store, paths, "ideas")
     assert calls == single, (single, calls)
     assert len(single) <= 9, single
     assert len(sh(store.home, "show", "--name-only", "--format=", "HEAD").split()) == 1199
@@ -214,7 +215,7 @@ def test_a_lock_that_is_never_released_is_a_clear_error(store: Store,
         path.write_text("new\n")
         with pytest.raises(GitError, match=rf"index.lock has been held for 0s by pid "
                                            rf"{holder.pid} \(git update-index --stdin\) working"):
-            git.commit_paths(store, [path], "x")
+            commit_paths(store, [path], "x")
     finally:
         release(holder)
 
@@ -228,7 +229,7 @@ def test_a_lock_left_by_a_killed_git_is_removed_with_a_note(
     assert left
     path = store.context / "OVERVIEW.md"
     path.write_text("new\n")
-    assert git.commit_paths(store, [path], "chore: overview")
+    assert commit_paths(store, [path], "chore: overview")
     assert porcelain(store.home) == ""
     assert sh(store.home, "diff", "--cached", "--stat") == ""
     assert not any(p.exists() for p in git.git_lock_files(store.home))
@@ -269,15 +270,15 @@ def test_commit_refuses_a_repo_in_the_middle_of_a_merge(store: Store, marker: st
     path.write_text("new\n")
     head = git.head_commit(store.home)
     with pytest.raises(GitError, match=f"in the middle of a {what}: finish or abort it"):
-        git.commit_paths(store, [path], "x")
+        commit_paths(store, [path], "x")
     assert "OVERVIEW.md" in porcelain(store.home) and git.head_commit(store.home) == head
 
 
 def test_concurrent_commits_from_many_processes_all_land(store: Store) -> None:
-    script = ("import sys; from pathlib import Path; from cortexfs import git; "
+    script = ("import sys; from pathlib import Path; from cortexfs.commit import commit_paths; "
               "from cortexfs.store import Store; s = Store(Path(sys.argv[1])); "
               "p = s.home / sys.argv[2]; p.write_text(sys.argv[2]); "
-              "assert git.commit_paths(s, [p], 'add ' + sys.argv[2])")
+              "assert commit_paths(s, [p], 'add ' + sys.argv[2])")
     import sys
     procs = [subprocess.Popen([sys.executable, "-c", script, str(store.home), f"f{i}.txt"])
              for i in range(6)]
@@ -317,7 +318,7 @@ def test_a_commit_killed_before_the_index_update_is_finished_by_the_next(store: 
                             cwd=store.home, capture_output=True, text=True).stdout.strip()
     sh(store.home, "update-ref", "HEAD", commit)
     assert porcelain(store.home) != ""
-    assert not git.commit_paths(store, [path], "again")  # nothing new: the index catches up
+    assert not commit_paths(store, [path], "again")  # nothing new: the index catches up
     assert porcelain(store.home) == ""
     assert git.head_commit(store.home) == commit
 
@@ -341,3 +342,19 @@ def test_cortex_init_adopts_a_repository_with_history_and_staged_work(tmp_path: 
     committed = sh(home, "show", "--name-only", "--format=", "HEAD").split()
     assert ".gitattributes" in committed and ".gitignore" in committed
     assert "staged.txt" not in committed
+
+
+def test_git_runs_only_in_this_module() -> None:
+    """git.py is the one module that runs git: no other builds a `["git", …]` command."""
+    import ast
+
+    package = Path(git.__file__).parent
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "git.py" and path.parent == package:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.List, ast.Tuple)) and node.elts \
+                    and isinstance(node.elts[0], ast.Constant) and node.elts[0].value == "git":
+                found.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert found == []

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from cortexfs import governance, validate
+from cortexfs.status import read_status
 from cortexfs.store import Project, Store
 from cortexfs.validate import Finding
 
@@ -107,12 +108,12 @@ def test_status_headings_match_loosely(project: Project) -> None:
         "# Status\n\n## Current Phase: 3 — ship\n\n## PROGRESS this week\n\n"
         "### Blockers\n\n## What's next?\n")
     assert _findings(project.store, "status-md") == []
-    info = governance.read_status((project.root / "STATUS.md").read_text())
+    info = read_status((project.root / "STATUS.md").read_text())
     assert info.phase == "3 — ship"
 
 
 def test_status_phase_is_the_first_line_of_its_section() -> None:
-    info = governance.read_status(STATUS)
+    info = read_status(STATUS)
     assert info.phase == "Phase 2 — building the loader."
     assert info.missing == []
 
@@ -216,7 +217,7 @@ def test_every_folder_needs_a_cortex_md(project: Project) -> None:
 
 
 def test_broken_markers_are_reported(project: Project) -> None:
-    from cortexfs.scaffold import GENERATED_END
+    from cortexfs.layout import GENERATED_END
 
     path = project.root / "CORTEX.md"
     path.write_text(path.read_text().replace(GENERATED_END, ""))
@@ -248,7 +249,7 @@ def test_project_new_writes_the_governance_files(project: Project) -> None:
     for name in ("CORTEX.md", "mission.md", "roadmap.md", "STATUS.md", "ISSUES.md",
                  "TASKS.yaml", "tasks-archive.md", "decisions/CORTEX.md"):
         assert (project.root / name).is_file(), name
-    assert governance.read_status((project.root / "STATUS.md").read_text()).missing == []
+    assert read_status((project.root / "STATUS.md").read_text()).missing == []
     tf = tasks.load(project)
     assert tf.problems == [] and tf.tasks == []
 

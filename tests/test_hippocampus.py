@@ -130,7 +130,7 @@ def test_generator_entry_point_and_its_skip_cache(
         builds.append(name)
         return real_part(name, *args)  # type: ignore[arg-type]
 
-    def counting_render(index: hippocampus.Index, *args: object) -> dict[str, str]:
+    def counting_render(index: hippocampus.MemoryIndex, *args: object) -> dict[str, str]:
         renders.append(1)
         return real_render(index, *args)  # type: ignore[arg-type]
 

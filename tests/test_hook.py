@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from cortexfs import accesslog, hook
-from cortexfs.atoms import KINDS
 from cortexfs.store import Project, Store
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude-code"
@@ -80,20 +79,6 @@ def test_fixture_logs_what_it_should(name: str, dev: Path, project: Project) -> 
 
 def test_every_fixture_file_has_an_expectation() -> None:
     assert {p.name for p in FIXTURES.glob("*.json")} - {"expected.json"} == set(EXPECTED)
-
-
-def test_atom_table_matches_atoms_module() -> None:
-    from cortexfs.atoms import kind_of_filename
-
-    assert set(hook.ATOM_FOLDERS) == {k.folder for k in KINDS}
-    assert {k.folder: f"{k.prefix}-" for k in KINDS} == hook.ATOM_FOLDERS
-    samples = ["EXP-001.md", "EXP-042b.md", "K-7.md", "PAT-0100.md", "EXP-1B.md", "K-1a.md",
-               "PAT-.md", "exp-001.md", "EXP-001.md.swp", "index.md", "EXP-001", "EXP--1.md",
-               "EXP-1bb.md", "EXP-b.md", "K-\u0661\u0662.md", "K-\u00b2.md", "EXP-1\u00e9.md",
-               "K-1 .md", "PAT-1.MD", "EXP-1-2.md", ".md", "K-1.md.md", "EXP-0001a.md"]
-    for name in samples:
-        kind = kind_of_filename(name)
-        assert hook.atom_folder(name) == (kind.folder if kind else None), name
 
 
 @pytest.mark.parametrize("text", [

@@ -17,6 +17,7 @@ from typing import Any
 
 from cortexfs import git, scaffold
 from cortexfs import sync as sync_lib
+from cortexfs.commit import commit_paths
 from cortexfs.store import Store
 
 DEEP = "[" * 30_000 + "]" * 30_000
@@ -38,12 +39,12 @@ def victim_and_attacker(tmp_path: Path) -> tuple[Store, Path]:
     sh(tmp_path, "init", "-q", "--bare", str(remote))
     victim = Store(tmp_path / "victim")
     created = scaffold.init_store(victim)
-    git.commit_paths(victim, [*created, *git.ensure_repo(victim)], "chore: initialise")
+    commit_paths(victim, [*created, *git.ensure_repo(victim)], "chore: initialise")
     project, created = scaffold.new_project(victim, "flywheel")
     atom = project.root / "experiments" / "EXP-001.md"
     atom.write_text("---\nid: EXP-001\ndate: 2026-03-09\nproject: flywheel\nsummary: mine\n"
                     "tags: [a]\n---\nbody\n")
-    git.commit_paths(victim, [*created, atom], "project: add flywheel")
+    commit_paths(victim, [*created, atom], "project: add flywheel")
     sync_lib.set_remote(victim, str(remote))
     sync_lib.sync(victim)
     attacker = tmp_path / "attacker"

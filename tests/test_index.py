@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cortexfs import derived, escape, index
+from cortexfs.commit import commit_paths
 from cortexfs.index import RegenContext, regenerate
 from cortexfs.store import Project, Store
 
@@ -218,12 +219,10 @@ def test_malformed_atom_is_skipped_and_reported(store: Store, project: Project,
 def test_second_run_writes_nothing_and_git_stays_clean(
         store: Store, project: Project, write_atom: Callable[..., Path],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from cortexfs import git as cgit
-
     realistic(project, write_atom)
     first = regenerate(store, ["flywheel"])
     assert first.written
-    cgit.commit_paths(store, [project.root], "test: everything")
+    commit_paths(store, [project.root], "test: everything")
     before = {p: p.stat().st_mtime_ns for p in project.root.rglob("*.md")}
     monkeypatch.setattr(index, "utc_now", lambda: NOW + dt.timedelta(days=1, hours=3))
     second = regenerate(store, ["flywheel"])

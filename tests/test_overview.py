@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cortexfs import overview, scaffold
+from cortexfs.layout import GENERATED_END, GENERATED_START
 from cortexfs.loader import load_project
-from cortexfs.scaffold import GENERATED_END, GENERATED_START
 from cortexfs.store import Project, Store
 
 

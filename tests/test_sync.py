@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from cortexfs import accesslog, git, renumber, scaffold
+from cortexfs import accesslog, git, layout, renumber, scaffold
 from cortexfs import sync as sync_lib
 from cortexfs.atoms import EXPERIMENT, KNOWLEDGE
+from cortexfs.commit import commit_paths
 from cortexfs.errors import GitError, InvalidInputError
 from cortexfs.frontmatter import read
 from cortexfs.store import Store
@@ -66,7 +67,7 @@ class Clone:
         atom = create_atom(self.store.project(PROJECT), NewAtom(
             KIND_BY_SHORT[kind], summary, ["t"], _ids(args.get("evidence")),
             _ids(args.get("sources")), _ids(args.get("links"))))
-        git.commit_paths(self.store, [atom.path], f"atom: add {atom.id} — {summary}")
+        commit_paths(self.store, [atom.path], f"atom: add {atom.id} — {summary}")
         self.summaries.append(summary)
         return atom.id
 
@@ -80,7 +81,7 @@ class Clone:
             session = f"{summary}#{self.home.name}#{len(self.log_lines)}#{i}"
             lines.append(accesslog.format_line(f"{atom_id}.md", tool, session))
             self.log_lines.append(session)
-        accesslog.append(self.project_root / "_meta" / accesslog.LOG_NAME, lines)
+        accesslog.append(self.project_root / "_meta" / layout.ACCESS_LOG, lines)
 
     def summary_of(self, atom_id: str) -> str:
         return str(self.atoms()[atom_id].meta["summary"])
@@ -113,9 +114,9 @@ def make_cluster(tmp_path: Path, n: int = 2) -> list[Clone]:
     sh(tmp_path, "init", "-q", "--bare", str(remote))
     first = Store(tmp_path / "m0")
     created = scaffold.init_store(first)
-    git.commit_paths(first, [*created, *git.ensure_repo(first)], "chore: initialise")
+    commit_paths(first, [*created, *git.ensure_repo(first)], "chore: initialise")
     _, created = scaffold.new_project(first, PROJECT)
-    git.commit_paths(first, created, f"project: add {PROJECT}")
+    commit_paths(first, created, f"project: add {PROJECT}")
     sync_lib.set_remote(first, str(remote))
     sync_lib.sync(first)
     clones = [Clone(first)]
@@ -162,7 +163,7 @@ def check_invariants(clones: list[Clone]) -> None:
             if ":" in status:
                 assert status.split(":")[1] in atoms
         # every log line is there once, and names the atom it was written about
-        log = c.project_root / "_meta" / accesslog.LOG_NAME
+        log = c.project_root / "_meta" / layout.ACCESS_LOG
         text = log.read_text() if log.exists() else ""
         entries = [json.loads(line) for line in text.splitlines() if line.strip()]
         assert sorted(e["session"] for e in entries) == sessions
@@ -198,7 +199,7 @@ def write_busy_side(c: Clone, tag: str) -> None:
     path = c.project_root / "experiments" / f"{e1}.md"
     from cortexfs.frontmatter import set_keys
     path.write_text(set_keys(path.read_text(), {"status": f"superseded:{e2}"}))
-    git.commit_paths(c.store, [path], f"atom: supersede {e1}")
+    commit_paths(c.store, [path], f"atom: supersede {e1}")
     k = c.new("k", f"{tag} knows", "evidence", f"{e1},{e2}")
     _add_body(c, k, f"See {e2} and {e1}.md. ref:{tag} second run\n")
     c.new("pat", f"{tag} pattern", "sources", f"{e1},{e2}", "links", k)
@@ -209,7 +210,7 @@ def write_busy_side(c: Clone, tag: str) -> None:
 def _add_body(c: Clone, atom_id: str, text: str) -> None:
     path = next(p for _, p in c.store.project(PROJECT).atom_paths() if p.stem == atom_id)
     path.write_text(path.read_text() + text)
-    git.commit_paths(c.store, [path], f"atom: edit {atom_id}")
+    commit_paths(c.store, [path], f"atom: edit {atom_id}")
 
 
 # --- scenarios ---------------------------------------------------------------------------------
@@ -352,7 +353,7 @@ def test_log_lines_appended_during_a_merge_are_kept(tmp_path: Path) -> None:
     a.read_atom(e, 5)
     a.sync()
     b.read_atom(e, 5)
-    log = b.project_root / "_meta" / accesslog.LOG_NAME
+    log = b.project_root / "_meta" / layout.ACCESS_LOG
     # the hook appends to the file it opened before git replaced it
     fd = os.open(log, os.O_WRONLY | os.O_APPEND)
     try:
@@ -386,8 +387,8 @@ def test_generated_files_and_tool_keys_never_conflict(tmp_path: Path) -> None:
         atom.write_text(set_keys(atom.read_text(), {"refs": 3 if tag == "alpha" else 7,
                                                     "last-ref": f"2026-03-0{len(tag)}"}))
         md = c.home / cortex_md
-        text = md.read_text().replace(scaffold.GENERATED_END, f"{tag} block\n"
-                                      + scaffold.GENERATED_END)
+        text = md.read_text().replace(layout.GENERATED_END, f"{tag} block\n"
+                                      + layout.GENERATED_END)
         if tag == "alpha":
             text = "Alpha's note on top.\n" + text
         else:

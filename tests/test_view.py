@@ -347,7 +347,8 @@ def test_a_watcher_does_not_count_the_reads_of_a_build(store: Store, viewed: Pro
 
     from cortexfs import watch
     from cortexfs.autocommit import is_locked
-    from cortexfs.view import LOCK_NAME, pages
+    from cortexfs.layout import VIEW_LOCK
+    from cortexfs.view import pages
 
     watcher = watch.Watcher(store, debounce=0.0, regenerate=lambda s, p: None)
     monkeypatch.setattr(watch, "HOLD", 0.0)
@@ -357,7 +358,7 @@ def test_a_watcher_does_not_count_the_reads_of_a_build(store: Store, viewed: Pro
 
     def render_atom(*args: object, **kwargs: object) -> str:
         # what inotify would report of the body the build just read
-        locked.append(is_locked(store.locks_dir / LOCK_NAME))
+        locked.append(is_locked(store.locks_dir / VIEW_LOCK))
         watcher.on_event(FileClosedNoWriteEvent(str(viewed.root / "experiments" / "EXP-001.md")))
         return render(*args, **kwargs)  # type: ignore[arg-type]
 

@@ -221,11 +221,12 @@ def watch(
     """Regenerate and commit as atoms change; log other programs' reads of atoms (Linux)."""
     from cortexfs import watch as watching
     from cortexfs.errors import InvalidInputError
+    from cortexfs.layout import WATCH_LOG
 
     if sum((foreground, show_status, stop)) > 1:
         raise InvalidInputError("give at most one of --foreground, --status and --stop")
     store = common.open_store()
-    log = str(store.logs_dir / watching.LOG_NAME)
+    log = str(store.logs_dir / WATCH_LOG)
     json_out = common.output_format() == "json"
     if show_status:
         pid = watching.running_pid(store)

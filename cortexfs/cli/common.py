@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from cortexfs.layout import CONTEXT_PREFIX
 from cortexfs.store import Store
 
 if TYPE_CHECKING:
@@ -82,9 +83,7 @@ def open_store() -> Store:
 
 def unopened_store() -> Store:
     """The store location, whether or not a store exists there yet (for `cortex init`)."""
-    from cortexfs.store import resolve_home
-
-    return Store(resolve_home(_state["home"]))
+    return Store.at(_state["home"])
 
 
 def set_argv(args: list[str]) -> None:
@@ -119,7 +118,7 @@ def report(txn: Transaction) -> None:
     if done is None:
         return
     if done.pending:
-        shown = ", ".join(p.removeprefix("context/") for p in done.pending[:3])
+        shown = ", ".join(p.removeprefix(CONTEXT_PREFIX) for p in done.pending[:3])
         more = f" and {len(done.pending) - 3} more" if len(done.pending) > 3 else ""
         typer.secho(f"also committed what was pending under context/: {shown}{more}",
                     err=True)

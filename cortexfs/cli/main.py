@@ -92,12 +92,13 @@ def _usage_error(e: UsageError) -> NoReturn:
 def _log_crash() -> str:
     import traceback
 
-    from cortexfs.store import resolve_home
+    from cortexfs.layout import CRASH_LOG
+    from cortexfs.store import Store
 
     try:
-        logs = resolve_home(common._state["home"]) / "logs"
+        logs = Store.at(common._state["home"]).logs_dir
         logs.mkdir(parents=True, exist_ok=True)
-        path = logs / "crash.log"
+        path = logs / CRASH_LOG
         with open(path, "a", encoding="utf-8") as f:
             f.write(f"--- cortex {' '.join(sys.argv[1:])}\n{traceback.format_exc()}\n")
         return str(path)
@@ -136,17 +137,20 @@ def _register() -> None:
         access,
         atoms,
         core,
-        governance,
+        decisions,
         index,
+        maintain,
         memory,
+        ready,
         recall,
         sync,
+        tasks,
         validate,
         view,
     )
 
-    for module in (core, atoms, validate, index, access, sync, governance, memory, recall,
-                   view):
+    for module in (core, atoms, validate, index, access, sync, tasks, decisions, maintain,
+                   ready, memory, recall, view):
         module.register(app)
 
 

@@ -33,10 +33,11 @@ def _resolve(path: Path | None) -> tuple[Path, Store | None]:
     """The MEMORY.md to work on and the store it lies in (None when outside any store)."""
     from cortexfs import wall
     from cortexfs.errors import NotAStoreError
+    from cortexfs.layout import USER
 
     if path is None:
         store = common.open_store()
-        path = store.context / "user" / "MEMORY.md"
+        path = store.context / USER / "MEMORY.md"
         wall.check(store.context, path)  # a linked MEMORY.md or user/ is not the store's
         return path, store
     try:

@@ -28,7 +28,7 @@ def commit(
     Atoms changed since their index was generated are committed with the index
     regenerated, so the commit holds together. Nothing outside context/ is committed."""
     from cortexfs import git
-    from cortexfs.commit import Change, remove_stale_temporaries
+    from cortexfs.commit import Change
     from cortexfs.errors import GitError
 
     fmt = common.output_format()
@@ -41,7 +41,7 @@ def commit(
         raise InvalidInputError("the commit message is empty: pass -m \"what changed\", or "
                                 "leave -m out for a generated one")
     with common.writing(store, has_no_commit=False) as txn:
-        remove_stale_temporaries(store)
+        git.remove_stale_temporaries(store)
         txn.add(Change(message=message))
     _committed(txn.result, fmt)
 

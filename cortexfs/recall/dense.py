@@ -15,6 +15,7 @@ import numpy as np
 
 from cortexfs.errors import AtomParseError
 from cortexfs.fsutil import atomic_write, file_lock
+from cortexfs.layout import EMBED_LOCK
 
 if TYPE_CHECKING:
     from cortexfs.recall.docs import Doc
@@ -91,7 +92,7 @@ class VectorStore:
             # One process embeds at a time; a waiting one then finds the work done on disk.
             with contextlib.ExitStack() as held:
                 try:
-                    held.enter_context(file_lock(self.path.parent / "embed.lock",
+                    held.enter_context(file_lock(self.path.parent / EMBED_LOCK,
                                                  timeout=3600, what="the recall vector cache"))
                 except OSError as e:
                     if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):

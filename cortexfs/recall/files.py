@@ -15,19 +15,15 @@ Docs no file points at any more (edited or deleted atoms) are dead: `live_mask` 
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from cortexfs.atoms import KINDS, Kind
+from cortexfs.atoms import Kind
 from cortexfs.loader import RACY_NS
 
-# exactly the file names Project.atom_paths takes for each kind (`EXP-042b.md`, `K-7.md` …)
-_FILE_NAME = {k.prefix: re.compile(k.id_re.pattern.removesuffix(r"\Z") + r"\.md\Z")
-              for k in KINDS}
 SKIPPED = -1  # the segment of a file that is not a valid atom
 PENDING = -2  # a doc on its way into a segment: `doc` numbers it until it lands
 
@@ -66,7 +62,7 @@ def listing(path: os.PathLike[str] | str, kind: Kind,
     One stat per file is most of a big store's query, so the loop around it is lean: stats
     relative to the folder's descriptor, and no listing at all when the folder's mtime says
     no entry was added, removed or renamed since `known` was listed."""
-    match = _FILE_NAME[kind.prefix].match
+    match = kind.file_re.match
     try:  # (a linked folder is refused: not part of the store, see cortexfs.wall)
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except (FileNotFoundError, NotADirectoryError):

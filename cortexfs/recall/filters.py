@@ -16,14 +16,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cortexfs.atoms import ACTIVE_STATUSES, INVALIDATED_STATUSES, STATUSES, SUPERSEDED_STATUSES
+from cortexfs.atoms import (
+    ACTIVE_STATUSES,
+    INVALIDATED_STATUSES,
+    KINDS,
+    STATUSES,
+    SUPERSEDED_STATUSES,
+)
 from cortexfs.errors import InvalidInputError
 from cortexfs.recall.docs import KIND_CODE, RETIRED, STATUS_CODE
 from cortexfs.recall.lexical import Columns, LexicalIndex
 
-KIND_NAMES = {"exp": "experiments", "experiment": "experiments", "experiments": "experiments",
-              "k": "knowledge", "knowledge": "knowledge", "pat": "patterns",
-              "pattern": "patterns", "patterns": "patterns"}
+KIND_NAMES = {word: k.folder for k in KINDS for word in (k.short, k.name, k.folder)}
 STATUS_GROUPS = {"active": ACTIVE_STATUSES | {"unknown"}, "retired": RETIRED,
                  "superseded": SUPERSEDED_STATUSES, "invalidated": INVALIDATED_STATUSES}
 _SINCE = re.compile(r"^(\d+)([dwmy])$")

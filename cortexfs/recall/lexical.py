@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from cortexfs import accesslog, cache, loader, wall
+from cortexfs import accesslog, cache, layout, loader, wall
 from cortexfs.atoms import KINDS, Kind
 from cortexfs.errors import AtomParseError
 from cortexfs.frontmatter import read_bytes
@@ -240,7 +240,7 @@ class LexicalIndex:
         """Hold the index's lock while changing it; a store we cannot write to is changed
         for this process alone."""
         try:
-            with file_lock(self.dir.parent / "lexical.lock", timeout=600,
+            with file_lock(self.dir.parent / layout.LEXICAL_LOCK, timeout=600,
                            what="the recall index"):
                 yield
         except PermissionError:

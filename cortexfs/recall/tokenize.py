@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable
 
 from cortexfs.atoms import ATOM_ID
+from cortexfs.layout import KIND_FOLDERS, SUFFIXED
 
 try:  # hashlib imports OpenSSL (~5 ms); the blake2 module alone is all we need
     from _blake2 import blake2b
@@ -163,7 +164,7 @@ class Analyzer:
         one split and one dictionary look-up per word, for the ~30 million words of a big
         store. An atom id stands where it is written (the line-by-line path puts them
         last)."""
-        if "EXP-" in text or "K-" in text or "PAT-" in text:
+        if any(map(text.__contains__, _ID_STARTS)):
             # each id becomes one token; plain replaces, longest first (EXP-0421 before
             # EXP-042), cost a third of a substitution with a template
             for found in sorted(set(find_ids(text)), key=len, reverse=True):
@@ -196,7 +197,7 @@ def find_ids(text: str) -> list[str]:
     the text (~30 µs for an atom), this jumps from one `EXP-`, `K-` or `PAT-` to the next."""
     found: list[tuple[int, str]] = []
     n = len(text)
-    for prefix in ("EXP-", "K-", "PAT-"):
+    for prefix in _ID_STARTS:
         i = text.find(prefix)
         while i >= 0:
             j = k = i + len(prefix)
@@ -206,7 +207,7 @@ def find_ids(text: str) -> list[str]:
                 end = -1
                 if k == n or not _is_word(text[k]):
                     end = k
-                if prefix == "EXP-" and k < n and "a" <= text[k] <= "z" and \
+                if prefix == _SUFFIXED_START and k < n and "a" <= text[k] <= "z" and \
                         (k + 1 == n or not _is_word(text[k + 1])):
                     end = k + 1
                 if end > 0:
@@ -216,6 +217,8 @@ def find_ids(text: str) -> list[str]:
 
 
 _DIGITS = frozenset("0123456789")
+_ID_STARTS = tuple(f"{p}-" for p in KIND_FOLDERS)  # EXP-, K-, PAT-
+_SUFFIXED_START = f"{SUFFIXED}-"
 
 
 def _is_word(c: str) -> bool:

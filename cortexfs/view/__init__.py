@@ -18,6 +18,3 @@ The entry point is `cortexfs.view.build.build`. Nothing here is imported by
 `cortex --help`: the command imports it when it runs.
 """
 
-# Held (in $CORTEX_HOME/.locks/) for the length of a build: builds of one store take turns,
-# and `cortex watch` does not count the atoms a build reads as reads by the user.
-LOCK_NAME = "view.lock"

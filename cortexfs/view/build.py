@@ -79,7 +79,7 @@ def build(store: Store, projects: list[str] | None = None, out: Path | None = No
         -> BuildResult:
     """Build (or bring up to date) the site of `projects` (all when None) in `out`."""
     from cortexfs.fsutil import file_lock
-    from cortexfs.view import LOCK_NAME
+    from cortexfs.layout import VIEW_LOCK
 
     started = time.perf_counter()
     store.require()
@@ -89,7 +89,9 @@ def build(store: Store, projects: list[str] | None = None, out: Path | None = No
     collecting = gc.isenabled()
     gc.disable()  # many small objects and no cycles: the collector would only slow it down
     try:
-        with file_lock(store.locks_dir / LOCK_NAME, timeout=60, what="the site (cortex view)"):
+        # builds of one store take turns, and `cortex watch` does not count the atoms a
+        # build reads as reads by the user
+        with file_lock(store.locks_dir / VIEW_LOCK, timeout=60, what="the site (cortex view)"):
             run = _Build(store, site, shown, skipped)
             run.run()
             removed = site.finish()
@@ -138,7 +140,7 @@ class _Build:
         state_path = self.site.state_dir / "projects.bin"
         saved = cache.load(state_path, PROJECTS_KIND)
         states: dict[str, Any] = saved if isinstance(saved, dict) else {}
-        index = search.Index(self.site.state_dir)
+        index = search.SearchIndex(self.site.state_dir)
         docs: list[search.Doc] = []
         changed: list[tuple[ProjectModel, str | None]] = []
         fingerprints = {}
@@ -222,7 +224,7 @@ class _Build:
 
     # --- atom pages ------------------------------------------------------------------------
 
-    def _atom_pages(self, changed: list[tuple[ProjectModel, str | None]], index: search.Index,
+    def _atom_pages(self, changed: list[tuple[ProjectModel, str | None]], index: search.SearchIndex,
                     need_terms: set[str], meanwhile: Callable[[], Any]) -> None:
         jobs: list[_Job] = []
         known = {pm.name: self._known(pm) for pm, _ in changed}
@@ -282,7 +284,7 @@ class _Build:
             body = read_body(am) or ""
         return pages.render_atom(self.md, pm, pages.atom_data(pm, am, named), body)
 
-    def _run_jobs(self, jobs: list[_Job], index: search.Index, meanwhile: Callable[[], Any]) \
+    def _run_jobs(self, jobs: list[_Job], index: search.SearchIndex, meanwhile: Callable[[], Any]) \
             -> list[_JobResult]:
         """Do the atom jobs, `meanwhile`, and the search segments that changed — in two
         processes when there are many jobs: a forked worker takes a little over half of
@@ -322,7 +324,7 @@ class _Build:
         self._put_all(index.segment_files(index.dirty - their_segments))
         return results + done
 
-    def _work(self, jobs: list[_Job], index: search.Index, segments: set[int]) \
+    def _work(self, jobs: list[_Job], index: search.SearchIndex, segments: set[int]) \
             -> list[_JobResult]:
         """Do `jobs`, then make the files of the search `segments` (which these jobs hold
         all the new terms of); the results keep the terms of the other segments only."""

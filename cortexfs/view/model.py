@@ -19,16 +19,17 @@ from typing import TYPE_CHECKING, Any
 from cortexfs import cache
 from cortexfs.atoms import ATOM_ID, KINDS, Atom, kind_of_id, split_status, status_group
 from cortexfs.errors import AtomParseError, CortexError
+from cortexfs.layout import MISSION_MD, ROADMAP_MD, STATUS_MD, TASKS_ARCHIVE, TASKS_FILE
 from cortexfs.view.history import Days, daily_reads
 
 if TYPE_CHECKING:
     from cortexfs.accesslog import AccessStats
-    from cortexfs.hippocampus import IndexEntry
+    from cortexfs.hippocampus import MemoryEntry
     from cortexfs.index import RegenContext
     from cortexfs.store import Project, Store
     from cortexfs.tasks import TaskFile
 
-GOVERNANCE_TEXTS = ("STATUS.md", "mission.md", "roadmap.md")
+GOVERNANCE_TEXTS = (STATUS_MD, MISSION_MD, ROADMAP_MD)
 MAX_TEXT_BYTES = 1_000_000
 OPEN_TASKS = ("todo", "doing", "blocked")
 # how an atom names another: the relation as seen from the atom named
@@ -178,10 +179,8 @@ def fingerprint(ctx: RegenContext, project: Project, now_ns: int) -> str | None:
     """A digest of everything a project's pages are made from — its atom files and access
     log (the regeneration fingerprint), its governance files, its folders — without
     reading the atoms; None when a file changed too recently for its stat data to tell."""
-    from cortexfs.tasks import ARCHIVE_FILE, TASKS_FILE
-
     parts: list[Any] = [ctx.fingerprint([project.name], dated=False)]
-    for name in (*GOVERNANCE_TEXTS, TASKS_FILE, ARCHIVE_FILE):
+    for name in (*GOVERNANCE_TEXTS, TASKS_FILE, TASKS_ARCHIVE):
         found = cache.stamp(project.root / name, now_ns)
         if found is None:
             return None
@@ -196,7 +195,7 @@ def fingerprint(ctx: RegenContext, project: Project, now_ns: int) -> str | None:
     return cache.digest(marshal.dumps(parts, 2)).hex()
 
 
-def decay_queue(ctx: RegenContext, shown: set[str]) -> list[IndexEntry]:
+def decay_queue(ctx: RegenContext, shown: set[str]) -> list[MemoryEntry]:
     """HIPPOCAMPUS.md's decay queue (weakest first) for the projects in `shown`; the store
     clock, and with it every strength, is the whole store's."""
     from cortexfs import hippocampus
@@ -229,13 +228,13 @@ def load_project(ctx: RegenContext, project: Project) -> ProjectModel:
     texts = {name: _read_text(project.root / name) for name in GOVERNANCE_TEXTS}
     tasks, tasks_error = _tasks(project)
     pm = ProjectModel(project, atoms, errors, symlinks, ctx.access[project.name],
-                      history, texts, _phase(texts["STATUS.md"]), tasks, tasks_error)
+                      history, texts, _phase(texts[STATUS_MD]), tasks, tasks_error)
     pm.link()
     return pm
 
 
 def _phase(status: str | None) -> str:
-    from cortexfs.governance import read_status
+    from cortexfs.status import read_status
 
     return (read_status(status).phase or "") if status else ""
 
@@ -243,13 +242,13 @@ def _phase(status: str | None) -> str:
 def _tasks(project: Project) -> tuple[TaskFile | None, str | None]:
     from cortexfs import tasks
 
-    path = project.root / tasks.TASKS_FILE
+    path = project.root / TASKS_FILE
     if os.path.islink(path):
-        return None, f"{tasks.TASKS_FILE} is a symlink: not part of the store, not shown"
+        return None, f"{TASKS_FILE} is a symlink: not part of the store, not shown"
     try:
         return tasks.load(project), None
     except CortexError as e:
-        return None, str(e).replace(str(path), tasks.TASKS_FILE)
+        return None, str(e).replace(str(path), TASKS_FILE)
 
 
 def _read_text(path: Any) -> str | None:

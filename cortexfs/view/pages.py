@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from cortexfs import cache
 from cortexfs.atoms import ATOM_ID, KINDS
+from cortexfs.layout import MISSION_MD, STATUS_MD
 from cortexfs.view import charts
 from cortexfs.view.escape import CSP, Markup, url_part
 from cortexfs.view.model import RELATIONS, AtomModel, ProjectModel
@@ -322,7 +323,7 @@ def render_project(md: MarkdownIt, pm: ProjectModel, data: dict[str, Any]) -> st
         return target.href if target is not None else None
 
     texts = {}
-    for name, key in (("STATUS.md", "status_html"), ("mission.md", "mission_html"),
+    for name, key in ((STATUS_MD, "status_html"), (MISSION_MD, "mission_html"),
                       ("roadmap.md", "roadmap_html")):
         text = data["texts"].get(name)
         texts[key] = Markup(render_md(md, text, resolve)) if text and text.strip() else ""

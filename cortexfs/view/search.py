@@ -70,7 +70,7 @@ class Doc:
     row: list[Any]
 
 
-class Index:
+class SearchIndex:
     """The index state of one site (in its state folder) and the files it makes."""
 
     def __init__(self, state_dir: Path) -> None:

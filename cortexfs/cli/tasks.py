@@ -1,4 +1,4 @@
-"""`cortex tasks …`, `cortex decision new`, `cortex maintain` and `cortex ready`."""
+"""`cortex tasks list|add|done|archive`: the project's task queue (TASKS.yaml)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.layout import TASKS_ARCHIVE, TASKS_FILE
 from cortexfs.wording import plural
 
 if TYPE_CHECKING:
@@ -15,8 +16,6 @@ if TYPE_CHECKING:
     from cortexfs.store import Project, Store
 
 tasks_app = typer.Typer(help="The project's task queue (TASKS.yaml).", no_args_is_help=True)
-decision_app = typer.Typer(help="Decision records (decisions/NNNN-title.md).",
-                           no_args_is_help=True)
 
 ProjectOpt = common.ProjectOpt
 NoCommit = common.NoCommit
@@ -36,14 +35,9 @@ def _rewritten_note(rewritten: bool, project: Project) -> None:
                     "are gone (see git diff)")
 
 
-# --- tasks ---------------------------------------------------------------------------------------
-
-
 def _task_files(project: Project) -> list[Path]:
     """The files a tasks command may rewrite (put back as they were if it fails)."""
-    from cortexfs import tasks
-
-    return [project.root / "TASKS.yaml", project.root / tasks.ARCHIVE_FILE]
+    return [project.root / TASKS_FILE, project.root / TASKS_ARCHIVE]
 
 
 @tasks_app.command("list")
@@ -174,7 +168,7 @@ def tasks_archive(
                 ids = ", ".join(t.id for t in result.tasks)
                 moved.append(f"{proj.name}: {ids}")
                 txn.add(Change(result.paths))
-                notes.append((True, f"{proj.name}: archived {ids} to {tasks.ARCHIVE_FILE}"))
+                notes.append((True, f"{proj.name}: archived {ids} to {TASKS_ARCHIVE}"))
             if result.undated:
                 notes.append((False, f"{proj.name}: done without completed-at, so not "
                                f"archived: {', '.join(result.undated)} (add "
@@ -193,83 +187,6 @@ def tasks_archive(
                    f"{plural(older_than, 'day')} ago")
 
 
-# --- decisions -----------------------------------------------------------------------------------
-
-
-@decision_app.command("new")
-def decision_new(
-    title: Annotated[str, typer.Argument(help="The decision's title, e.g. \"Store atoms as "
-                                         "files\".")],
-    project: Annotated[str | None, typer.Option(
-        "--project", "-p", help="Project decision (default: a system-level decision in "
-        "context/decisions/).")] = None,
-    no_commit: NoCommit = False,
-) -> None:
-    """Write the next decision record NNNN-title.md from its template and print its path."""
-    from cortexfs import decisions, lifecycle
-    from cortexfs.commit import Change
-
-    store = common.open_store()
-    if project is not None:
-        store.project(project)  # an unknown project is the first thing to say
-    with common.writing(store, no_commit) as txn:
-        path = decisions.new_decision(store, title, project)
-        txn.add(Change([path], f"decision: add {path.stem}", created=[path]))
-        # the CORTEX.md block of its folder lists it: `ready` must not find it stale
-        txn.add(lifecycle.regenerate(store, [project] if project else None, txn,
-                                     warn=common.warn))
-    common.report(txn)
-    if common.output_format() == "json":
-        common.print_json({"path": str(path), "project": project,
-                           "committed": bool(txn.result and txn.result.commit)})
-        return
-    typer.echo(str(path))
-
-
-# --- maintenance and readiness -------------------------------------------------------------------
-
-
-def maintain(
-    project: Annotated[str | None, typer.Argument(
-        metavar="[PROJECT]", help="Project to report on (default: all).")] = None,
-) -> None:
-    """Report cold and stale atoms, weak evidence, consolidation suggestions (read-only)."""
-    from cortexfs import maintain as lib
-
-    fmt = common.output_format()
-    store = common.open_store()
-    report = lib.maintain(store, store.select([project] if project else None))
-    if fmt == "json":
-        common.print_json(report.to_json())
-    else:
-        typer.echo(lib.render_text(report), nl=False)
-
-
-def ready(
-    project: Annotated[str | None, typer.Argument(
-        metavar="[PROJECT]", help="Project to check (default: the whole store).")] = None,
-    no_cache: Annotated[bool, typer.Option(
-        "--no-cache", help="Run every check even when no file changed since the last run.")]
-        = False,
-) -> None:
-    """The fresh-session test: exit 0 when the files hold everything, else list each gap."""
-    from cortexfs import ready as lib
-
-    fmt = common.output_format()
-    store = common.open_store()
-    report = lib.check(store, project, use_cache=not no_cache)
-    if fmt == "json":
-        common.print_json(report.to_json())
-    else:
-        typer.secho(lib.render_text(report), nl=False,
-                    fg="green" if report.ready else None)
-    if not report.ready:
-        raise typer.Exit(1)
-
-
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
     app.add_typer(tasks_app, name="tasks")
-    app.add_typer(decision_app, name="decision")
-    app.command("maintain")(maintain)
-    app.command("ready")(ready)
