@@ -29,7 +29,7 @@ from typing import Any
 from cortexfs import accesslog, frontmatter, layout, wall
 from cortexfs.atoms import Kind, kind_of_filename
 from cortexfs.errors import AtomParseError
-from cortexfs.fsutil import atomic_write, rewrite
+from cortexfs.fsutil import rewrite, write_temp
 from cortexfs.git import git_blob, git_run
 from cortexfs.store import Store
 
@@ -231,18 +231,30 @@ def replace_log(path: Path, whole: Callable[[bytes], bytes],
     except FileNotFoundError:
         return False
     try:
-        # Appends wait for this flock, and append to the new file once it is released
-        # (accesslog.append); one that waited past its bound and wrote to the old file
-        # meanwhile is read back below.
-        accesslog.lock(fd, LOG_LOCK_WAIT)
         data = read_from(fd, 0)
         end = data.rfind(b"\n") + 1
         new = whole(data[:end])
         if new == data[:end]:
             return False
-        atomic_write(path, new + data[end:])
+        # The new copy is written and synced first; only then is the old file's flock
+        # taken, for what arrived meanwhile and the rename: appends wait for it and then
+        # append to the new file (accesslog.append). Held that briefly, an append seldom
+        # waits past its bound (0.2 s) and writes to the old file unlocked; what such an
+        # append wrote is read back after the rename.
+        tmp = write_temp(path, new)
+        try:
+            accesslog.lock(fd, LOG_LOCK_WAIT)
+            more = read_from(fd, end)
+            if more:
+                with open(tmp, "ab") as f:
+                    f.write(tail(more))
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
         time.sleep(0.005)  # let an unlocked append that opened the old file finish writing
-        late = read_from(fd, len(data))
+        late = read_from(fd, end + len(more))
         if late:
             accesslog.append(path, [tail(late)])
         return True
