@@ -426,7 +426,9 @@ class Scenario:
         kept = self.work / f"failure-{self.name}-{self.i}"
         shutil.rmtree(kept, ignore_errors=True)
         for folder in self.snapshot_dirs():
-            shutil.copytree(folder, kept / folder.name, symlinks=True)
+            # (a `git gc --auto` the killed git detached may still be packing objects)
+            with contextlib.suppress(shutil.Error):
+                shutil.copytree(folder, kept / folder.name, symlinks=True)
         return kept
 
     def snapshot_dirs(self) -> list[Path]:

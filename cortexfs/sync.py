@@ -430,7 +430,12 @@ def _merge(store: Store, tgt: Target, head: str, upstream: str, unrelated: bool)
         _journal(home, op="merge", head=head, upstream=upstream, display=tgt.display)
         # stat data that `git reset` left unset would make git call clean files "not uptodate"
         git.git_run(home, "update-index", "-q", "--refresh", check=False)
-        with keep_log_appends(store):
+        with keep_log_appends(store, since_head=True):
+            # git merge must find the logs committed: one it finds changed makes it stash
+            # the changes, refuse, reset --hard and apply the stash again, and a line
+            # appended meanwhile makes that apply fail (the changes then stay in a
+            # dangling stash). Appends wait from here; what came before is committed now.
+            commit_pending(store, only_logs=True)
             proc = git.git_run(home, *args, upstream, check=False)
         if proc.returncode == 0 or git.in_progress(home) == "merge":
             break
@@ -566,14 +571,17 @@ def _merge_atom(home: Path, rel: str, base: bytes | None, ours: bytes,
 
 
 @contextlib.contextmanager
-def keep_log_appends(store: Store) -> Iterator[None]:
+def keep_log_appends(store: Store, since_head: bool = False) -> Iterator[None]:
     """Keep access-log lines appended while git replaces the log files (a merge, an abort).
 
     The hook appends with O_APPEND by path; git replaces a file it updates with a new one,
     so a line appended to the old file during the operation would vanish. The old files
     stay open and flocked here: an append waits, and then goes to the file that is the
     log by then (accesslog.append); whatever reached an old file all the same (an append
-    that waited past its bound) is appended again.
+    that waited past its bound) is appended again. With `since_head` (a merge, which
+    brings no line of ours), every line of an old file that HEAD's copy lacks counts as
+    appended: git merge that refuses resets the logs and applies its stash of their
+    changes again, which fails when a line arrived in between.
     """
     held: list[tuple[Path, int, int, int]] = []
     for path in _logs(store):
@@ -592,6 +600,11 @@ def keep_log_appends(store: Store) -> Iterator[None]:
                 with contextlib.suppress(FileNotFoundError):
                     if os.stat(path).st_ino != ino:
                         late = renumber.read_from(fd, size)
+                        if since_head:
+                            rel = path.relative_to(store.home).as_posix()
+                            late = renumber.missing_lines(
+                                git.git_blob(store.home, "HEAD", rel) or b"",
+                                renumber.read_from(fd, 0))
                         current = accesslog.read(path)
                         extra = renumber.missing_lines(current, late)
                         if extra:
