@@ -44,7 +44,7 @@ from pathlib import Path
 from cortexfs import recall as rc
 from cortexfs import scaffold
 from cortexfs.atoms import EXPERIMENT, MAX_SUMMARY
-from cortexfs.frontmatter import dump_scalar
+from cortexfs.escape import yaml_scalar
 from cortexfs.fsutil import atomic_write
 from cortexfs.store import Store
 
@@ -193,8 +193,8 @@ def _summary(text: str) -> str:
 def _atom(atom_id: str, date: dt.date | None, project: str, summary: str, tags: list[str],
           body: str) -> str:
     return (f"---\nid: {atom_id}\ndate: {date.isoformat() if date else '2000-01-01'}\n"
-            f"project: {project}\nsummary: {dump_scalar(_summary(summary))}\n"
-            f"tags: {dump_scalar(tags)}\n---\n{body}")
+            f"project: {project}\nsummary: {yaml_scalar(_summary(summary))}\n"
+            f"tags: {yaml_scalar(tags)}\n---\n{body}")
 
 
 def import_turns(store: Store, conv: Conversation) -> dict[str, str]:

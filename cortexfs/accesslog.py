@@ -348,3 +348,29 @@ def read_entries(log_path: str | os.PathLike[str], offset: int = 0) \
         if isinstance(file, str) and isinstance(ts, str):
             out.append((file, ts))
     return out, offset + end
+
+
+def entry_file(line: bytes) -> str | None:
+    """The `file` a log line names; None for a line that is not an entry."""
+    import json
+
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return None
+    file = entry.get("file") if isinstance(entry, dict) else None
+    return file if isinstance(file, str) else None
+
+
+def renamed(line: bytes, names: dict[str, str]) -> bytes | None:
+    """`line` with its `file` renamed as `names` says (other fields and the line end kept,
+    written as `format_line` writes); None when it is not an entry about one of `names`."""
+    import json
+
+    if entry_file(line) not in names:
+        return None
+    entry = json.loads(line)
+    entry["file"] = names[entry["file"]]
+    end = b"\n" if line.endswith(b"\n") else b""
+    line_text = json.dumps(entry, ensure_ascii=False, separators=(", ", ": "))
+    return line_text.encode("utf-8", "backslashreplace") + end  # (a lone surrogate: as it came)

@@ -217,10 +217,7 @@ def _read_text(project: Project, name: str) -> str | None:
     cortexfs.wall) or over the size limit (`cortex validate` says which)."""
     from cortexfs import wall
 
-    try:
-        return wall.read_text(project.store.context, project.root / name)
-    except (OSError, CortexError):
-        return None
+    return wall.text_or_none(project.store.context, project.root / name)
 
 
 def markdown_lines(text: str) -> list[str]:

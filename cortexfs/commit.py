@@ -35,6 +35,7 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ from pathlib import Path
 from cortexfs import git, interrupt, layout
 from cortexfs.atoms import kind_of_filename
 from cortexfs.errors import CortexError, EnvironmentProblem, GitError, from_os_error
+from cortexfs.fsutil import noting_writes
 from cortexfs.store import Store
 
 INIT_FILES = (".gitignore", ".gitattributes")
@@ -274,6 +276,7 @@ class Transaction:
         self.change = Change()
         self.result: Committed | None = None
         self._kept: dict[Path, bytes | None] = {}
+        self._quiet: set[Path] = set()
         self._fresh: list[Path] = []
         self._after_undo: list[Callable[[], list[str]]] = []
 
@@ -282,13 +285,27 @@ class Transaction:
         self.change.merge(change)
 
     def keep(self, *paths: Path) -> None:
-        """Remember these files as they are now, to put them back if the command fails."""
+        """Remember these files as they are now, to put them back if the command fails (a
+        link is not followed: it is left for the write to refuse or replace)."""
         for path in paths:
             if path not in self._kept:
                 try:
-                    self._kept[path] = path.read_bytes()
+                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
                 except FileNotFoundError:
                     self._kept[path] = None
+                    continue
+                except OSError:
+                    continue
+                with os.fdopen(fd, "rb") as f:
+                    if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                        self._kept[path] = f.read()
+
+    def keep_quietly(self, path: Path) -> None:
+        """keep(path), for a file a write is about to replace (a regenerated index): put
+        back with the rest, not named among what the command undid."""
+        if path not in self._kept:
+            self._quiet.add(path)
+            self.keep(path)
 
     def fresh(self, *paths: Path) -> None:
         """Files or folders about to be made: a failed command removes them whole (only
@@ -300,24 +317,30 @@ class Transaction:
         file by file, from the files as they are again); it returns what it rewrote."""
         self._after_undo.append(redo)
 
-    def undo(self) -> list[str]:
-        """Remove what the command created and put back what it changed; what was undone."""
+    def undo(self, regenerated: bool = True) -> list[str]:
+        """Remove what the command created and put back what it changed; what was undone.
+        Without `regenerated`, the files regenerated along the way stay as they are (an
+        interrupted regeneration keeps what it finished, for the next one to go on from)."""
         done = []
         for path in self.change.created:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
                 done.append(self._name(path))
         for path, data in self._kept.items():
+            if path in self._quiet and not regenerated:
+                continue
             with contextlib.suppress(OSError):
                 if data is None:
                     if os.path.lexists(path):
                         path.unlink()
-                        done.append(self._name(path))
+                        if path not in self._quiet:
+                            done.append(self._name(path))
                 elif path.read_bytes() != data if path.exists() else True:
                     from cortexfs.fsutil import atomic_write
 
                     atomic_write(path, data)
-                    done.append(self._name(path))
+                    if path not in self._quiet:
+                        done.append(self._name(path))
         for path in reversed(self._fresh):
             if os.path.lexists(path):
                 with contextlib.suppress(OSError):
@@ -370,13 +393,14 @@ def transaction(store: Store, *, commit: bool = True, command: str | None = None
                 with _hinted(refusal_hint):
                     git.preflight(store)
             interrupt.check()  # a signal during the pre-flight: stop before writing
-            yield txn
-            interrupt.check()  # a signal during the writes: stop before the commit
-            if commit:
-                txn.result = commit_change(store, txn.change)
+            with noting_writes(txn.keep_quietly):  # what the command overwrites, to put back
+                yield txn
+                interrupt.check()  # a signal during the writes: stop before the commit
+                if commit:
+                    txn.result = commit_change(store, txn.change)
         except interrupt.Interrupted as e:
             written = txn.written()
-            undone = txn.undo()
+            undone = txn.undo(regenerated=False)
             e.rerun = e.rerun or command
             if undone:
                 e.done = f"nothing was kept ({_some(undone)} removed or put back)"

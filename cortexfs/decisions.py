@@ -16,8 +16,8 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from cortexfs import escape, layout, templates, wall
-from cortexfs.errors import InvalidInputError
+from cortexfs import escape, frontmatter, layout, templates, wall
+from cortexfs.errors import AtomParseError, InvalidInputError
 from cortexfs.fsutil import atomic_write, file_lock
 from cortexfs.store import Store
 
@@ -58,17 +58,27 @@ def _blank_comments(text: str) -> str:
 
 def check_record(text: str) -> list[RecordProblem]:
     """What a decision record's text lacks (empty list when it is complete)."""
-    lines = _blank_comments(text).splitlines()
+    blanked = _blank_comments(text)
+    lines = blanked.splitlines()
+    problems: list[RecordProblem] = []
+    fields: dict[str, tuple[int | None, str]] = {}
     start = 0
-    fields: dict[str, tuple[int, str]] = {}
-    if lines and lines[0].strip() == "---":
-        for i in range(1, len(lines)):
-            if lines[i].strip() in ("---", "..."):
-                start = i + 1
-                break
-            m = re.match(r"^(date|status)[ \t]*:[ \t]*(.*)$", lines[i], re.I)
-            if m:
-                fields.setdefault(m.group(1).lower(), (i + 1, m.group(2).strip()))
+    broken = False
+    try:
+        span = frontmatter.locate(text)
+    except AtomParseError:
+        span = None  # no frontmatter: the fields are in the text
+    if span is not None:
+        start = len(blanked[:span.body_start].splitlines())  # (blanking keeps every offset)
+        key_lines = frontmatter.key_lines(text)
+        try:
+            meta = frontmatter.load_mapping(text[span.fm_start:span.fm_end], "", 2)
+        except AtomParseError as e:
+            problems.append(RecordProblem(e.line, e.reason))
+            meta, broken = {}, True
+        for key, value in meta.items():
+            if key.lower() in ("date", "status") and value is not None:
+                fields.setdefault(key.lower(), (key_lines.get(key), str(value).strip()))
     headings: list[tuple[int, int, str]] = []  # (line index, level, normalised title)
     for i in range(start, len(lines)):
         m = _HEADING.match(lines[i])
@@ -85,9 +95,8 @@ def check_record(text: str) -> list[RecordProblem]:
             value = next((ln.strip() for ln in body if ln.strip()), "")
             if value:
                 fields.setdefault(title, (idx + 1, value))
-    problems: list[RecordProblem] = []
     for name in FIELDS:
-        if name.lower() not in fields:
+        if name.lower() not in fields and not broken:  # (a broken frontmatter may hold it)
             problems.append(RecordProblem(None, f"no {name}: add a line `- **{name}**: …` "
                                           "under the title"))
     if "date" in fields:

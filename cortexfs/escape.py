@@ -1,5 +1,5 @@
-"""Every value cortex writes into a YAML or markdown file is escaped here: one function
-per target, and no other escaping anywhere.
+"""Every value cortex writes into a YAML, markdown or HTML file is escaped here: one
+function per target, and no other escaping anywhere.
 
 The values come from atoms, command-line options, MCP arguments and synced files, so they
 are data from strangers: a summary must not break an index table, start a heading, hide an
@@ -12,20 +12,28 @@ are data from strangers: a summary must not break an index table, start a headin
   summary; optionally clipped.
 - `comment`: a word inside an HTML comment (HIPPOCAMPUS.md's `<!-- hx: … -->` fields).
 - `link`: a relative path as a markdown link target.
-- `html`: text for an HTML page (element content or a quoted attribute).
+- `html`: text for an HTML page (element content or a quoted attribute) — markupsafe's
+  escaping, the same the view's templates autoescape with, so a value reads the same
+  whether a template or a chart wrote it.
+- `script_json` / `data_script`: a value inside a script the view's pages load.
+- `url_part`: one path segment of a relative URL; `external_href`: a web or mail link a
+  page may point at, or None.
 
 Markdown markup that is only text after escaping stays readable: `\\[x\\](javascript:…)`
 shows as typed, it just is not a link. (The access log's JSON lines are the one other
-target: `accesslog.format_line` writes them, as the hook cannot afford this module's
-imports.)
+target: `accesslog.format_line` writes them and `accesslog.renamed` rewrites them, there
+because the hook cannot afford this module's imports.)
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from markupsafe import Markup
 
 # What makes a cell or a line need more than stripping: line breaks, the cell separator,
 # code spans, HTML, entities, backslashes, link and image brackets.
@@ -86,11 +94,43 @@ def link(path: str) -> str:
     return quote(path, safe="/._-~")
 
 
-def html(value: object) -> str:
+def html(value: object) -> Markup:
     """`value` as HTML text: `&`, `<`, `>`, `"` and `'` as entities."""
-    import html as html_module
+    from markupsafe import escape as markup_escape
 
-    return html_module.escape("" if value is None else str(value), quote=True)
+    return markup_escape("" if value is None else str(value))
+
+
+# --- the view's pages: scripts and URLs -------------------------------------------------------
+
+_SCRIPT_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                  "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_SCRIPT_UNSAFE_RE = re.compile("[<>&\u2028\u2029]")
+_SAFE_SCHEMES = ("http://", "https://", "mailto:")
+
+
+def script_json(value: Any) -> str:
+    """`value` as JSON that is also safe inside a script: `</script>`, `<!--`, `&` and the
+    line separators JavaScript once treated as newlines cannot appear literally."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _SCRIPT_UNSAFE_RE.sub(lambda m: _SCRIPT_UNSAFE[m.group()], text)
+
+
+def data_script(name: str, value: Any) -> str:
+    """A data file the view's pages load with a script tag (which, unlike fetch, also works
+    from file://): it hands `value` to `cortexData(name, …)` in assets/site.js."""
+    return f"cortexData({script_json(name)},{script_json(value)});\n"
+
+
+def url_part(value: str) -> str:
+    """One path segment of a relative URL (a project name, an atom file stem)."""
+    return quote(value, safe="")
+
+
+def external_href(url: str) -> str | None:
+    """`url` when it is a web or mail link a page may point at, else None."""
+    text = url.strip()
+    return text if text.lower().startswith(_SAFE_SCHEMES) else None
 
 
 # --- YAML ------------------------------------------------------------------------------------
@@ -112,7 +152,9 @@ def yaml_scalar(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_flow_item(v) for v in value) + "]"
     text = str(value)
-    if _PLAIN_SAFE.fullmatch(text) and _reads_back_plain(text):
+    from cortexfs.frontmatter import reads_as_itself
+
+    if _PLAIN_SAFE.fullmatch(text) and reads_as_itself(text):
         return text
     return _quoted(text)
 
@@ -130,38 +172,12 @@ def _quoted(text: str) -> str:
     return dumped
 
 
-def _reads_back_plain(text: str) -> bool:
-    """Whether `text` written unquoted after `key: ` loads back as exactly `text`."""
-    from cortexfs import frontmatter
-
-    if text != text.strip(" ") or frontmatter._DATE.fullmatch(text):
-        return False  # YAML strips the spaces; a date would load as a date object
-    try:
-        return bool(frontmatter._value(text) == text)
-    except frontmatter._Unsure:
-        pass
-    import yaml
-
-    try:
-        return bool(yaml.safe_load(text) == text)
-    except yaml.YAMLError:
-        return False
-
-
 def _flow_item(value: Any) -> str:
-    from cortexfs import frontmatter
+    from cortexfs.frontmatter import reads_as_itself
 
     if isinstance(value, str) and _FLOW_SAFE.fullmatch(value) \
-            and not frontmatter._DATE.fullmatch(value):
-        try:
-            if frontmatter._plain(value) == value:
-                return value
-        except frontmatter._Unsure:
-            pass
-        import yaml
-
-        if yaml.safe_load(value) == value:
-            return value
+            and reads_as_itself(value, in_list=True):
+        return value
     if isinstance(value, str):
         return _quoted(value)
     return yaml_scalar(value)

@@ -4,13 +4,31 @@ Quirks handled here and nowhere else: a UTF-8 BOM, CRLF line endings, PyYAML tur
 dates into `date` objects, empty frontmatter, `---` lines inside the body, and keys
 named `content` (which python-frontmatter's `loads()` would collide with).
 
-Loading has two paths that give identical results. Most atoms are plain `key: value` and
-`key: [a, b]` lines, which `fast_mapping` reads without the YAML library (about ten times
-faster than even libyaml, and no import). It refuses — returns None — anything it is not
-certain about (block lists, anchors, escapes, YAML 1.1's `yes`/`0x1F`/`1:30`/`.inf`
-scalars, comments after values, tabs …), and then the YAML library decides. A property
-test (tests/test_frontmatter.py) checks that whatever the fast path accepts, it reads
-exactly as `yaml.load(…, CSafeLoader)` + `normalize` does.
+Loading has two paths that give identical results. Most atoms are plain `key: value`,
+`key: [a, b]` and `  - item` lines, which `fast_mapping` reads without the YAML library
+(about ten times faster than even libyaml, and no import). It refuses — returns None —
+anything it is not certain about (anchors, escapes, block scalars, nesting, YAML 1.1's
+`yes`/`0x1F`/`1:30`/`.inf` scalars, comments after values, tabs …), and then the general
+path decides: python-frontmatter's YAML handler (`YAMLHandler.load`) run with our loader
+(`safe_loader`: safe, libyaml's where PyYAML has it, a repeated key an error with its
+line; impossible dates kept as text), between our two bounds — nesting past MAX_YAML_DEPTH
+refused before the load (`too_deep`), aliases expanding past MAX_YAML_VALUES after it
+(`unbounded`). A property test (tests/test_frontmatter.py) checks that whatever the fast
+path accepts, it reads exactly as the general path does.
+
+python-frontmatter does not split the file or write it: its `parse()` strips the text and
+the body (an edit must keep every byte, an error name its line) and drops a frontmatter
+that is not a mapping without a word, its `loads()` collides with a key named `content`,
+and its `dumps()` rewrites the whole block where `set_keys` changes only its keys. So
+`locate` finds the fences and `set_keys` edits in place.
+
+What python-frontmatter costs (benchmarks/parse.py on 10,000 scripts/gen_corpus.py atoms;
+2 cores shared with other work, load ~6, so noisy): the fast path reads all of them, 16 µs
+a file, and python-frontmatter is not even imported. Forced through the general path they
+take 91 µs a file through its handler against 103 µs with yaml.load called directly
+(minimums 80 and 80: no cost that can be measured), plus 0.9 ms once per process for the
+import. Cold `cortex index regen --all` / `cortex validate` on a 10,000-atom store whose
+every atom takes the general path: 2.76 / 2.06 s of CPU, against 2.79 / 2.27 s before.
 """
 
 from __future__ import annotations
@@ -26,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from cortexfs.errors import AtomParseError
-from cortexfs.escape import yaml_scalar as dump_scalar  # (kept under its old name for callers)
+from cortexfs.escape import yaml_scalar
 
 BOM = "\ufeff"
 MAX_ATOM_BYTES = 1_000_000  # bigger files are not atoms someone wrote by hand: skip them
@@ -72,28 +90,13 @@ def locate(text: str, path: str = "<string>") -> Span:
     return Span(nl + 1, m.start(), body_start, text.count("\n", 0, body_start) + 1)
 
 
-@dataclass
-class _Split:
-    bom: str
-    lines: list[str]  # every line of the text after the BOM, "\n" endings kept
-    open_idx: int  # index of the opening fence line (always 0)
-    close_idx: int  # index of the closing fence line
-
-
-def _lines(text: str) -> list[str]:
-    """`text` cut after each "\\n" (unlike str.splitlines, which also cuts at \\r, \\x0c …)."""
+def split_lines(text: str) -> list[str]:
+    """`text` cut after each "\\n", ends kept (str.splitlines would also cut at \\r, \\x0c …)."""
     parts = text.split("\n")
     lines = [p + "\n" for p in parts[:-1]]
     if parts[-1]:
         lines.append(parts[-1])
     return lines
-
-
-def _split(text: str, path: str) -> _Split:
-    span = locate(text, path)
-    bom = BOM if text.startswith(BOM) else ""
-    close_idx = text.count("\n", 0, span.fm_end) - text.count("\n", 0, len(bom))
-    return _Split(bom, _lines(text[len(bom):]), 0, close_idx)
 
 
 def parse(text: str, path: str = "<string>") -> Document:
@@ -404,27 +407,43 @@ def _plain(text: str) -> Any:
     return text
 
 
+def reads_as_itself(text: str, in_list: bool = False) -> bool:
+    """Whether `text` written unquoted after `key: ` (or as an item of a flow list) loads
+    back as exactly `text`: the fast path's reading when it is sure, else YAML's."""
+    if text != text.strip(" ") or _DATE.fullmatch(text):
+        return False  # YAML strips the spaces; a date would load as a date object
+    try:
+        return bool((_plain(text) if in_list else _value(text)) == text)
+    except _Unsure:
+        pass
+    import yaml
+
+    try:
+        return bool(yaml.safe_load(text) == text)
+    except yaml.YAMLError:
+        return False
+
+
 # --- the YAML library ------------------------------------------------------------------------
 
 
 def load_yaml_mapping(fm_text: str, path: str, first_line: int) -> dict[str, Any]:
-    """Safely load YAML frontmatter that must be a mapping (or empty), normalised."""
+    """Safely load YAML frontmatter that must be a mapping (or empty), normalised: the
+    general path, through python-frontmatter's YAML handler with our loader."""
     import yaml
 
-    # python-frontmatter's YAMLHandler does exactly this load; calling yaml directly saves
-    # importing that package on the paths that need no other part of it.
     deep = too_deep(fm_text)
     if deep is not None:
         raise AtomParseError(path, f"the YAML nests more than {MAX_YAML_DEPTH} levels deep: "
                              "write the values out plainly", first_line + deep)
-    loader = safe_loader()
+    handler = _handler()
     try:
         try:
-            data = yaml.load(fm_text, Loader=loader)  # noqa: S506 - a safe loader
+            data = handler.load(fm_text, Loader=safe_loader())
         except ValueError:
             # PyYAML builds dates eagerly, so `date: 2026-13-45` raises ValueError (not a
             # YAMLError): keep such impossible dates as text for validation to report.
-            data = yaml.load(fm_text, Loader=_lenient_loader())  # noqa: S506
+            data = handler.load(fm_text, Loader=_lenient_loader())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         line = first_line + mark.line if mark is not None else first_line
@@ -443,6 +462,18 @@ def load_yaml_mapping(fm_text: str, path: str, first_line: int) -> dict[str, Any
     if problem:
         raise AtomParseError(path, f"{problem}: write the values out plainly", first_line)
     return {str(k): normalize(v) for k, v in data.items()}
+
+
+_HANDLER: list[Any] = []
+
+
+def _handler() -> Any:
+    """python-frontmatter's YAML handler (imported on the first general-path load only)."""
+    if not _HANDLER:
+        from frontmatter.default_handlers import YAMLHandler
+
+        _HANDLER.append(YAMLHandler())
+    return _HANDLER[0]
 
 
 MAX_YAML_VALUES = 100_000  # far beyond any hand-written frontmatter or TASKS.yaml
@@ -608,11 +639,10 @@ def set_keys(text: str, updates: dict[str, Any], path: str = "<string>") -> str:
     Every other byte (other keys, their order, comments, the body, BOM, line endings)
     is kept. A key whose value is None is removed. New keys go at the end of the block.
     """
-    parts = _split(text, path)
-    lines = parts.lines
-    eol = "\r\n" if lines[0].endswith("\r\n") else "\n"
-    block = lines[1:parts.close_idx]
-    before = load_mapping("".join(block), path, 2)
+    span = locate(text, path)
+    eol = "\r\n" if text.endswith("\r\n", 0, span.fm_start) else "\n"
+    block = split_lines(text[span.fm_start:span.fm_end])
+    before = load_mapping(text[span.fm_start:span.fm_end], path, 2)
     pending = dict(updates)
     out: list[str] = []
     i = 0
@@ -625,7 +655,7 @@ def set_keys(text: str, updates: dict[str, Any], path: str = "<string>") -> str:
             key = m.group(1)
             value = pending.pop(key)
             if value is not None:
-                out.append(f"{key}: {dump_scalar(value)}{_line_end(block[end - 1], eol)}")
+                out.append(f"{key}: {yaml_scalar(value)}{_line_end(block[end - 1], eol)}")
         else:
             out.extend(block[i:end])
         i = end
@@ -634,8 +664,8 @@ def set_keys(text: str, updates: dict[str, Any], path: str = "<string>") -> str:
             continue
         if out and not out[-1].endswith("\n"):
             out[-1] += eol
-        out.append(f"{key}: {dump_scalar(value)}{eol}")
-    new_text = parts.bom + lines[0] + "".join(out) + "".join(lines[parts.close_idx:])
+        out.append(f"{key}: {yaml_scalar(value)}{eol}")
+    new_text = text[:span.fm_start] + "".join(out) + text[span.fm_end:]
     expected = {k: v for k, v in {**before, **normalize(updates)}.items() if v is not None}
     if parse(new_text, path).meta != expected:
         # the key's value spanned lines in a shape we do not rewrite safely

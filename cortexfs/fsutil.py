@@ -8,6 +8,7 @@ import fcntl
 import os
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +16,21 @@ from typing import Any
 
 from cortexfs import wall
 from cortexfs.errors import LockTimeoutError
+
+_watchers = threading.local()  # this thread's callbacks told of a file before it is replaced
+
+
+@contextlib.contextmanager
+def noting_writes(note: Callable[[Path], None]) -> Iterator[None]:
+    """Within the block, `note(path)` is called before atomic_write replaces `path`, so a
+    command can keep what it overwrites (cortexfs.commit puts it back if the command
+    fails: a regenerated index is then byte for byte what it was, date stamp included)."""
+    stack: list[Callable[[Path], None]] = _watchers.__dict__.setdefault("stack", [])
+    stack.append(note)
+    try:
+        yield
+    finally:
+        stack.remove(note)
 
 
 def temp_prefix(path: Path) -> str:
@@ -34,6 +50,8 @@ def atomic_write(path: Path, data: str | bytes, *, root: Path | None = None) -> 
     raw = data.encode("utf-8") if isinstance(data, str) else data
     if root is not None:
         wall.check(root, path.parent)
+    for note in getattr(_watchers, "stack", ()):
+        note(path)
     tmp = write_temp(path, raw)
     try:
         os.replace(tmp, path)

@@ -192,18 +192,6 @@ class MemoryEntry:
         return self
 
 
-_SAFE_TAGS: dict[str, str] = {}  # tag → its hx-safe form (a store has few distinct tags)
-
-
-def _safe_tag(tag: str) -> str:
-    safe = _SAFE_TAGS.get(tag)
-    if safe is None:
-        if len(_SAFE_TAGS) > 50_000:  # a long-running watcher: keep memory bounded
-            _SAFE_TAGS.clear()
-        safe = _SAFE_TAGS[tag] = escape.comment(tag)
-    return safe
-
-
 @dataclass
 class Part:
     """One project's share of the index: its entries (strengths not yet set), what it left
@@ -355,7 +343,7 @@ def project_part(name: str, atoms: Iterable[Atom], stats: AccessStats | None) ->
         entries[atom_id] = MemoryEntry(
             f"{name}/{atom_id}", name, folder, f"projects/{name}/{folder}/{file}",
             atom.summary, status, created, accessed, hits, [],
-            [t for t in map(_safe_tag, atom.tags) if t],
+            [t for t in (_memo(_SAFE_WORDS, t, escape.comment) for t in atom.tags) if t],
             str(priority).strip().lower() if priority not in (None, "") else None,
             str(src).strip().lower() if src not in (None, "") else "auto", atom)
         cites.append((atom_id, [*atom.links, *atom.cited_experiments()]))

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import os
 import re
 import shutil
@@ -550,11 +549,7 @@ def _drop_log_lines(log: Path, files: set[str]) -> None:
     def keep(data: bytes) -> bytes:
         out = []
         for line in data.splitlines(keepends=True):
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                entry = None
-            if not (isinstance(entry, dict) and entry.get("file") in files):
+            if accesslog.entry_file(line) not in files:
                 out.append(line)
         return b"".join(out)
 
@@ -567,19 +562,9 @@ def _log_lines(log: Path, files: dict[str, str]) -> list[bytes]:
         data = accesslog.read(log)
     except (OSError, OutsideStoreError):
         return []
-    out = []
-    for line in data.splitlines(keepends=True):
-        if not line.endswith(b"\n"):
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("file") in files:
-            entry["file"] = files[entry["file"]]
-            out.append(json.dumps(entry, ensure_ascii=False, separators=(", ", ": ")).encode()
-                       + b"\n")
-    return out
+    found = (accesslog.renamed(line, files) for line in data.splitlines(keepends=True)
+             if line.endswith(b"\n"))
+    return [line for line in found if line is not None]
 
 
 def _tree_files(root: Path) -> list[Path]:

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from cortexfs.errors import InvalidInputError, LockTimeoutError
+from cortexfs.frontmatter import split_lines, text_problem
 from cortexfs.fsutil import atomic_write
 from cortexfs.tokens import estimate
 
@@ -252,24 +253,11 @@ def read(path: Path) -> MemoryDoc:
 def decode(raw: bytes, path: Path) -> str:
     """The text of a MEMORY.md; InvalidInputError naming what it is instead (UTF-16,
     binary, bare CR line endings, not UTF-8)."""
-    from cortexfs.frontmatter import text_problem
-
     problem = text_problem(raw, "a binary file, not a MEMORY.md: check the path")
     if problem:
         raise InvalidInputError(f"{path} is {problem}" if problem.startswith("a ")
                                 else f"{path}: {problem}")
     return raw.decode("utf-8")
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines split on "\\n" only, ends kept (str.splitlines would also split on \\f, \\x1c …)."""
-    if not text:
-        return []
-    parts = text.split("\n")
-    lines = [p + "\n" for p in parts[:-1]]
-    if parts[-1]:
-        lines.append(parts[-1])
-    return lines
 
 
 def _bare(line: str) -> str:

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import cache, escape, layout, templates, wall
+from cortexfs import cache, escape, frontmatter, layout, templates, wall
 from cortexfs.atoms import KINDS, Atom
-from cortexfs.errors import CortexError, OutsideStoreError
+from cortexfs.errors import AtomParseError, CortexError, OutsideStoreError
 from cortexfs.fsutil import write_if_changed
 from cortexfs.layout import (
     CORTEX_MD,
@@ -168,10 +168,10 @@ def content_dirs(store: Store, skip: Path | None = None) -> list[Path]:
 # --- descriptions ------------------------------------------------------------------------------
 
 
-def _head(path: Path) -> str:
+def _head(root: Path, path: Path) -> str:
+    """The start of a file of the store ("" when it is not one: cortexfs.wall)."""
     try:
-        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
-            return f.read(HEAD_BYTES).decode("utf-8", "replace")
+        return wall.read_bytes(root, path, HEAD_BYTES)[:HEAD_BYTES].decode("utf-8", "replace")
     except OSError:
         return ""
 
@@ -186,23 +186,22 @@ def _clip(text: str) -> str:
 def describe_markdown(text: str) -> str:
     """A markdown file in one line: its frontmatter summary, else its first heading, else
     its first line of text."""
-    lines = text.splitlines()
-    start = 0
-    if lines and lines[0].lstrip("\ufeff").strip() == "---":
-        for i in range(1, len(lines)):
-            if lines[i].strip() in ("---", "..."):
-                start = i + 1
-                break
-            m = re.match(r"^summary:[ \t]*(.+)$", lines[i])
-            if m:
-                value = m.group(1).strip()
-                if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-                    value = value[1:-1]
-                if value:
-                    return _clip(value)
+    try:
+        span = frontmatter.locate(text)
+    except AtomParseError:
+        body = text  # no frontmatter (or one not closed within the start of the file)
+    else:
+        body = text[span.body_start:]
+        try:
+            meta = frontmatter.load_mapping(text[span.fm_start:span.fm_end], "", 2)
+        except AtomParseError:
+            meta = {}  # frontmatter that is not YAML: the file is described by its text
+        summary = meta.get("summary")
+        if isinstance(summary, (str, int, float)) and str(summary).strip():
+            return _clip(str(summary))
     first_text = ""
     in_comment = False
-    for line in lines[start:]:
+    for line in body.splitlines():
         stripped = line.strip()
         if in_comment:
             in_comment = "-->" not in stripped
@@ -228,7 +227,7 @@ def _reads_content(name: str) -> bool:
         and os.path.splitext(name)[1].lower() in _MARKDOWN + _COMMENTED
 
 
-def _describe_file(path: Path) -> str:
+def _describe_file(root: Path, path: Path) -> str:
     name = path.name
     if name in _GENERATED:
         return _GENERATED[name]
@@ -236,9 +235,9 @@ def _describe_file(path: Path) -> str:
         return _KNOWN_FILES[name]
     suffix = path.suffix.lower()
     if suffix in _MARKDOWN:
-        return describe_markdown(_head(path))
+        return describe_markdown(_head(root, path))
     if suffix in _COMMENTED:
-        for line in _head(path).splitlines():
+        for line in _head(root, path).splitlines():
             if line.startswith("#") and not line.startswith("#!"):
                 return _clip(line.lstrip("#").strip())
     return ""
@@ -312,7 +311,7 @@ def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
             and layout.INDEX not in files:
         files.insert(0, layout.INDEX)
     for name in files:
-        desc = _describe_file(folder / name)
+        desc = _describe_file(plan.store.context, folder / name)
         entries.append(f"- [{escape.cell(name)}]({escape.link(name)})"
                        + (f" — {escape.line(desc)}" if desc else ""))
     if kind is not None and atom_count:

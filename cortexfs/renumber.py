@@ -16,7 +16,6 @@ with the same mapping (sync journals the mapping before it starts).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import time
@@ -209,15 +208,7 @@ def rewrite_log(path: Path, skip_bytes: int, rename: dict[str, str]) -> bool:
 
 
 def _rename_line(line: bytes, rename: dict[str, str]) -> bytes:
-    try:
-        entry = json.loads(line)
-    except ValueError:
-        return line
-    if not isinstance(entry, dict) or entry.get("file") not in rename:
-        return line
-    entry["file"] = rename[entry["file"]]
-    end = b"\n" if line.endswith(b"\n") else b""
-    return json.dumps(entry, ensure_ascii=False, separators=(", ", ": ")).encode() + end
+    return accesslog.renamed(line, rename) or line
 
 
 def replace_log(path: Path, whole: Callable[[bytes], bytes],

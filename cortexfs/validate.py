@@ -791,10 +791,12 @@ def _project_relative(project: Project, path: str) -> str:
 
 
 def _key_lines(path: str) -> dict[str, int]:
-    from cortexfs.frontmatter import key_lines
+    from pathlib import Path
 
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return key_lines(f.read())
-    except OSError:
+    from cortexfs.errors import AtomParseError
+    from cortexfs.frontmatter import key_lines, read_bytes
+
+    try:  # (read_bytes: never through a link, never more than an atom's limit)
+        return key_lines(read_bytes(Path(path)).decode("utf-8", "replace"))
+    except AtomParseError:
         return {}

@@ -120,6 +120,17 @@ def read_text(root: str | os.PathLike[str], path: str | os.PathLike[str],
     return raw.decode("utf-8", "replace")
 
 
+def text_or_none(root: str | os.PathLike[str], path: str | os.PathLike[str],
+                 limit: int = MAX_TEXT) -> str | None:
+    """`read_text`, or None when the file is missing, not part of the store, not a regular
+    file or over `limit`: for readers that show what is there (the brief, the view) and
+    leave saying what is wrong to `cortex validate`."""
+    try:
+        return read_text(root, path, limit)
+    except (OSError, InvalidInputError):
+        return None
+
+
 def links(root: str | os.PathLike[str]) -> list[str]:
     """Every symbolic link under `root` (not followed), sorted: what is not part of the
     store though it sits in it."""

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from cortexfs import accesslog, git, scaffold
 from cortexfs.atoms import EXPERIMENT, KNOWLEDGE, PATTERN, Kind
-from cortexfs.frontmatter import dump_scalar
+from cortexfs.escape import yaml_scalar
 from cortexfs.store import Store
 
 PROJECT_NAMES = [
@@ -129,7 +129,7 @@ def _status(rng: random.Random, exp_ids: list[str]) -> str | None:
 
 
 def _flow(items: list[str]) -> str:
-    return dump_scalar(items)
+    return yaml_scalar(items)
 
 
 def _frontmatter(rng: random.Random, kind: Kind, atom_id: str, date: dt.date, project: str,
@@ -145,7 +145,7 @@ def _frontmatter(rng: random.Random, kind: Kind, atom_id: str, date: dt.date, pr
     lines.append(f"project: {project}")
     # the seed's stores double-quote summaries; a few hand-written ones are plain
     plain = 0.04 <= quirk < 0.06
-    lines.append(f"summary: {dump_scalar(summary) if plain else json.dumps(summary)}")
+    lines.append(f"summary: {yaml_scalar(summary) if plain else json.dumps(summary)}")
     if 0.06 <= quirk < 0.08:
         lines.append("tags:")
         lines.extend(f"  - {t}" for t in tags)
@@ -162,7 +162,7 @@ def _frontmatter(rng: random.Random, kind: Kind, atom_id: str, date: dt.date, pr
         if status.startswith("invalidated"):
             inv = date + dt.timedelta(days=rng.randint(1, 40))
             lines.append(f"invalidated-date: {inv.isoformat()}")
-            lines.append(f"invalidated-reason: {dump_scalar(rng.choice(REASONS))}")
+            lines.append(f"invalidated-reason: {yaml_scalar(rng.choice(REASONS))}")
     if kind is EXPERIMENT:
         lines.append(f"executor: {rng.choice(EXECUTORS)}")
     if links or kind is EXPERIMENT:

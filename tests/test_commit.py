@@ -176,6 +176,7 @@ def test_a_failing_commit_undoes_a_new_atom_and_says_so(cli: Any, committed: Pro
         raise GitError("git commit-tree failed: fatal: simulated")
 
     monkeypatch.setattr(git, "commit_exactly", broken)
+    time.sleep(1.05)  # the regenerated indexes' "Last updated" second is not HEAD's
     result = cli("new", "exp", "-p", "flywheel", "-s", "Never kept", "-t", "x")
     assert result.exit_code == 1
     assert result.stderr.startswith("error: git commit-tree failed: fatal: simulated; cortex "

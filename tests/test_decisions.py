@@ -168,3 +168,21 @@ def test_cli_decision_new(cli, store: Store, project: Project) -> None:
     assert r.exit_code == 1 and "no project named 'nope'" in r.stderr
     r = cli("decision", "new", "???")
     assert r.exit_code == 1 and "no letters or digits" in r.stderr
+
+
+def test_frontmatter_fields_are_read_as_yaml() -> None:
+    body = COMPLETE.split("\n", 4)[4]  # the sections, without the title's fields
+    record = "---\nDate: 2026-03-01  # when it was taken\nstatus: accepted\n---\n" + body
+    assert _problems(record) == []
+    late = "---\ndate: 2026-03-01\nstatus: >\n  accepted\n---\n" + body
+    assert _problems(late) == []
+
+
+def test_broken_frontmatter_is_a_problem_with_its_line() -> None:
+    body = COMPLETE.split("\n", 4)[4]
+    record = "---\ndate: 2026-03-01\nstatus: accepted\nstatus: rejected\n---\n" + body
+    problems = decisions.check_record(record)
+    # (the fields it may hold are not also reported missing)
+    assert [(p.line, p.message.split(":")[0]) for p in problems] == \
+        [(4, "invalid YAML in frontmatter")]
+    assert "duplicate key 'status'" in problems[0].message

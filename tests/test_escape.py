@@ -13,7 +13,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cortexfs import escape
+from cortexfs import escape, frontmatter
 from cortexfs.errors import InvalidInputError
 from cortexfs.store import Project, Store
 
@@ -105,6 +105,18 @@ def test_yaml_scalar_loads_back_as_one_value(value: Any) -> None:
     dumped = escape.yaml_scalar(value)
     assert "\n" not in dumped
     assert yaml.safe_load(f"k: {dumped}\nother: 1\n") == {"k": value, "other": 1}
+
+
+@pytest.mark.parametrize("value", [
+    "plain", "EXP-001", "2026-03-09", "yes", "no", "null", "~", "123", "0x1F", "1:30",
+    "a: b", "a #b", "#x", " padded ", "", "it's", 'say "hi"', "back\\slash", "line\nbreak",
+    "2026-04-16T03:12:21.074Z", "café", ["a", "b c", "yes", "1", "x,y", "[z]"], [], 7, True,
+    None,
+])
+def test_yaml_scalar_round_trips_through_the_parser(value: Any) -> None:
+    text = f"---\nk: {escape.yaml_scalar(value)}\n---\n"
+    assert frontmatter.parse(text).meta["k"] == value
+    assert yaml.safe_load(f"k: {escape.yaml_scalar(value)}")["k"] == value
 
 
 def test_mcp_add_atom_refuses_nul_and_oversized_bodies(store: Store, project: Project) -> None:

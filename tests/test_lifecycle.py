@@ -416,6 +416,23 @@ def test_mv_moves_atoms_with_new_ids_and_rewrites_every_mention(cli: Any, loop: 
     clean_and_current(cli, loop)
 
 
+def test_mv_keeps_odd_access_log_lines_as_they_are(cli: Any, loop: Store) -> None:
+    # a `file` that is not a string crashed the move (TypeError: unhashable), and a lone
+    # surrogate (a "\\ud800" escape in a payload) could not be written back
+    assert cli("project", "new", "beta").exit_code == 0
+    assert cli("new", "exp", "-p", "beta", "-s", "Beta's own first", "-t", "b").exit_code == 0
+    log = loop.projects_dir / "flywheel" / "_meta" / "access-log.jsonl"
+    odd = b'{"file": ["EXP-002.md"], "tool": "Read"}\n'
+    read = b'{"file": "EXP-002.md", "tool": "Read", "ts": "2026-03-09T10:00:00.000Z", ' \
+           b'"session": "\\ud800"}\n'
+    log.write_bytes(odd + read)
+    result = cli("mv", "K-001", "EXP-001", "EXP-002", "-p", "beta")
+    assert result.exit_code == 0, result.output
+    assert log.read_bytes() == odd
+    beta_log = loop.projects_dir / "beta" / "_meta" / "access-log.jsonl"
+    assert beta_log.read_bytes() == read.replace(b"EXP-002.md", b"EXP-003.md")
+
+
 # --- projects --------------------------------------------------------------------------------
 
 def test_project_archive_takes_it_out_of_everything_and_unarchive_back(cli: Any, loop: Store,

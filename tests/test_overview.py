@@ -154,6 +154,20 @@ def test_describe_markdown() -> None:
     assert len(overview.describe_markdown("# " + "x" * 500)) == overview.MAX_DESCRIPTION
 
 
+def test_describe_markdown_reads_frontmatter_as_yaml() -> None:
+    # the frontmatter is parsed by cortexfs.frontmatter, not line by line
+    assert overview.describe_markdown("---\nsummary: kept # a comment\n---\n") == "kept"
+    assert overview.describe_markdown("---\nsummary: >\n  folded\n  text\n---\n") == \
+        "folded text"
+    assert overview.describe_markdown('---\nsummary: "say \\"hi\\""\n---\n') == 'say "hi"'
+    assert overview.describe_markdown("\ufeff---\r\nsummary: crlf\r\n---\r\n") == "crlf"
+    # frontmatter that is not YAML, or has no summary: the first heading after it
+    assert overview.describe_markdown("---\nsummary: [unclosed\n---\n# Heading\n") == \
+        "Heading"
+    assert overview.describe_markdown("---\nid: X\n---\nsummary: not frontmatter\n") == \
+        "summary: not frontmatter"
+
+
 def test_init_writes_an_empty_overview(store: Store) -> None:
     text = (store.context / "OVERVIEW.md").read_text()
     assert "_No projects yet" in text and "No knowledge scan yet" in text

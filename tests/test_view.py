@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from view_store import BODY_WORD, age, populate, site_files
 
+from cortexfs.escape import script_json
 from cortexfs.store import Project, Store
 from cortexfs.view import search
 from cortexfs.view.build import build, default_dir
-from cortexfs.view.escape import script_json
 
 
 @pytest.fixture

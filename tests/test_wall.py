@@ -144,6 +144,21 @@ def test_reason_names_the_link(tmp_path: Path) -> None:
     assert wall.links(root) == [str(root / "a" / "flink"), str(root / "link")]
 
 
+def test_text_or_none_reads_only_what_is_a_text_file_of_the_store(tmp_path: Path) -> None:
+    root = tmp_path / "context"
+    root.mkdir()
+    (root / "STATUS.md").write_bytes(b"phase: \xff\n")
+    (root / "big.md").write_text("x" * 11)
+    (root / "link.md").symlink_to(root / "STATUS.md")
+    (root / "folder.md").mkdir()
+    os.mkfifo(root / "fifo.md")  # must not block
+    assert wall.text_or_none(root, root / "STATUS.md") == "phase: \ufffd\n"
+    assert wall.text_or_none(root, root / "big.md", limit=10) is None
+    for name in ("link.md", "folder.md", "fifo.md", "missing.md"):
+        assert wall.text_or_none(root, root / name) is None, name
+    assert wall.text_or_none(root, tmp_path / "outside.md") is None
+
+
 def test_a_linked_knowledge_root_is_not_a_store(cli: Any, store: Store, tmp_path: Path) -> None:
     # context/ arriving as a link (a synced tree can hold one) would move the wall itself
     real = tmp_path / "elsewhere"

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cortexfs import cache, forked
+from cortexfs.escape import data_script, url_part
 from cortexfs.store import Project, Store
 from cortexfs.view import model, pages, search
-from cortexfs.view.escape import data_script, url_part
 from cortexfs.view.model import AtomModel, ProjectModel, read_body
 from cortexfs.view.site import Site, open_site
 

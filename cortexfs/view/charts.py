@@ -9,7 +9,9 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from cortexfs.view.escape import Markup, html
+from markupsafe import Markup
+
+from cortexfs.escape import html
 from cortexfs.view.model import status_class
 
 WIDTH, DOT, MAX_STACK, BAR_HEIGHT = 960, 8, 24, 160

@@ -19,7 +19,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from cortexfs.atoms import ATOM_ID
-from cortexfs.view.escape import external_href, html
+from cortexfs.escape import external_href, html
 
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 # an atom id (as written) → the relative URL of its page, or None when it has none

@@ -16,7 +16,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import cache
+from cortexfs import cache, wall
 from cortexfs.atoms import ATOM_ID, KINDS, Atom, kind_of_id, split_status, status_group
 from cortexfs.errors import AtomParseError, CortexError
 from cortexfs.layout import MISSION_MD, ROADMAP_MD, STATUS_MD, TASKS_ARCHIVE, TASKS_FILE
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from cortexfs.tasks import TaskFile
 
 GOVERNANCE_TEXTS = (STATUS_MD, MISSION_MD, ROADMAP_MD)
-MAX_TEXT_BYTES = 1_000_000
 OPEN_TASKS = ("todo", "doing", "blocked")
 # how an atom names another: the relation as seen from the atom named
 RELATIONS = {"evidence": "cited as evidence by", "source": "a source experiment of",
@@ -225,7 +224,8 @@ def load_project(ctx: RegenContext, project: Project) -> ProjectModel:
             continue
         atoms.append(AtomModel(atom, (st.st_mtime_ns, st.st_size, st.st_ino),
                                history.get(atom.path.name, {})))
-    texts = {name: _read_text(project.root / name) for name in GOVERNANCE_TEXTS}
+    texts = {name: wall.text_or_none(project.store.context, project.root / name)
+             for name in GOVERNANCE_TEXTS}
     tasks, tasks_error = _tasks(project)
     pm = ProjectModel(project, atoms, errors, symlinks, ctx.access[project.name],
                       history, texts, _phase(texts[STATUS_MD]), tasks, tasks_error)
@@ -251,43 +251,14 @@ def _tasks(project: Project) -> tuple[TaskFile | None, str | None]:
         return None, str(e).replace(str(path), TASKS_FILE)
 
 
-def _read_text(path: Any) -> str | None:
-    """A governance file's text; None when it is missing, a symlink, not a regular file
-    or too big to be one a person wrote."""
-    raw = _read_regular(path, MAX_TEXT_BYTES)
-    return None if raw is None or len(raw) > MAX_TEXT_BYTES else raw.decode(
-        "utf-8", errors="replace")
-
-
 def read_body(am: AtomModel) -> str | None:
     """The atom's body (after the frontmatter) as its file holds it now; None when the file
     is gone, a symlink, or no longer parses."""
-    from cortexfs.frontmatter import MAX_ATOM_BYTES, decode, locate
+    from cortexfs.frontmatter import decode, locate, read_bytes
 
-    path = str(am.atom.path)
-    raw = _read_regular(path, MAX_ATOM_BYTES)
-    if raw is None:
-        return None
+    path = am.atom.path
     try:
-        text = decode(raw, path)
-        return text[locate(text, path).body_start:]
+        text = decode(read_bytes(path), str(path))
+        return text[locate(text, str(path)).body_start:]
     except AtomParseError:
         return None
-
-
-def _read_regular(path: Any, limit: int) -> bytes | None:
-    """Up to `limit` + 1 bytes of the regular file at `path`, not following a symlink (nor
-    waiting on a FIFO); None when there is no such file or it cannot be read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(limit + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)

@@ -19,11 +19,13 @@ import posixpath
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from markupsafe import Markup
+
 from cortexfs import cache
 from cortexfs.atoms import ATOM_ID, KINDS
+from cortexfs.escape import url_part
 from cortexfs.layout import MISSION_MD, STATUS_MD
-from cortexfs.view import charts
-from cortexfs.view.escape import CSP, Markup, url_part
+from cortexfs.view import CSP, charts
 from cortexfs.view.model import RELATIONS, AtomModel, ProjectModel
 
 if TYPE_CHECKING:

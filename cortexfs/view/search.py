@@ -144,7 +144,7 @@ class SearchIndex:
         """rel path → content of the bucket files of `segments` (changed ones, with their
         terms added), whose terms are saved with the site's state. Segments are
         independent: two processes may each make their own."""
-        from cortexfs.view.escape import data_script
+        from cortexfs.escape import data_script
 
         out: dict[str, str] = {}
         members: dict[int, set[int]] = {}
@@ -175,7 +175,7 @@ class SearchIndex:
     def table_files(self) -> dict[str, str]:
         """rel path → content of every docs table and of the index file (the site skips
         the unchanged ones by their content)."""
-        from cortexfs.view.escape import data_script
+        from cortexfs.escape import data_script
 
         out: dict[str, str] = {}
         by_segment: dict[int, list[Doc]] = {}

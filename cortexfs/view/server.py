@@ -19,8 +19,9 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from cortexfs import wall
 from cortexfs.errors import InvalidInputError
-from cortexfs.view.escape import CSP
+from cortexfs.view import CSP
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -75,18 +76,13 @@ class Handler(SimpleHTTPRequestHandler):
         parts = [p for p in posixpath.normpath(clean).split("/") if p]
         if not parts or any(p.startswith(".") for p in parts):
             return nowhere
-        current = self.root
-        for part in parts:
-            current = os.path.join(current, part)
-            try:
-                st = os.lstat(current)
-            except OSError:
-                return nowhere
-            if stat.S_ISLNK(st.st_mode):
-                return nowhere
-        if not stat.S_ISREG(os.lstat(current).st_mode):
+        current = os.path.join(self.root, *parts)
+        if wall.reason(self.root, current) is not None:  # a symlink on the way
             return nowhere
-        return current
+        try:
+            return current if stat.S_ISREG(os.lstat(current).st_mode) else nowhere
+        except OSError:
+            return nowhere
 
     def list_directory(self, path: str | os.PathLike[str]) -> None:
         self.send_error(HTTPStatus.NOT_FOUND, "File not found")
