@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cortexfs.brief import build  # noqa: E402
+from cortexfs.loader import atom_paths  # noqa: E402
 from cortexfs.store import Store  # noqa: E402
 from cortexfs.tokens import estimate  # noqa: E402
 
@@ -68,9 +69,9 @@ def main() -> None:
     args = parser.parse_args()
     store = Store.open(args.store)
     projects = store.projects()
-    largest = max(projects, key=lambda p: sum(1 for _ in p.atom_paths())).name \
+    largest = max(projects, key=lambda p: sum(1 for _ in atom_paths(p))).name \
         if projects else None
-    atoms = sum(sum(1 for _ in p.atom_paths()) for p in projects)
+    atoms = sum(sum(1 for _ in atom_paths(p)) for p in projects)
     print(f"store: {args.store}  projects: {len(projects)}  atoms: {atoms}")
     print(f"cortex brief (store level, whole process): {timing(args.store, [], args.runs)}")
     if largest:

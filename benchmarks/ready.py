@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cortexfs import ready  # noqa: E402
+from cortexfs import cache, ready  # noqa: E402
 from cortexfs.loader import load_project, scan_many  # noqa: E402
 from cortexfs.store import Store  # noqa: E402
 
@@ -150,10 +150,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     build(args.out, args.atoms)
-    # a file written within ready.RACY_SECONDS may be rewritten within the same mtime, so
+    # a file written within cache.RACY_NS may be rewritten within the same mtime, so
     # no result is cached until the store has been still that long; a session starts long
     # after the last one wrote its files
-    time.sleep(ready.RACY_SECONDS + 0.1)
+    time.sleep(cache.RACY_NS / 1e9 + 0.1)
     times, data = whole_process(args.out, args.runs + 1)
     gaps = data.get("gaps") or []
     assert isinstance(gaps, list)

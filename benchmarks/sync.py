@@ -46,6 +46,7 @@ from cortexfs.atoms import KIND_BY_SHORT
 from cortexfs.authoring import NewAtom, create_atom
 from cortexfs.commit import commit_paths
 from cortexfs.frontmatter import read, set_keys
+from cortexfs.loader import atom_paths
 from cortexfs.store import Store
 
 PROJECT = "bench"  # the project written into (--project, or the first of --store)
@@ -90,9 +91,9 @@ class Machine:
         if n_atoms - n_exp >= 2:
             ids.append(self.new("pat", f"{tag} pattern", evidence=exps, links=[ids[-1]]))
         project = self.store.project(PROJECT)
-        paths += [p for _, p in project.atom_paths()]
+        paths += [p for _, p in atom_paths(project)]
         commit_paths(self.store, paths, f"atom: round {r} on {self.name}")
-        known = {p.stem: str(read(p).meta["summary"]) for _, p in project.atom_paths()}
+        known = {p.stem: str(read(p).meta["summary"]) for _, p in atom_paths(project)}
         mine = [i for i, s in known.items() if s.startswith(self.name)]
         lines = []
         for j in range(n_lines):
@@ -157,7 +158,7 @@ def check(machines: list[Machine]) -> dict[str, int]:
         project = m.store.project(PROJECT)
         atoms = {}
         ids: Counter[str] = Counter()
-        for _, path in project.atom_paths():
+        for _, path in atom_paths(project):
             doc = read(path)
             atoms[path.stem] = doc
             ids[str(doc.meta.get("id"))] += 1

@@ -17,6 +17,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from cortexfs.store import Project
+
 
 def _quote(text: str) -> str:
     """`text` as a JSON string, exactly as json.dumps(ensure_ascii=False) writes it."""
@@ -208,39 +210,69 @@ def fold(log_path: str | os.PathLike[str], stats: AccessStats | None = None) -> 
     skipped; lines that are not valid log entries are counted in `bad_lines` (the first one's
     number in `first_bad`) and otherwise ignored.
     """
+    stats = stats if stats is not None else AccessStats()
+    entries, bad, end = _read_entries(log_path, stats.offset)
+    counts, newest = stats.counts, stats.newest
+    for file, ts in entries:
+        counts[file] = counts.get(file, 0) + 1
+        if ts > newest.get(file, ""):
+            newest[file] = ts
+    if bad:
+        stats.bad_lines += len(bad)
+        stats.first_bad = stats.first_bad or stats.lines + bad[0] + 1
+    stats.lines += end[1]
+    stats.offset = end[0]
+    return stats
+
+
+def read_entries(log_path: str | os.PathLike[str], offset: int = 0) \
+        -> tuple[list[tuple[str, str]], int]:
+    """(file, ts) of each valid line after byte `offset`, up to the last complete line, and
+    the offset after that line: the reads `fold` counts, one by one, for a reader that needs
+    more than counts (the read history of `cortex view`). A missing log has none."""
+    entries, _, end = _read_entries(log_path, offset)
+    return entries, end[0]
+
+
+def _read_entries(log_path: str | os.PathLike[str], offset: int) \
+        -> tuple[list[tuple[str, str]], list[int], tuple[int, int]]:
+    """The one parse of the log: (file, ts) of each entry after byte `offset` up to the last
+    complete line, the 0-based numbers (from `offset`) of the lines that are not entries,
+    and (the offset after the last complete line, the lines up to it)."""
+    try:
+        with open(open_log(log_path, os.O_RDONLY), "rb") as f:  # (never through a link)
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:  # (a linked log too: validate reports it)
+        return [], [], (offset, 0)
+    end = data.rfind(b"\n") + 1
+    data = data[:end]
+    lines = data.count(b"\n")
+    entries = _canonical_entries(data, lines)
+    if entries is not None:
+        return entries, [], (offset + end, lines)
     import json
     import re
 
-    stats = stats if stats is not None else AccessStats()
-    try:
-        with open(open_log(log_path, os.O_RDONLY), "rb") as f:
-            f.seek(stats.offset)
-            data = f.read()
-    except FileNotFoundError:  # (a linked log too: validate reports it)
-        return stats
-    end = data.rfind(b"\n") + 1
-    if not _fold_canonical(data[:end], stats):
-        canonical = re.compile(_CANONICAL.encode())
-        for number, raw in enumerate(data[:end].split(b"\n")[:-1], stats.lines + 1):
-            if not raw.strip():
+    canonical = re.compile(_CANONICAL.encode())
+    entries, bad = [], []
+    for number, raw in enumerate(data.split(b"\n")[:-1]):
+        if not raw.strip():
+            continue
+        try:
+            m = canonical.match(raw)
+            if m:
+                entries.append((m.group(1).decode(), m.group(2).decode()))
                 continue
-            try:
-                m = canonical.match(raw)
-                if m:
-                    stats.add(m.group(1).decode(), m.group(2).decode())
-                    continue
-                entry = json.loads(raw)
-                file, ts = entry["file"], entry.get("ts", "")
-                if not isinstance(file, str) or not isinstance(ts, str):
-                    raise TypeError
-            except (ValueError, KeyError, TypeError):
-                stats.bad_lines += 1
-                stats.first_bad = stats.first_bad or number
-                continue
-            stats.add(file, ts)
-    stats.lines += data.count(b"\n", 0, end)
-    stats.offset += end
-    return stats
+            entry = json.loads(raw)
+            file, ts = entry["file"], entry.get("ts", "")
+            if not isinstance(file, str) or not isinstance(ts, str):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            bad.append(number)
+            continue
+        entries.append((file, ts))
+    return entries, bad, (offset + end, lines)
 
 
 # A line exactly as format_line writes it with no escapes: file and ts captured.
@@ -248,56 +280,85 @@ _CANONICAL = (r'^\{"file": "([^"\\\n]*)", "tool": "[^"\\\n]*", "ts": "([^"\\\n]*
               r'"session": "[^"\\\n]*"\}$')
 
 
-def _fold_canonical(data: bytes, stats: AccessStats) -> bool:
-    """Fold `data` if every line is exactly as format_line writes it (no escapes): one regex
-    pass instead of a JSON parse per line, which is what makes a cold fold of a long log
-    fast. False (and nothing folded) when some line is not, for the line-by-line path."""
+def _canonical_entries(data: bytes, lines: int) -> list[tuple[str, str]] | None:
+    """(file, ts) of every line if every line is exactly as format_line writes it (no
+    escapes): one regex pass instead of a JSON parse per line, which is what makes a cold
+    fold of a long log fast. None when some line is not, for the line-by-line path."""
     import re
 
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        return False
-    hits = re.findall(_CANONICAL, text, re.MULTILINE)
-    if len(hits) != text.count("\n"):
-        return False
-    counts, newest = stats.counts, stats.newest
-    for file, ts in hits:
-        counts[file] = counts.get(file, 0) + 1
-        if ts > newest.get(file, ""):
-            newest[file] = ts
-    return True
+        return None
+    hits: list[tuple[str, str]] = re.findall(_CANONICAL, text, re.MULTILINE)
+    return hits if len(hits) == lines else None
 
 
 def resume(log_path: str | os.PathLike[str], saved: object) -> tuple[AccessStats, list]:
     """Fold an append-only log from where `saved` (a state this function returned) left off.
 
-    Returns the stats and the new state: `[inode, tail, offset, counts, newest, bad_lines,
-    lines, first_bad]`, plain data any cache can keep, where `tail` is the CRC of up to 256
-    bytes before `offset`. A log that was replaced (new inode), shrank, or was rewritten in place (a
-    merge) no longer matches its state and is folded again from byte 0. A missing log
-    gives empty stats and the state `[]`.
+    Returns the stats and the new state: `[*mark, counts, newest, bad_lines, lines,
+    first_bad]`, plain data any cache can keep, where `mark` is the log's `mark` at the
+    offset folded so far. A log that no longer continues its mark (see `continued`) is
+    folded again from byte 0. A missing log gives empty stats and the state `[]`.
     """
     try:
         fd = open_log(log_path, os.O_RDONLY)
     except OSError:  # missing, or a link (not part of the store)
         return AccessStats(), []
     try:
-        st = os.fstat(fd)
+        size = os.fstat(fd).st_size
     finally:
         os.close(fd)
     stats = AccessStats()
-    if (isinstance(saved, list) and len(saved) == 8 and saved[0] == st.st_ino
-            and isinstance(saved[2], int) and 0 < saved[2] <= st.st_size
-            and saved[1] == _tail_crc(log_path, saved[2])
+    if (isinstance(saved, list) and len(saved) == 8 and continued(log_path, saved[:3])
             and isinstance(saved[3], dict) and isinstance(saved[4], dict)
             and all(isinstance(n, int) for n in saved[5:])):
         stats = AccessStats(dict(saved[3]), dict(saved[4]), saved[2], *saved[5:])
-    if stats.offset < st.st_size:
+    if stats.offset < size:
         stats = fold(log_path, stats)
-    state = [st.st_ino, _tail_crc(log_path, stats.offset), stats.offset, stats.counts,
-             stats.newest, stats.bad_lines, stats.lines, stats.first_bad]
+    return stats, [*mark(log_path, stats.offset), stats.counts, stats.newest,
+                   stats.bad_lines, stats.lines, stats.first_bad]
+
+
+def current(project: Project, known: object = None) -> tuple[AccessStats, list]:
+    """The project's log folded up to its end, and its state (`resume`): the one folded
+    state every reader shares, kept in `.cache/access/<project>.bin` — only what was
+    appended since anyone last folded it is read. `known`: a state the caller already
+    holds (a long-lived process), used instead of reading the cache file."""
+    from cortexfs import cache
+
+    path = project.store.cache_dir / "access" / f"{project.name}.bin"
+    saved = known if known is not None else cache.load(path, "access-log")
+    stats, state = resume(project.access_log, saved)
+    if state != saved:
+        cache.save(path, "access-log", state)
     return stats, state
+
+
+def mark(log_path: str | os.PathLike[str], offset: int) -> list[int]:
+    """What tells later that the log still begins with its first `offset` bytes:
+    [inode, CRC of up to 256 bytes before offset, offset]."""
+    try:
+        st = os.stat(log_path)
+    except OSError:
+        return [0, -1, 0]
+    return [st.st_ino, _tail_crc(log_path, offset), offset]
+
+
+def continued(log_path: str | os.PathLike[str], saved: object) -> bool:
+    """Whether the log still begins with what `saved` (a `mark`) saw: not replaced (new
+    inode), not shrunk, not rewritten in place (a merge) — so folding may go on from its
+    offset."""
+    if not (isinstance(saved, list) and len(saved) == 3
+            and all(isinstance(n, int) for n in saved) and saved[2] > 0):
+        return False
+    try:
+        st = os.stat(log_path)
+    except OSError:
+        return False
+    return (saved[0] == st.st_ino and saved[2] <= st.st_size
+            and saved[1] == _tail_crc(log_path, saved[2]))
 
 
 def _tail_crc(log_path: str | os.PathLike[str], offset: int) -> int:
@@ -320,34 +381,6 @@ def read(log_path: str | os.PathLike[str]) -> bytes:
             return f.read()
     except FileNotFoundError:
         return b""
-
-
-def read_entries(log_path: str | os.PathLike[str], offset: int = 0) \
-        -> tuple[list[tuple[str, str]], int]:
-    """(file, ts) of each valid line after byte `offset`, up to the last complete line, and
-    the offset after that line: the reads `fold` counts, one by one, for a reader that needs
-    more than counts (the read history of `cortex view`). A missing log has none."""
-    import json
-
-    try:
-        with open(open_log(log_path, os.O_RDONLY), "rb") as f:  # (never through a link)
-            f.seek(offset)
-            data = f.read()
-    except FileNotFoundError:
-        return [], offset
-    end = data.rfind(b"\n") + 1
-    out: list[tuple[str, str]] = []
-    for raw in data[:end].splitlines():
-        if not raw.strip():
-            continue
-        try:
-            entry = json.loads(raw)
-            file, ts = entry["file"], entry.get("ts", "")
-        except (ValueError, KeyError, TypeError):
-            continue
-        if isinstance(file, str) and isinstance(ts, str):
-            out.append((file, ts))
-    return out, offset + end
 
 
 def entry_file(line: bytes) -> str | None:

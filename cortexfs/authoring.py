@@ -28,6 +28,7 @@ from cortexfs.errors import AtomParseError, InvalidInputError
 from cortexfs.escape import yaml_scalar
 from cortexfs.frontmatter import decode, parse, set_keys
 from cortexfs.fsutil import file_lock, temp_prefix
+from cortexfs.loader import atom_paths
 from cortexfs.store import Project
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class NewAtom:
 def next_number(project: Project, kind: Kind) -> int:
     """Highest existing number of `kind` in the project + 1 (EXP-042b counts as 42)."""
     highest = 0
-    for _, path in project.atom_paths(kind):
+    for _, path in atom_paths(project, kind):
         highest = max(highest, id_number(path.stem) or 0)
     return highest + 1
 

@@ -1,20 +1,26 @@
-"""Cache files under $CORTEX_HOME/.cache/: versioned, checksummed, disposable.
+"""Cache files under $CORTEX_HOME/.cache/: keyed by the code that wrote them, checksummed,
+disposable.
 
-Also here: the stat-data check by which a cached result stays valid only while the files it
-was derived from are unchanged (`file_state` / `still`), with git's caution about "racily
+Also here: the one rule by which stat data vouches for a file's content (`racy`), and the
+stamps built on it (`file_state` / `still`, `stamp`), with git's caution about "racily
 clean" files.
 
 A cache file is `MAGIC`, a 16-byte BLAKE2b digest of the payload, then the payload in
 `marshal` format (fast, and unable to run code when loaded, unlike pickle). The payload
-names its format version, its kind and the Python that wrote it. Anything unexpected — a
-missing, truncated, corrupt, foreign or outdated file — reads as "no cache", so the caller
-rebuilds from the atoms: a cache can make cortex faster, never wrong. Writes go through a
-temporary file and a rename, without fsync: a torn cache fails its checksum and is rebuilt.
+names the code that wrote it (`code_key`: a digest of the package's own sources, so a new
+or edited cortex never reads an older one's rows — no version constant to bump), the
+Python that wrote it, and its kind: a name, plus whatever describes its rows (the field
+names of a record type), so that a cache written with other fields reads as absent. Anything
+unexpected — a missing, truncated, corrupt, foreign or outdated file — reads as "no
+cache", so the caller rebuilds from the atoms: a cache can make cortex faster, never
+wrong, and any cache file may be deleted at any time. Writes go through a temporary file
+and a rename, without fsync: a torn cache fails its checksum and is rebuilt.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import marshal
 import os
 import sys
@@ -27,8 +33,7 @@ try:  # hashlib imports OpenSSL (~5 ms); the blake2 module alone is all we need
 except ImportError:  # pragma: no cover - interpreters without the private module
     from hashlib import blake2b
 
-MAGIC = b"CORTEXCACHE\x01"
-FORMAT = 1
+MAGIC = b"CORTEXCACHE\x02"
 _TAG = f"{sys.implementation.cache_tag}:{marshal.version}"  # marshal differs across Pythons
 _DIGEST = 16
 
@@ -38,7 +43,26 @@ def digest(data: bytes | memoryview, size: int = _DIGEST) -> bytes:
     return blake2b(data, digest_size=size).digest()
 
 
-def load(path: Path, kind: str) -> Any:
+@functools.cache
+def code_key() -> str:
+    """A digest of every Python source of the cortexfs package: what decides the content
+    of every cache. Hashing ~1 MB of sources costs ~4 ms, once per process that reads or
+    writes a cache."""
+    root = os.path.dirname(__file__)
+    sources: list[tuple[bytes, str]] = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        rel = folder[len(root):].encode()
+        sources.extend((rel + b"/" + n.encode(), os.path.join(folder, n))
+                       for n in names if n.endswith(".py"))
+    h = blake2b(digest_size=_DIGEST)
+    for rel, path in sorted(sources):
+        with open(path, "rb") as f:
+            h.update(rel + b"\0" + f.read())
+    return h.hexdigest()
+
+
+def load(path: Path, kind: Any) -> Any:
     """The data saved at `path` under `kind`, or None when there is no valid cache there."""
     try:
         with open(path, "rb") as f:
@@ -52,21 +76,21 @@ def load(path: Path, kind: str) -> Any:
     if digest(payload) != raw[len(MAGIC):head]:
         return None
     try:
-        fmt, tag, saved_kind, data = marshal.loads(payload)
+        code, tag, saved_kind, data = marshal.loads(payload)
     except (ValueError, EOFError, TypeError):
         return None
-    if fmt != FORMAT or tag != _TAG or saved_kind != kind:
+    if code != code_key() or tag != _TAG or saved_kind != kind:
         return None
     return data
 
 
-def save(path: Path, kind: str, data: Any) -> bool:
+def save(path: Path, kind: Any, data: Any) -> bool:
     """Save `data` (marshal-able values only) at `path`; False if the cache cannot be written.
 
     Failing to write a cache is never an error: the next run rebuilds it.
     """
     try:
-        payload = marshal.dumps((FORMAT, _TAG, kind, data))
+        payload = marshal.dumps((code_key(), _TAG, kind, data))
     except ValueError:  # a value marshal cannot write: a bug, but not worth failing for
         return False
     try:
@@ -86,6 +110,20 @@ def save(path: Path, kind: str, data: Any) -> bool:
 
 
 RACY_NS = 2_000_000_000  # mtime granularity we do not trust (FAT: 2 s; ext4/tmpfs: a tick)
+Stamp = tuple[int, int, int]  # (mtime_ns, size, inode): what stat data says of a file's content
+
+
+def stamp_of(st: os.stat_result) -> Stamp:
+    """A file's stamp, the one shape every cache of cortex keeps (with `racy` beside it)."""
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def racy(mtime_ns: int, now_ns: int) -> bool:
+    """Whether a file last modified at `mtime_ns` is "racily clean" at `now_ns`: a later
+    write could keep the same mtime and size, so its stat data cannot vouch for its content
+    yet (compare the content, or remember nothing derived from it)."""
+    return now_ns - mtime_ns < RACY_NS
+
 # what is remembered of a file: [digest of its content, mtime_ns, size, inode, racy]
 FileState = list[Any]
 
@@ -105,8 +143,7 @@ def file_state(path: str | os.PathLike[str], content_digest: str,
     except OSError:
         return None
     now = time.time_ns() if now_ns is None else now_ns
-    return [content_digest, st.st_mtime_ns, st.st_size, st.st_ino,
-            now - st.st_mtime_ns < RACY_NS]
+    return [content_digest, *stamp_of(st), racy(st.st_mtime_ns, now)]
 
 
 def still(path: str | os.PathLike[str], state: Any) -> bool:
@@ -117,7 +154,7 @@ def still(path: str | os.PathLike[str], state: Any) -> bool:
         st = os.stat(path)
     except OSError:
         return False
-    if [st.st_mtime_ns, st.st_size, st.st_ino] != state[1:4]:
+    if list(stamp_of(st)) != state[1:4]:
         return False
     if not state[4]:
         return True
@@ -128,7 +165,7 @@ def still(path: str | os.PathLike[str], state: Any) -> bool:
         return False
 
 
-def stamp(path: str | os.PathLike[str], now_ns: int) -> tuple[int, int, int] | None:
+def stamp(path: str | os.PathLike[str], now_ns: int) -> Stamp | None:
     """(mtime_ns, size, inode) of `path` — (0, -1, 0) when it does not exist — or None when
     it changed within RACY_NS of `now_ns`, so that its stat data cannot vouch for its
     content yet (nothing derived from it should be remembered)."""
@@ -136,6 +173,4 @@ def stamp(path: str | os.PathLike[str], now_ns: int) -> tuple[int, int, int] | N
         st = os.stat(path)
     except OSError:
         return (0, -1, 0)
-    if now_ns - st.st_mtime_ns < RACY_NS:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
+    return None if racy(st.st_mtime_ns, now_ns) else stamp_of(st)

@@ -80,7 +80,6 @@ def find_duplicates(project: Project, kind: Kind, summary: str, tags: list[str],
     file): `cortex new` must not wait for recall's index to be rebuilt (at 10,000 atoms a
     rebuild after each new atom took 10 s)."""
     from cortexfs.loader import load_project
-    from cortexfs.recall import dense_available, dense_texts, open_retriever
 
     atoms = [a for a in load_project(project, bodies=False).atoms if a.kind is kind]
     if not atoms:
@@ -92,9 +91,13 @@ def find_duplicates(project: Project, kind: Kind, summary: str, tags: list[str],
         if sim >= jaccard_threshold:
             key = f"{project.name}/{kind.folder}/{atom.path.name}"
             found[key] = Duplicate(atom.id, atom.path, atom.summary, sim, "terms")
-    # Vectors only if recall has built some: loading the model costs more than the gate.
-    if not (dense_available() and any(
-            (project.store.cache_dir / "recall").glob("vectors-*.npz"))):
+    # Vectors only if recall has built some: loading the model costs more than the gate
+    # (and importing the ranking half of recall, numpy, costs `cortex new` ~60 ms).
+    if not any((project.store.cache_dir / "recall").glob("vectors-*.npz")):
+        return sorted(found.values(), key=lambda d: -d.similarity)[:MAX_REPORTED]
+    from cortexfs.recall import dense_available, dense_texts, open_retriever
+
+    if not dense_available():
         return sorted(found.values(), key=lambda d: -d.similarity)[:MAX_REPORTED]
     import numpy as np
 

@@ -847,33 +847,21 @@ def refresh(store: Store, loaded: Sequence[LoadedProject], stats: Mapping[str, A
 
 # --- the generator -----------------------------------------------------------------------------
 
-CACHE_KIND = "hippocampus-3"
-PART_KIND = "hippocampus-part-5"  # (5: summaries escaped by escape.line)
-
-
-def _code_key() -> str:
-    """This code and what it renders with: a new cortex may render differently."""
-    from cortexfs import strength as strength_module
-    from cortexfs import tokens
-
-    stamps = []
-    for module_file in (__file__, strength_module.__file__, tokens.__file__):
-        st = os.stat(str(module_file))
-        stamps.append(f"{st.st_mtime_ns}.{st.st_size}")
-    return "-".join(stamps)
+CACHE_KIND = "hippocampus"
+PART_KIND = "hippocampus-part"
 
 
 def _part_path(store: Store, name: str) -> Path:
     return store.cache_dir / "hippocampus" / f"{name}.bin"
 
 
-def _part(ctx: Any, name: str, code: str) -> tuple[Part, str | None]:
+def _part(ctx: Any, name: str) -> tuple[Part, str | None]:
     """A project's part — from the cache when its inputs have not changed, else built (and
     cached) — and the key of its inputs (None when they cannot be told apart)."""
     from cortexfs import cache
 
     fingerprint = ctx.fingerprint([name], dated=False)
-    key = f"{fingerprint}:{code}"
+    key = fingerprint
     path = _part_path(ctx.store, name)
     if fingerprint:
         saved = cache.load(path, PART_KIND)
@@ -891,16 +879,14 @@ def _part(ctx: Any, name: str, code: str) -> tuple[Part, str | None]:
 def parts(ctx: Any, names: Iterable[str]) -> list[Part]:
     """The parts of `names` (cached where current; see `regen`); `assemble` makes an
     index of them. `ctx` is a regeneration context (cortexfs.index.context)."""
-    code = _code_key()
-    return [_part(ctx, name, code)[0] for name in names]
+    return [_part(ctx, name)[0] for name in names]
 
 
 def prepare(ctx: Any, names: list[str]) -> None:
     """Build and cache the parts of `names` (a regeneration calls this in the process that
     regenerated their indexes, so that a cold run builds them on both cores)."""
-    code = _code_key()
     for name in names:
-        _part(ctx, name, code)
+        _part(ctx, name)
 
 
 def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
@@ -918,8 +904,7 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
     store = ctx.store
     context = store.context
     state_path = store.cache_dir / "hippocampus.bin"
-    code = _code_key()
-    key = f"{ctx.fingerprint(dated=False)}:{code}"
+    key = ctx.fingerprint(dated=False)
     saved = cache.load(state_path, CACHE_KIND)
     known: dict[str, Any] = {}
     if isinstance(saved, dict) and isinstance(saved.get("files"), dict):
@@ -929,7 +914,7 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
             if set(known) >= generated and HIPPOCAMPUS_MD in known \
                     and all(cache.still(context / rel, st) for rel, st in known.items()):
                 return []
-    keyed = [_part(ctx, name, code) for name in ctx.projects]
+    keyed = [_part(ctx, name) for name in ctx.projects]
     index = assemble(part for part, _ in keyed)
     clock = index.reference.isoformat() if index.reference else "never"
     topic_keys = {part.project: f"{part_key}:{clock}" for part, part_key in keyed

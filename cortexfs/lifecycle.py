@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import accesslog, interrupt, layout, wall
+from cortexfs import accesslog, cache, interrupt, layout, wall
 from cortexfs.atoms import (
     ATOM_ID,
     EXPERIMENT,
@@ -59,6 +59,7 @@ from cortexfs.errors import AtomParseError, InvalidInputError, OutsideStoreError
 from cortexfs.frontmatter import MAX_ATOM_BYTES, Document, decode, parse, set_keys
 from cortexfs.frontmatter import locate as locate_parts
 from cortexfs.fsutil import atomic_write
+from cortexfs.loader import atom_paths
 from cortexfs.store import Project, Store
 from cortexfs.wording import plural
 
@@ -188,12 +189,11 @@ def read(store: Store, located: Located) -> tuple[str, Document]:
                                 "problem)") from None
 
 
-def _stamp(path: Path) -> tuple[int, int, int] | None:
+def _stamp(path: Path) -> cache.Stamp | None:
     try:
-        st = os.lstat(path)
+        return cache.stamp_of(os.lstat(path))
     except OSError:
         return None
-    return st.st_mtime_ns, st.st_size, st.st_ino
 
 
 # --- references ------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ def _citing(atoms: list[Atom], targets: set[str], skip: set[Path]) -> list[Refer
 def _body_mentions(project: Project, targets: set[str], skip: set[Path]) -> dict[Path, set[str]]:
     """Atom files whose body mentions one of `targets` (canonical ids), with the ids."""
     found: dict[Path, set[str]] = {}
-    for _, path in project.atom_paths():
+    for _, path in atom_paths(project):
         if path in skip or wall.reason(project.store.context, path):
             continue
         try:
@@ -285,7 +285,6 @@ def show(store: Store, located: Located, *, session: str = "cli", tool: str = "s
          count: bool = True) -> Shown:
     """The atom whole, what it cites, what cites it, its reads; `count` records the read
     in the project's access log (a read like any other)."""
-    from cortexfs.index import access_stats
     from cortexfs.loader import load_project
 
     text, doc = read(store, located)
@@ -300,7 +299,7 @@ def show(store: Store, located: Located, *, session: str = "cli", tool: str = "s
     me = {canonical(located.id)}
     cited_by = _citing(atoms, me, {located.path})
     mentioned = sorted(p.stem for p in _body_mentions(project, me, {located.path}))
-    stats = access_stats(project)
+    stats = accesslog.current(project)[0]
     refs = max(_int(doc.meta.get("refs")), stats.counts.get(located.path.name, 0))
     last = max(filter(None, [_str(doc.meta.get("last-ref")),
                              stats.newest.get(located.path.name)]), default=None)
@@ -400,7 +399,7 @@ def projects(store: Store) -> list[dict[str, Any]]:
 
     out: list[dict[str, Any]] = []
     for project in store.projects():
-        counts = {k.folder: sum(1 for _ in project.atom_paths(k)) for k in KINDS}
+        counts = {k.folder: sum(1 for _ in atom_paths(project, k)) for k in KINDS}
         try:
             status = wall.read_text(store.context, project.root / layout.STATUS_MD)
             phase = read_status(status).phase
@@ -968,7 +967,7 @@ def remove_project(store: Store, name: str, *, force: bool = False) -> Plan:
 def _contents(project: Project) -> tuple[int, int]:
     from cortexfs import tasks
 
-    atoms = sum(1 for _ in project.atom_paths())
+    atoms = sum(1 for _ in atom_paths(project))
     try:
         open_tasks = sum(1 for t in tasks.load(project).tasks if t.status != "done")
     except InvalidInputError:

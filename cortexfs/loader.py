@@ -1,11 +1,15 @@
-"""Loading a project's atoms: the one place every command gets parsed atoms from.
+"""Walking a project's atom folders and loading its atoms: the one place every command gets
+atom files and parsed atoms from.
 
-Validation, regeneration, readiness, recall and the brief all call `load_project`, so the
-speed-ups live here once:
+`walk_folder` is the one walk of an atom folder (the names, their stat data, the other
+entries); `scan` / `scan_many` walk a project and diff each file's stamp against the
+cache to tell what changed since the last walk. Validation, regeneration, readiness and
+the brief load atoms through them (`load_project`); recall walks through `walk_folder`
+and keeps its own per-file record (cortexfs.recall.files). The speed-ups live here once:
 
 - Parsed frontmatter (or the parse error and its line) is cached per project in
   `$CORTEX_HOME/.cache/atoms/<project>.bin`, keyed by file and checked against the file's
-  mtime (ns), size and inode. A file changed within RACY_NS of being read (when a later
+  mtime (ns), size and inode. A file that was racy when read (`cache.racy`: a later
   write could keep the same mtime) is re-checked by content next time, as git does for
   "racily clean" files. A missing, stale or corrupt cache only costs a re-parse.
 - The cache keeps the file stamps apart from the parsed frontmatter, which is only
@@ -16,6 +20,7 @@ speed-ups live here once:
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import gc
 import marshal
@@ -40,23 +45,92 @@ from cortexfs.frontmatter import (
 )
 from cortexfs.store import Project
 
-CACHE_KIND = "atoms-2"
-RACY_NS = 2_000_000_000  # mtime granularity we do not trust (FAT: 2 s; ext4/tmpfs: a tick)
-
-# A file's stamp: (mtime_ns, size, ino, crc32, racy, error | None, error line | None).
-# Its info, kept apart and loaded lazily: (meta, body_start, body_line) — None for errors.
+# A file's record — its stamp (cache.Stamp), CRC, racy flag and parse error — a plain tuple
+# (what marshal keeps) with these fields; and its info, kept apart and loaded lazily (None
+# for a file that is not a valid atom). The cache is keyed by these names: one written
+# with other fields reads as no cache.
+RECORD = ("mtime_ns", "size", "ino", "crc32", "racy", "error", "error_line")
+INFO = ("meta", "body_start", "body_line")
 MTIME, SIZE, INO, CRC, RACY, ERROR, ERROR_LINE = range(7)
-Stamp = tuple[Any, ...]
+Record = tuple[Any, ...]
 Info = tuple[dict[str, Any], int, int]
 
 
 @dataclass
 class LoadedProject:
-    """A project's atoms that parsed, and the files that did not (with file and line)."""
+    """A project's atoms that parsed, the files that did not (with file and line), and the
+    other entries of its atom folders (not named like an atom: validate reports some)."""
 
     project: Project
     atoms: list[Atom] = field(default_factory=list)
     errors: list[AtomParseError] = field(default_factory=list)
+    others: list[tuple[Kind, str]] = field(default_factory=list)
+
+
+@dataclass
+class AtomFolder:
+    """An atom folder as walked: the entries named like an atom of its kind, sorted, with
+    their lstat (a link, folder or FIFO so named is listed: it is reported, not read); the
+    names of its other entries; and `listed`, the folder's (mtime_ns, inode) when it was
+    no longer racy ((0, 0) otherwise): while the folder still has them, it has the same
+    entries (creating, removing or renaming one moves the mtime)."""
+
+    names: list[str]
+    stats: list[os.stat_result]
+    others: list[str]
+    listed: tuple[int, int] = (0, 0)
+
+
+def walk_folder(folder: str | os.PathLike[str], kind: Kind,
+                known: AtomFolder | None = None, *, stat: bool = True) -> AtomFolder:
+    """The one walk of an atom folder (no folder, or a linked one: nothing); without
+    `stat`, the names only (`stats` is empty).
+
+    One stat per file is most of a big store's walk, so the loop around it is lean: stats
+    relative to the folder's descriptor, and no listing at all when `known` (an earlier
+    listing: its names and others) was listed at the folder's current `listed` stamp."""
+    match = kind.file_re.match
+    try:  # (a linked folder is refused: not part of the store, see cortexfs.wall)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except (FileNotFoundError, NotADirectoryError):
+        return AtomFolder([], [], [])
+    try:
+        st = os.fstat(fd)
+        listed = (0, 0) if cache.racy(st.st_mtime_ns, time.time_ns()) \
+            else (st.st_mtime_ns, st.st_ino)
+        if known is not None and listed != (0, 0) and known.listed == listed:
+            names, others = known.names, known.others
+        else:
+            names, others = [], []
+            for name in os.listdir(fd):
+                (names if match(name) else others).append(name)
+            names.sort()
+            others.sort()
+        if not stat:
+            return AtomFolder(names, [], others, listed)
+        stats = []
+        kept = []
+        stat_at = os.stat
+        for name in names:
+            try:
+                stats.append(stat_at(name, dir_fd=fd, follow_symlinks=False))
+                kept.append(name)
+            except OSError:  # deleted since the listing
+                continue
+    finally:
+        os.close(fd)
+    return AtomFolder(kept, stats, others, listed)
+
+
+def atom_paths(project: Project, kind: Kind | None = None) -> Iterator[tuple[Kind, Path]]:
+    """(kind, path) of every atom file of `project` (of `kind`), in id order within each
+    kind, without reading or stat-ing them."""
+    for k in [kind] if kind else KINDS:
+        folder = project.folder(k)
+        if wall.reason(project.store.context, folder):
+            continue  # a linked folder is not part of the store
+        for name in walk_folder(folder, k, stat=False).names:
+            yield k, folder / name
 
 
 def load_project(project: Project, *, bodies: bool = True) -> LoadedProject:
@@ -84,15 +158,16 @@ class ProjectScan:
     frontmatter is fetched on demand (`info`, `loaded`)."""
 
     project: Project
-    # kind folder → [(file name, stamp)], names sorted as Project.atom_paths sorts them
-    folders: dict[str, list[tuple[str, Stamp]]]
+    # kind folder → [(file name, stamp)], sorted by name (as walk_folder lists them)
+    folders: dict[str, list[tuple[str, Record]]]
+    others: dict[str, list[str]] = field(default_factory=dict)  # kind folder → AtomFolder.others
     parsed: int = 0  # files parsed (not served by the cache) in this scan
     dirty: bool = False  # the cache file needs saving
     _blob: bytes | None = None  # the cached infos, still marshalled
     _infos: dict[str, Info] | None = None  # the cached infos, unmarshalled
     _fresh: dict[str, Info] = field(default_factory=dict)  # infos parsed by this process
 
-    def entries(self) -> Iterator[tuple[Kind, str, Stamp]]:
+    def entries(self) -> Iterator[tuple[Kind, str, Record]]:
         for kind in KINDS:
             for name, stamp in self.folders.get(kind.folder, []):
                 yield kind, name, stamp
@@ -134,7 +209,8 @@ class ProjectScan:
 
     def loaded(self, *, bodies: bool = False) -> LoadedProject:
         """The atoms and parse errors as a LoadedProject."""
-        out = LoadedProject(self.project)
+        out = LoadedProject(self.project, others=[
+            (kind, name) for kind in KINDS for name in self.others.get(kind.folder, [])])
         for kind in KINDS:
             folder = self.project.folder(kind)
             child = child_maker(folder)
@@ -156,21 +232,20 @@ class ProjectScan:
                 out.atoms.append(Atom(path, kind, dict(info[0]), body))
         return out
 
-    def refresh(self, kind: Kind, name: str) -> Stamp:
+    def refresh(self, kind: Kind, name: str) -> Record:
         """Re-read one file (after it was rewritten) and return its new stamp."""
-        stamp, info = _parse_file(str(self.project.folder(kind) / name), None)
+        stamp, info, _ = _parse_file(str(self.project.folder(kind) / name), None)
         self._set(kind.folder, name, stamp, info)
         files = self.folders.setdefault(kind.folder, [])
-        for i, (n, _) in enumerate(files):
-            if n == name:
-                files[i] = (name, stamp)
-                break
+        # a binary search: a first fold rewrites tens of thousands of atoms, one at a time
+        i = bisect.bisect_left(files, (name,))
+        if i < len(files) and files[i][0] == name:
+            files[i] = (name, stamp)
         else:
-            files.append((name, stamp))
-            files.sort()
+            files.insert(i, (name, stamp))
         return stamp
 
-    def _set(self, folder: str, name: str, stamp: Stamp, info: Info | None) -> None:
+    def _set(self, folder: str, name: str, stamp: Record, info: Info | None) -> None:
         key = f"{folder}/{name}"
         if info is not None:
             self._fresh[key] = info
@@ -189,7 +264,7 @@ class ProjectScan:
             infos = {k: v for k, v in self._cached_infos().items() if k in stamps}
             infos.update(self._fresh)
             blob = marshal.dumps(infos)
-        cache.save(cache_path(self.project), CACHE_KIND, (stamps, blob))
+        cache.save(cache_path(self.project), cache_kind(), (stamps, blob))
         self.dirty = False
 
 
@@ -206,49 +281,42 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
     stale: list[tuple[ProjectScan, str, str, str, os.stat_result]] = []
     for project in projects:
         sc = ProjectScan(project, {})
-        saved = cache.load(cache_path(project), CACHE_KIND)
+        saved = cache.load(cache_path(project), cache_kind())
         known: dict[str, Any] = {}
         if (isinstance(saved, tuple) and len(saved) == 2 and isinstance(saved[0], dict)
                 and isinstance(saved[1], bytes)):
             known, sc._blob = saved
         seen = 0
         for kind in KINDS:
-            files: list[tuple[str, Stamp]] = []
+            files: list[tuple[str, Record]] = []
             sc.folders[kind.folder] = files
             kind_folder = project.folder(kind)
             if wall.reason(project.store.context, kind_folder):
                 continue  # a linked project or folder: not part of the store (validate says)
-            try:
-                it = os.scandir(kind_folder)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            with it:
-                match = kind.file_re.match
-                names = sorted((d.name, d) for d in it if match(d.name))
+            listing = walk_folder(kind_folder, kind)
+            sc.others[kind.folder] = listing.others
             prefix = kind.folder + "/"
-            for name, dirent in names:
-                try:
-                    st = dirent.stat(follow_symlinks=False)  # a link is reported, not read
-                except OSError:
-                    continue  # vanished since listing it
+            where = str(kind_folder) + os.sep
+            for name, st in zip(listing.names, listing.stats, strict=True):
                 seen += 1
                 stamp = known.get(prefix + name)
-                if (stamp is not None and len(stamp) == 7 and stamp[MTIME] == st.st_mtime_ns
-                        and stamp[SIZE] == st.st_size and stamp[INO] == st.st_ino
-                        and (not stamp[RACY] or _same_content(stamp, dirent.path))):
-                    if stamp[RACY] and now - st.st_mtime_ns >= RACY_NS:
+                if (stamp is not None and len(stamp) == len(RECORD)
+                        and stamp[MTIME] == st.st_mtime_ns and stamp[SIZE] == st.st_size
+                        and stamp[INO] == st.st_ino
+                        and (not stamp[RACY] or _same_content(stamp, where + name))):
+                    if stamp[RACY] and not cache.racy(st.st_mtime_ns, now):
                         stamp = (*stamp[:RACY], False, *stamp[RACY + 1:])
                         sc.dirty = True
                     files.append((name, stamp))
                 else:
                     files.append((name, ()))  # a placeholder, filled in below
-                    stale.append((sc, kind.folder, name, dirent.path, st))
+                    stale.append((sc, kind.folder, name, where + name, st))
         if len(known) != seen:
             sc.dirty = True  # files were deleted
         scans.append(sc)
     if stale:
         parsed = _parse_many([(path, st) for _, _, _, path, st in stale])
-        fresh: dict[tuple[int, str, str], Stamp] = {}
+        fresh: dict[tuple[int, str, str], Record] = {}
         for (sc, folder, name, _, _), (stamp, info) in zip(stale, parsed, strict=True):
             fresh[(id(sc), folder, name)] = stamp
             sc._set(folder, name, stamp, info)
@@ -264,7 +332,12 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
     return scans
 
 
-def _same_content(stamp: Stamp, path: str) -> bool:
+def cache_kind() -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """What the atoms cache is saved under: its name and the fields of its rows."""
+    return ("atoms", RECORD, INFO)
+
+
+def _same_content(stamp: Record, path: str) -> bool:
     """For a file written around the time it was read, whose stamp may hide a later write."""
     raw = _read(path, stamp[SIZE])
     return raw is not None and len(raw) == stamp[SIZE] and zlib.crc32(raw) == stamp[CRC]
@@ -293,7 +366,7 @@ def _read(path: str, size_hint: int) -> bytes | None:
         os.close(fd)
 
 
-def _read_text(path: Path, stamp: Stamp) -> str | None:
+def _read_text(path: Path, stamp: Record) -> str | None:
     """The text of a file whose parse is cached; None if the file has changed."""
     raw = _read(str(path), stamp[SIZE])
     if raw is None or len(raw) != stamp[SIZE] or zlib.crc32(raw) != stamp[CRC]:
@@ -304,38 +377,40 @@ def _read_text(path: Path, stamp: Stamp) -> str | None:
         return None
 
 
-def _parse_file(path: str, st: os.stat_result | None) -> tuple[Stamp, Info | None]:
-    """Read and parse one atom file: its stamp, and its info unless it is not a valid atom."""
+def _parse_file(path: str, st: os.stat_result | None) \
+        -> tuple[Record, Info | None, tuple[bytes, str] | None]:
+    """Read and parse one atom file: its stamp, its info and (bytes, text) unless it is not
+    a valid atom."""
     now = time.time_ns()
     if st is None:
         try:
             st = os.lstat(path)
         except OSError as e:
-            return (0, -1, 0, 0, True, f"cannot read: {e.strerror}", None), None
-    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+            return (0, -1, 0, 0, True, f"cannot read: {e.strerror}", None), None, None
+    stamp = cache.stamp_of(st)
     reason = not_a_file(st.st_mode)
-    if reason:  # reading a FIFO would block for ever
-        return (*stamp, 0, True, reason, None), None
+    if reason:  # reading a FIFO would block for ever (and a link is never read through)
+        return (*stamp, 0, True, reason, None), None, None
     try:
         check_size(st.st_size, path)
     except AtomParseError as e:
-        return (*stamp, 0, False, e.reason, None), None
+        return (*stamp, 0, False, e.reason, None), None, None
     raw = _read(path, st.st_size)
     if raw is None:
         # unreadable now (permissions, vanished): never trust this stamp, look again next time
-        return (*stamp, 0, True, "cannot read the file: check its permissions", None), None
+        return (*stamp, 0, True, "cannot read the file: check its permissions", None), None, None
     crc = zlib.crc32(raw)
-    racy = now - st.st_mtime_ns < RACY_NS or len(raw) != st.st_size
+    racy = cache.racy(st.st_mtime_ns, now) or len(raw) != st.st_size
     try:
         text = decode(raw, path)
         span = locate(text, path)
         meta = load_mapping(text[span.fm_start:span.fm_end], path, first_line=2)
     except AtomParseError as e:
-        return (*stamp, crc, racy, e.reason, e.line), None
-    return (*stamp, crc, racy, None, None), (meta, span.body_start, span.body_line)
+        return (*stamp, crc, racy, e.reason, e.line), None, None
+    return (*stamp, crc, racy, None, None), (meta, span.body_start, span.body_line), (raw, text)
 
 
-def _parse_many(items: list[tuple[str, os.stat_result]]) -> list[tuple[Stamp, Info | None]]:
+def _parse_many(items: list[tuple[str, os.stat_result]]) -> list[tuple[Record, Info | None]]:
     """Parse files. (A cold regeneration splits its projects across two processes, see
     cortexfs.index; splitting here, after the heap has grown, costs more than it saves.)"""
     # Parsing allocates a dict per file and nothing cyclic: the collector would only walk
@@ -343,7 +418,7 @@ def _parse_many(items: list[tuple[str, os.stat_result]]) -> list[tuple[Stamp, In
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return [_parse_file(path, st) for path, st in items]
+        return [_parse_file(path, st)[:2] for path, st in items]  # (not the texts: memory)
     finally:
         if enabled:
             gc.enable()
@@ -353,25 +428,7 @@ def read_atom(path: Path, kind: Kind) -> tuple[Atom, bytes] | AtomParseError:
     """One atom file read and parsed on its own, body included, past the cache: for an
     index that keeps its own record of each file (recall). Returns the atom and the bytes
     it was parsed from, or why the file is not an atom."""
-    where = str(path)
-    try:
-        st = os.stat(where, follow_symlinks=False)
-    except OSError as e:
-        return AtomParseError(where, f"cannot read: {e.strerror}")
-    reason = not_a_file(st.st_mode)  # (a link too: never read through one)
-    if reason:
-        return AtomParseError(where, reason)
-    try:
-        check_size(st.st_size, where)
-    except AtomParseError as e:
-        return e
-    raw = _read(where, st.st_size)
-    if raw is None:
-        return AtomParseError(where, "cannot read the file: check its permissions")
-    try:
-        text = decode(raw, where)
-        span = locate(text, where)
-        meta = load_mapping(text[span.fm_start:span.fm_end], where, first_line=2)
-    except AtomParseError as e:
-        return e
-    return Atom(path, kind, meta, text[span.body_start:]), raw
+    stamp, info, read = _parse_file(str(path), None)
+    if info is None or read is None:
+        return AtomParseError(str(path), stamp[ERROR], stamp[ERROR_LINE])
+    return Atom(path, kind, info[0], read[1][info[1]:]), read[0]

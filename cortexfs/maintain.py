@@ -134,7 +134,7 @@ def maintain(store: Store, projects: Sequence[Project] | None = None,
 def project_report(project: Project, today: dt.date) -> ProjectMaintenance:
     loaded = load_project(project)
     atoms = loaded.atoms
-    log_counts = accesslog.fold(project.access_log).counts
+    log_counts = accesslog.current(project)[0].counts
     refs = {id(a): max(a.refs, log_counts.get(a.path.name, 0)) for a in atoms}
     context = project.store.context
 

@@ -133,7 +133,7 @@ def walk(store: Store, skip: Path | None = None,
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             return None
         if listings is not None and st is not None and not links \
-                and now - st.st_mtime_ns >= cache.RACY_NS:
+                and not cache.racy(st.st_mtime_ns, now):
             listings[key] = [st.st_mtime_ns, st.st_ino, files, dirs]
         return files, dirs
 
@@ -507,7 +507,7 @@ def _refresh(store: Store, summaries: Mapping[str, AtomSummary], dry_run: bool) 
                   if write_if_changed(p, t, root=store.context))
 
 
-CACHE_KIND = "overview-2"
+CACHE_KIND = "overview"
 
 
 def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
@@ -587,7 +587,7 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
     return written
 
 
-SUMMARY_KIND = "overview-summary-1"
+SUMMARY_KIND = "overview-summary"
 
 
 def _summary(ctx: RegenContext, name: str) -> AtomSummary:
@@ -628,17 +628,11 @@ def _cached_phase(store: Store, name: str, now: int, old: Any, new: dict[str, An
     return phase
 
 
-def _code_stamp() -> list[Any]:
-    """This module and the layout (markers, folder purposes) it writes: a new cortex may render
-    differently."""
-    return [os.stat(f).st_mtime_ns for f in (__file__, str(layout.__file__))]
-
-
 def _overview_key(store: Store, lines: list[ProjectLine], now: int) -> str | None:
     stamps = templates.stamps(store, now)
     if stamps is None:
         return None
-    data = (_code_stamp(), stamps, last_scan(store),
+    data = (stamps, last_scan(store),
             [(p.name, p.phase, sorted(p.counts.items()), p.newest) for p in lines])
     return cache.digest(marshal.dumps(data, 2)).hex()
 
@@ -651,7 +645,7 @@ def _blocks_signature(store: Store, folders: Mapping[Path, Listing], now: int) -
     stamps = templates.stamps(store, now)
     if stamps is None:
         return None
-    parts: list[Any] = [_code_stamp(), stamps, list(derived.GENERATORS)]
+    parts: list[Any] = [stamps, list(derived.GENERATORS)]
     for folder, listing in folders.items():
         own = cache.stamp(folder / CORTEX_MD, now)
         if own is None:

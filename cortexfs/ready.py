@@ -141,9 +141,8 @@ def _file_checks(store: Store, project: str | None, projects: list[Project],
 
 # --- the cache of file-derived gaps ------------------------------------------------------------
 
-CACHE_KIND = "ready-1"
+CACHE_KIND = "ready"
 CACHE_SCOPES = 8  # results kept: the whole store and a few single projects
-RACY_SECONDS = 2.0  # a file changed this recently may change again within the same mtime
 
 
 def _inputs_key(store: Store, project: str | None, state: Any) -> tuple[str, bool] | None:
@@ -152,27 +151,24 @@ def _inputs_key(store: Store, project: str | None, state: Any) -> tuple[str, boo
     import marshal
     import time
 
-    from cortexfs import __version__, cache
+    from cortexfs import cache
     from cortexfs.templates import package_dir
 
     head = _head_commit(store) if state.is_repo else "no-repo"
     if head is None:
         return None
-    started = time.time()
+    started = time.time_ns()
     stamps: list[Any] = []
     newest = 0
-    code = Path(__file__).resolve().parent
-    for root in (store.context, store.templates_dir, package_dir("templates"), code):
-        newest = max(newest, _stamp_tree(root, stamps, code_only=root == code))
+    for root in (store.context, store.templates_dir, package_dir("templates")):
+        newest = max(newest, _stamp_tree(root, stamps))
     # whether a STATUS.md is committed decides which date it has (see _status_freshness)
     dirty_status = [d for d in state.dirty if d.endswith("/STATUS.md")]
-    parts = (CACHE_KIND, __version__, project, dt.date.today().isoformat(), head,
-             dirty_status, stamps)
-    racy = newest / 1e9 >= started - RACY_SECONDS
-    return cache.digest(marshal.dumps(parts, 2)).hex(), racy
+    parts = (project, dt.date.today().isoformat(), head, dirty_status, stamps)
+    return cache.digest(marshal.dumps(parts, 2)).hex(), cache.racy(newest, started)
 
 
-def _stamp_tree(root: Path, out: list[Any], code_only: bool = False) -> int:
+def _stamp_tree(root: Path, out: list[Any]) -> int:
     """Append (path, mtime, ctime, size, inode) of every file under `root`; newest time."""
     newest = 0
     stack = [str(root)]
@@ -184,10 +180,7 @@ def _stamp_tree(root: Path, out: list[Any], code_only: bool = False) -> int:
             continue
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
-                if not (code_only and entry.name == "__pycache__"):
-                    stack.append(entry.path)
-                continue
-            if code_only and not entry.name.endswith(".py"):
+                stack.append(entry.path)
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
@@ -275,6 +268,8 @@ def _project_of(path: str) -> str | None:
 
 def _all_ids(store: Store, loaded: dict[str, LoadedProject]) -> dict[str, set[str]]:
     """Project → its atom ids (files whose frontmatter does not parse included)."""
+    from cortexfs.loader import atom_paths
+
     out: dict[str, set[str]] = {}
     for name in store.project_names():
         if name in loaded:
@@ -282,7 +277,7 @@ def _all_ids(store: Store, loaded: dict[str, LoadedProject]) -> dict[str, set[st
             found = {a.path.stem for a in lp.atoms} | {a.id for a in lp.atoms}
             found |= {Path(e.path).stem for e in lp.errors}
         else:
-            found = {path.stem for _, path in store.project(name).atom_paths()}
+            found = {path.stem for _, path in atom_paths(store.project(name))}
         out[name] = found
     return out
 
@@ -464,7 +459,7 @@ def _squash(text: str) -> str:
     return " ".join(text.split())
 
 
-_UNFILLED_KIND = "ready-unfilled-1"
+_UNFILLED_KIND = "ready-unfilled"
 
 
 def _unfilled(store: Store, name: str, project: str) -> str:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from cortexfs import layout
-from cortexfs.atoms import KINDS, Kind, kind_of_filename
+from cortexfs.atoms import Kind
 from cortexfs.errors import InvalidInputError, NotAStoreError, ProjectNotFoundError
 
 PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")  # (\Z: no final "\n")
@@ -145,18 +144,3 @@ class Project:
     def folder(self, kind: Kind) -> Path:
         return self.root / kind.folder
 
-    def atom_paths(self, kind: Kind | None = None) -> Iterator[tuple[Kind, Path]]:
-        """(kind, path) of every atom file, in id order within each kind."""
-        from cortexfs import wall
-
-        for k in [kind] if kind else KINDS:
-            folder = self.folder(k)
-            if wall.reason(self.store.context, folder):
-                continue  # a linked folder is not part of the store
-            try:
-                names = os.listdir(folder)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            for name in sorted(names):
-                if kind_of_filename(name) is k:
-                    yield k, folder / name

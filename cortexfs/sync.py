@@ -50,6 +50,7 @@ from cortexfs.atoms import KINDS, kind_of_filename
 from cortexfs.commit import commit_paths, is_log, lists_atoms
 from cortexfs.errors import AtomParseError, CortexError, GitError, InvalidInputError
 from cortexfs.fsutil import atomic_write, file_lock
+from cortexfs.loader import atom_paths
 from cortexfs.store import Store
 
 NETWORK_TIMEOUT = 300.0  # seconds a fetch or push may take
@@ -394,7 +395,7 @@ def _is_ancestor(home: Path, a: str, b: str) -> bool:
 
 def _worktree_atoms(store: Store) -> Iterator[Path]:
     for project in store.projects():
-        for _, path in project.atom_paths():
+        for _, path in atom_paths(project):
             yield path
 
 

@@ -18,6 +18,7 @@ import pytest
 from git_holders import hold_head_lock, hold_index_lock, kill_9, release
 
 from cortexfs import commit, git
+from cortexfs.loader import atom_paths
 from cortexfs.store import Project, Store
 
 
@@ -257,7 +258,7 @@ def test_kill_9_of_cortex_is_finished_by_the_next_command(committed: Project) ->
     assert done.returncode == 0, done.stderr
     assert pending(store) == "" and index_matches_head(store)
     summaries = [p.read_text().split("summary: ")[1].split("\n")[0]
-                 for _, p in committed.atom_paths()]
+                 for _, p in atom_paths(committed)]
     assert len(summaries) == len(set(summaries))  # nothing written twice
     head_consistent(store)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cortexfs.errors import NotAStoreError
+from cortexfs.loader import atom_paths
 from cortexfs.store import Store
 
 
@@ -80,7 +81,7 @@ def test_new_bad_input(cli, project, args: list[str], message: str) -> None:
     assert result.exit_code == 1
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
-    assert not any(project.atom_paths())
+    assert not any(atom_paths(project))
 
 
 def test_concurrent_new_never_share_an_id(project) -> None:
@@ -96,10 +97,10 @@ def test_concurrent_new_never_share_an_id(project) -> None:
     )
     procs = [subprocess.Popen([sys.executable, "-c", code, str(n)]) for n in range(4)]
     assert all(p.wait(timeout=60) == 0 for p in procs)
-    paths = sorted(p.name for _, p in project.atom_paths())
+    paths = sorted(p.name for _, p in atom_paths(project))
     assert paths == [f"EXP-{n:03d}.md" for n in range(1, 41)]
     summaries = {p.read_text().split("summary: ")[1].split("\n")[0] for _, p in
-                 project.atom_paths()}
+                 atom_paths(project)}
     assert len(summaries) == 40
 
 
@@ -118,6 +119,6 @@ def test_add_atom_refuses_before_writing_and_takes_a_body(project) -> None:
     assert [d.id for d in second.duplicates] == ["EXP-001"]
     with pytest.raises(CortexError):
         add_atom(project, req, strict=True)
-    assert sorted(p.name for _, p in project.atom_paths()) == ["EXP-001.md", "EXP-002.md"]
+    assert sorted(p.name for _, p in atom_paths(project)) == ["EXP-001.md", "EXP-002.md"]
     with pytest.raises(InvalidInputError, match="use exp, k or pat"):
         kind_named("zzz")

@@ -114,3 +114,25 @@ def test_new_in_empty_project_and_bad_input(cli: Any, project: Project) -> None:
     assert _new(cli, "First atom ever", "--strict").exit_code == 0
     res = _new(cli, "   ", "--strict")
     assert res.exit_code == 1 and "the summary is empty" in res.stderr
+
+
+def test_gate_does_not_import_numpy(project: Project, existing: None) -> None:
+    # `cortex new` runs the gate on every atom it writes: the ranking half of recall (numpy,
+    # ~60 ms) is imported only when recall has vectors to compare with.
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys\n"
+            "from cortexfs import dedup\n"
+            "from cortexfs.atoms import EXPERIMENT\n"
+            "from pathlib import Path\n"
+            "from cortexfs.store import Store\n"
+            f"project = Store(Path({str(project.store.home)!r})).project({project.name!r})\n"
+            "dedup.find_duplicates(project, EXPERIMENT, 'cache invalidation cut reads', [])\n"
+            "print(json.dumps(sorted(sys.modules)))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    loaded = set(json.loads(out.stdout))
+    assert "cortexfs.recall.tokenize" in loaded
+    assert "numpy" not in loaded and "cortexfs.recall.query" not in loaded

@@ -47,7 +47,7 @@ def test_second_scan_is_served_by_the_cache(project: Project,
     write_atom("EXP-001")
     write_atom("EXP-002")
     assert scan(project).parsed == 2
-    fresh = scan(project)  # written < RACY_NS ago: re-checked by content, not re-parsed
+    fresh = scan(project)  # written < cache.RACY_NS ago: re-checked by content, not re-parsed
     assert fresh.parsed == 0
     assert all(stamp[loader.RACY] for _, _, stamp in fresh.entries())
     os.utime(project.root / "experiments" / "EXP-001.md", ns=(1, 1_000_000_000))
@@ -91,7 +91,7 @@ def test_damaged_cache_is_rebuilt(store: Store, project: Project,
     want = summary(project)
     loader.cache_path(project).write_bytes(damage)
     assert summary(project) == want
-    assert cache.load(loader.cache_path(project), loader.CACHE_KIND) is not None
+    assert cache.load(loader.cache_path(project), loader.cache_kind()) is not None
 
 
 def test_flipped_byte_in_the_cache_is_caught(project: Project,
@@ -103,7 +103,7 @@ def test_flipped_byte_in_the_cache_is_caught(project: Project,
     at = raw.index(b"real")
     raw[at:at + 4] = b"fake"
     path.write_bytes(bytes(raw))
-    assert cache.load(path, loader.CACHE_KIND) is None
+    assert cache.load(path, loader.cache_kind()) is None
     assert summary(project) == want
 
 
@@ -173,3 +173,41 @@ def test_meta_of_loaded_atoms_is_a_copy(project: Project,
     write_atom("EXP-001")
     load_project(project).atoms[0].meta["summary"] = "changed in memory"
     assert load_project(project).atoms[0].summary == "A summary"
+
+
+def test_walk_folder_lists_atoms_others_and_reuses_a_listing(
+        project: Project, write_atom: Callable[..., Path]) -> None:
+    from cortexfs.atoms import EXPERIMENT
+    from cortexfs.loader import AtomFolder, walk_folder
+
+    write_atom("EXP-001")
+    folder = project.folder(EXPERIMENT)
+    (folder / "notes.txt").write_text("x")
+    (folder / "K-001.md").write_text("x")
+    walked = walk_folder(folder, EXPERIMENT)
+    assert walked.names == ["EXP-001.md"] and len(walked.stats) == 1
+    assert "notes.txt" in walked.others and "K-001.md" in walked.others
+    assert walk_folder(folder, EXPERIMENT, stat=False).stats == []
+    assert walk_folder(project.root / "nowhere", EXPERIMENT).names == []
+    # a folder's names are not listed again while its (no longer racy) stamp holds
+    assert walk_folder(folder, EXPERIMENT).listed == (0, 0)  # just written: racy
+    os.utime(folder, ns=(1_000_000_000, 1_000_000_000))
+    listed = walk_folder(folder, EXPERIMENT).listed
+    assert listed != (0, 0)
+    known = AtomFolder(["EXP-001.md", "EXP-009.md"], [], ["kept.txt"], listed)
+    again = walk_folder(folder, EXPERIMENT, known)
+    assert again.names == ["EXP-001.md"] and again.others == ["kept.txt"]  # (009: no stat)
+    write_atom("EXP-002")  # the folder's mtime moves: listed again
+    assert walk_folder(folder, EXPERIMENT, known).names == ["EXP-001.md", "EXP-002.md"]
+
+
+def test_scan_reports_the_other_entries(project: Project,
+                                        write_atom: Callable[..., Path]) -> None:
+    from cortexfs.atoms import KNOWLEDGE
+
+    write_atom("EXP-001")
+    (project.folder(KNOWLEDGE) / "draft.md").parent.mkdir(parents=True, exist_ok=True)
+    (project.folder(KNOWLEDGE) / "draft.md").write_text("x")
+    others = load_project(project).others
+    assert (KNOWLEDGE, "draft.md") in others
+    assert all(name != "EXP-001.md" for _, name in others)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cortexfs import ready, scaffold
+from cortexfs import cache, ready, scaffold
 from cortexfs.index import regenerate
 from cortexfs.store import Project, Store
 
@@ -357,7 +357,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ready, "_file_checks", spy)
-    monkeypatch.setattr(ready, "RACY_SECONDS", -10.0)
+    monkeypatch.setattr(cache, "RACY_NS", -10_000_000_000)
     return calls
 
 
@@ -399,7 +399,7 @@ def test_any_change_runs_the_checks_again(good: Project, counted: list[int]) -> 
 
 def test_recent_files_are_not_trusted(good: Project, counted: list[int],
                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ready, "RACY_SECONDS", 3600.0)
+    monkeypatch.setattr(cache, "RACY_NS", 3600_000_000_000)
     _gaps(good.store)
     _gaps(good.store)
     assert len(counted) == 2

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from cortexfs import accesslog
+from cortexfs.store import Project
 from cortexfs.strength import strength
 
 
@@ -53,3 +55,30 @@ def test_resume_folds_only_new_lines_and_restarts_on_a_rewritten_log(tmp_path: P
     stats3, _ = accesslog.resume(log, state2)
     assert stats3.counts == {"EXP-002.md": 1, "K-001.md": 1}
     assert accesslog.resume(tmp_path / "missing.jsonl", state2) == (accesslog.AccessStats(), [])
+
+
+
+def test_current_is_one_folded_state_every_reader_shares(
+        project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    def read(n: int) -> bytes:
+        return accesslog.format_line("EXP-001.md", "Read", "s", f"2026-01-0{n}T00:00:00.000Z")
+
+    accesslog.append(project.access_log, [read(1), read(2)])
+    first, _ = accesslog.current(project)  # (e.g. recall)
+    assert first.counts == {"EXP-001.md": 2}
+    accesslog.append(project.access_log, [read(3)])
+    offsets: list[int] = []
+    real = accesslog.fold
+
+    def spy(log: Path, stats: accesslog.AccessStats | None = None) -> accesslog.AccessStats:
+        offsets.append(stats.offset if stats else 0)
+        return real(log, stats)
+
+    monkeypatch.setattr(accesslog, "fold", spy)
+    second, state = accesslog.current(project)  # another reader, another process
+    assert second.counts == {"EXP-001.md": 3}
+    assert second.newest["EXP-001.md"].startswith("2026-01-03")
+    assert offsets == [first.offset]  # only what was appended since the first reader
+    assert accesslog.current(project, state)[0] == second and len(offsets) == 1
+    shutil.rmtree(project.store.cache_dir)  # a deleted cache: folded again, the same stats
+    assert accesslog.current(project)[0] == second and offsets[-1] == 0

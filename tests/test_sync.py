@@ -23,6 +23,7 @@ from cortexfs.atoms import EXPERIMENT, KNOWLEDGE
 from cortexfs.commit import commit_paths
 from cortexfs.errors import GitError, InvalidInputError
 from cortexfs.frontmatter import read
+from cortexfs.loader import atom_paths
 from cortexfs.store import Store
 
 PROJECT = "flywheel"
@@ -88,7 +89,7 @@ class Clone:
 
     def atoms(self) -> dict[str, _Atom]:
         out = {}
-        for _, path in self.store.project(PROJECT).atom_paths():
+        for _, path in atom_paths(self.store.project(PROJECT)):
             doc = read(path)
             out[path.stem] = _Atom(path, doc.meta, doc.body)
         return out
@@ -208,7 +209,7 @@ def write_busy_side(c: Clone, tag: str) -> None:
 
 
 def _add_body(c: Clone, atom_id: str, text: str) -> None:
-    path = next(p for _, p in c.store.project(PROJECT).atom_paths() if p.stem == atom_id)
+    path = next(p for _, p in atom_paths(c.store.project(PROJECT)) if p.stem == atom_id)
     path.write_text(path.read_text() + text)
     commit_paths(c.store, [path], f"atom: edit {atom_id}")
 

@@ -11,9 +11,11 @@ from cortexfs.layout import TASKS_ARCHIVE, TASKS_FILE
 from cortexfs.wording import plural
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from cortexfs.store import Project, Store
+    from cortexfs.tasks import EditResult, Task
 
 tasks_app = typer.Typer(help="The project's task queue (TASKS.yaml).", no_args_is_help=True)
 
@@ -38,6 +40,28 @@ def _rewritten_note(rewritten: bool, project: Project) -> None:
 def _task_files(project: Project) -> list[Path]:
     """The files a tasks command may rewrite (put back as they were if it fails)."""
     return [project.root / TASKS_FILE, project.root / TASKS_ARCHIVE]
+
+
+def _change_one_task(project: str | None, no_commit: bool, verb: str,
+                     change: Callable[[Project], EditResult]) -> Task | None:
+    """Run `change` on one project's TASKS.yaml as one commit ("tasks: VERB T-N — text"); the
+    task it changed, or None when the JSON report was printed instead."""
+    from cortexfs.commit import Change
+
+    store = common.open_store()
+    proj = _one_project(store, project)
+    with common.writing(store, no_commit) as txn:
+        txn.keep(*_task_files(proj))
+        result = change(proj)
+        task = result.tasks[0]
+        txn.add(Change(result.paths, f"tasks: {verb} {task.id} — {task.text}"))
+    common.report(txn)
+    _rewritten_note(result.rewritten, proj)
+    if common.output_format() == "json":
+        common.print_json({"project": proj.name, **task.to_json(),
+                           "committed": bool(txn.result and txn.result.commit)})
+        return None
+    return task
 
 
 @tasks_app.command("list")
@@ -96,23 +120,12 @@ def tasks_add(
 ) -> None:
     """Append a task to TASKS.yaml with the next id (T-N) and print that id."""
     from cortexfs import tasks
-    from cortexfs.commit import Change
 
-    store = common.open_store()
-    proj = _one_project(store, project)
-    with common.writing(store, no_commit) as txn:
-        txn.keep(*_task_files(proj))
-        result = tasks.add_task(proj, text, priority=priority, why=why, done_when=done_when,
-                                depends_on=common.split_list(depends_on), status=status)
-        task = result.tasks[0]
-        txn.add(Change(result.paths, f"tasks: add {task.id} — {task.text}"))
-    common.report(txn)
-    _rewritten_note(result.rewritten, proj)
-    if common.output_format() == "json":
-        common.print_json({"project": proj.name, **task.to_json(),
-                           "committed": bool(txn.result and txn.result.commit)})
-        return
-    typer.echo(task.id)
+    task = _change_one_task(project, no_commit, "add", lambda proj: tasks.add_task(
+        proj, text, priority=priority, why=why, done_when=done_when,
+        depends_on=common.split_list(depends_on), status=status))
+    if task is not None:
+        typer.echo(task.id)
 
 
 @tasks_app.command("done")
@@ -123,20 +136,10 @@ def tasks_done(
 ) -> None:
     """Mark a task done and stamp its completed-at with today's date."""
     from cortexfs import tasks
-    from cortexfs.commit import Change
 
-    store = common.open_store()
-    proj = _one_project(store, project)
-    with common.writing(store, no_commit) as txn:
-        txn.keep(*_task_files(proj))
-        result = tasks.set_status(proj, task_id, "done")
-        task = result.tasks[0]
-        txn.add(Change(result.paths, f"tasks: done {task.id} — {task.text}"))
-    common.report(txn)
-    _rewritten_note(result.rewritten, proj)
-    if common.output_format() == "json":
-        common.print_json({"project": proj.name, **task.to_json(),
-                           "committed": bool(txn.result and txn.result.commit)})
+    task = _change_one_task(project, no_commit, "done",
+                            lambda proj: tasks.set_status(proj, task_id, "done"))
+    if task is None:
         return
     completed = task.completed_at.isoformat() if task.completed_at else "?"
     common.ok(f"{task.id} done (completed-at {completed}): {task.text}")

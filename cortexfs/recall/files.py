@@ -5,8 +5,8 @@ Per atom folder (`flywheel/experiments`) the table keeps the atom files' names, 
 their (mtime_ns, size, inode) and where their doc lives (segment, doc; segment -1 for a
 file that is not a valid atom). A folder whose listing and stat data are exactly those
 saved is unchanged, checked with one list and one array comparison; only the files of a
-changed folder are looked at one by one. A file written within RACY_NS of being indexed
-is "racy" (a later write could keep its mtime and size): its bytes are compared instead,
+changed folder are looked at one by one. A file written within cache.RACY_NS of being
+indexed is "racy" (a later write could keep its mtime and size): its bytes are compared instead,
 as git does.
 
 Docs no file points at any more (edited or deleted atoms) are dead: `live_mask` says which.
@@ -15,14 +15,13 @@ Docs no file points at any more (edited or deleted atoms) are dead: `live_mask` 
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from cortexfs.atoms import Kind
-from cortexfs.loader import RACY_NS
+from cortexfs.loader import AtomFolder, walk_folder
 
 SKIPPED = -1  # the segment of a file that is not a valid atom
 PENDING = -2  # a doc on its way into a segment: `doc` numbers it until it lands
@@ -37,8 +36,7 @@ class Folder:
     racy: np.ndarray  # (n,) bool
     seg: np.ndarray  # (n,) int32: segment index, SKIPPED or PENDING
     doc: np.ndarray  # (n,) int32
-    listed: tuple[int, int] = (0, 0)  # the folder's (mtime_ns, inode) when its names were
-    # listed, once older than RACY_NS (else 0: list it again)
+    listed: tuple[int, int] = (0, 0)  # the folder's AtomFolder.listed when its names were listed
 
     def same(self, other: Folder) -> bool:
         return (self.names == other.names and self.listed == other.listed
@@ -55,42 +53,18 @@ class Folder:
 def listing(path: os.PathLike[str] | str, kind: Kind,
             known: Folder | None = None) -> tuple[list[str], np.ndarray, list[int],
                                                   tuple[int, int]]:
-    """The atom-named entries of a folder, sorted by name: names, their stamps, their
-    st_mode (a link, folder or FIFO named like an atom is listed: it is reported, not
-    read), and the folder's `listed` stamp (Folder.listed). No folder: nothing.
-
-    One stat per file is most of a big store's query, so the loop around it is lean: stats
-    relative to the folder's descriptor, and no listing at all when the folder's mtime says
-    no entry was added, removed or renamed since `known` was listed."""
-    match = kind.file_re.match
-    try:  # (a linked folder is refused: not part of the store, see cortexfs.wall)
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except (FileNotFoundError, NotADirectoryError):
-        return [], np.zeros((0, 3), np.int64), [], (0, 0)
-    try:
-        st = os.fstat(fd)
-        listed = (st.st_mtime_ns, st.st_ino) \
-            if time.time_ns() - st.st_mtime_ns >= RACY_NS else (0, 0)
-        if known is not None and listed != (0, 0) and known.listed == listed:
-            names = known.names
-        else:
-            names = sorted(n for n in os.listdir(fd) if match(n))
-        stats = []
-        kept = []
-        stat_at = os.stat
-        for name in names:
-            try:
-                stats.append(stat_at(name, dir_fd=fd, follow_symlinks=False))
-                kept.append(name)
-            except FileNotFoundError:  # deleted since the listing
-                continue
-    finally:
-        os.close(fd)
+    """The folder as the loader's walk sees it (`cortexfs.loader.walk_folder`, not listed
+    again while its `listed` stamp holds): the atom-named entries' names, their stamps as
+    rows, their st_mode (a link, folder or FIFO is reported, not read), the folder's
+    `listed` stamp."""
+    walked = walk_folder(path, kind, None if known is None
+                         else AtomFolder(known.names, [], [], known.listed))
+    stats = walked.stats
     rows = np.empty((len(stats), 3), np.int64)  # (column by column: ~2x a list of tuples)
     rows[:, 0] = [s.st_mtime_ns for s in stats]
     rows[:, 1] = [s.st_size for s in stats]
     rows[:, 2] = [s.st_ino for s in stats]
-    return kept, rows, [s.st_mode for s in stats], listed
+    return walked.names, rows, [s.st_mode for s in stats], walked.listed
 
 
 class FileTable:

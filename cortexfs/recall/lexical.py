@@ -12,10 +12,10 @@ edit changes no other doc's rows: `bm25` scores whole atoms, `cortexfs.recall.pa
 their best passage.
 
 On disk: `manifest.json` (the code and parameters the index was built with, its segments,
-skipped files), `files.arr` (the file table), `logs.bin` (the folded access logs) and the
-segments. Anything missing, damaged or written by other code reads as "no index": it is
-rebuilt, never misread. A process that cannot write the cache keeps what it built in
-memory.
+skipped files), `files.arr` (the file table) and the segments; the folded access logs
+are the store's shared ones (`cortexfs.accesslog.current`). Anything missing, damaged or
+written by other code reads as "no index": it is rebuilt, never misread. A process that
+cannot write the cache keeps what it built in memory.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from cortexfs import accesslog, cache, layout, loader, wall
+from cortexfs import accesslog, cache, layout, wall
 from cortexfs.atoms import KINDS, Kind
 from cortexfs.errors import AtomParseError
 from cortexfs.frontmatter import read_bytes
 from cortexfs.fsutil import file_lock
-from cortexfs.recall import arrays, docs, files, segment, tokenize
+from cortexfs.recall import arrays, docs, files, segment
 from cortexfs.recall.builder import Builder
 from cortexfs.recall.docs import Doc
 from cortexfs.recall.files import PENDING, SKIPPED, FileTable, Folder
@@ -53,15 +53,6 @@ BM25_B = 0.75
 MAX_SMALL = 4  # small segments (under SEGMENT_DOCS / 4 docs) allowed before they merge
 DEAD_SHARE = 0.25  # a segment with more dead docs than this is rewritten
 Progress = Callable[[str, int, int], None]  # (what, done, total)
-
-
-def _code_key() -> str:
-    """A digest of the code that decides what the index holds: any change rebuilds it."""
-    h = hashlib.sha1()
-    for module in (tokenize, docs, segment, files):
-        with open(module.__file__ or "", "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()[:16]
 
 
 @dataclass
@@ -94,7 +85,7 @@ class LexicalIndex:
         self.segments: list[Segment] = []
         self.files = FileTable()
         self.skipped: dict[str, str] = {}  # key → why it is not indexed
-        self.log_states: dict[str, list[Any]] = {}  # accesslog.resume states, saved
+        self.log_states: dict[str, list[Any]] = {}  # accesslog.current states, as last folded
         self.logs: dict[str, accesslog.AccessStats] = {}  # filled by refresh()
         self.generation = 0  # moves whenever the docs do
         self.unsaved: set[str] = set()  # segments built but not (yet) on disk
@@ -110,7 +101,7 @@ class LexicalIndex:
     # -- persistence --
 
     def _params(self) -> dict[str, Any]:
-        return {"code": _code_key(), "analyzer": self.analyzer.name,
+        return {"code": cache.code_key(), "analyzer": self.analyzer.name,
                 "fields": list(docs.FIELDS), "segment_docs": SEGMENT_DOCS}
 
     def _load(self) -> None:
@@ -142,9 +133,7 @@ class LexicalIndex:
                     (f.doc[ok] >= sizes[np.minimum(f.seg[ok], len(segs))]).any():
                 raise ValueError("the file table points past the segments")
         skipped = {str(k): str(v) for k, v in manifest["skipped"].items()}
-        logs = cache.load(self.dir / "logs.bin", "recall-logs")
         self.segments, self.files, self.skipped = segs, table, skipped
-        self.log_states = logs if isinstance(logs, dict) else {}
         self._manifest_id = str(manifest.get("id", ""))
         self._changed()
 
@@ -342,7 +331,7 @@ class LexicalIndex:
             name, i = names[j], int(prev[j])
             old_sha = self.segments[old.seg[i]].sha(int(old.doc[i])) \
                 if i >= 0 and old.seg[i] >= 0 else None
-            racy[j] = now_ns - int(stamps[j][0]) < loader.RACY_NS
+            racy[j] = cache.racy(int(stamps[j][0]), now_ns)
             if same[j] and old_sha is not None and _sha_of(folder / name) == old_sha:
                 continue  # racily clean, and indeed unchanged: keeps its doc
             found = builder.add(project, kind, f"{fkey}/{name}", folder / name, old_sha)
@@ -390,20 +379,14 @@ class LexicalIndex:
         return f"seg-{time.time_ns():x}-{secrets.token_hex(3)}"
 
     def _fold_logs(self, projects: list[Project]) -> None:
-        changed = False
+        """The access stats of `projects`: the store's one folded state of each log."""
         names = {p.name for p in projects}
         for project in projects:
-            saved = self.log_states.get(project.name, [])
-            self.logs[project.name], state = accesslog.resume(project.access_log, saved)
-            if state != saved:
-                self.log_states[project.name] = state
-                changed = True
+            self.logs[project.name], self.log_states[project.name] = accesslog.current(
+                project, self.log_states.get(project.name))
         for name in [n for n in self.log_states if n not in names]:
             del self.log_states[name]
             self.logs.pop(name, None)
-            changed = True
-        if changed:
-            cache.save(self.dir / "logs.bin", "recall-logs", self.log_states)
 
     # -- what queries read --
 

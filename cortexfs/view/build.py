@@ -37,8 +37,8 @@ from cortexfs.view.site import Site, open_site
 if TYPE_CHECKING:
     from cortexfs.index import RegenContext
 
-ATOMS_KIND = "view-atoms-1"
-PROJECTS_KIND = "view-projects-1"
+ATOMS_KIND = "view-atoms"
+PROJECTS_KIND = "view-projects"
 PARALLEL_MIN = 400  # atom pages to render from which a second process pays for itself
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -255,7 +255,7 @@ class _Build:
 
     def _racy(self, am: AtomModel) -> bool:
         """Changed so recently that its stat data cannot vouch for its content yet."""
-        return self.now_ns - am.stamp[0] < cache.RACY_NS
+        return cache.racy(am.stamp[0], self.now_ns)
 
     def _atom_key(self, pm: ProjectModel, am: AtomModel, named: list[str], content: int) \
             -> str:

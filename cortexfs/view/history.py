@@ -1,9 +1,9 @@
 """Reads per atom per day, from a project's access log: the heat view and read histories.
 
 The log is append-only, so its per-day counts are cached (`.cache/view/history/<project>.bin`)
-with the offset folded so far, the log's inode and a CRC of the bytes before that offset; a
-log that was replaced, shrank or was rewritten (a merge) is folded again from the start,
-as cortexfs.accesslog.resume does for the lifetime counts.
+with the log's `accesslog.mark` at the offset folded so far; a log that no longer continues
+it (replaced, shrunk or rewritten by a merge) is folded again from the start, as
+cortexfs.accesslog.resume does for the lifetime counts.
 """
 
 from __future__ import annotations
@@ -11,15 +11,12 @@ from __future__ import annotations
 import os
 import re
 import stat
-import zlib
-from pathlib import Path
 
 from cortexfs import accesslog, cache
 from cortexfs.store import Project
 
-KIND = "view-history-1"
+KIND = "view-history"
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
-TAIL = 256
 
 # file name (EXP-001.md) → day (YYYY-MM-DD) → reads
 Days = dict[str, dict[str, int]]
@@ -39,10 +36,9 @@ def daily_reads(project: Project) -> Days:
     saved = cache.load(path, KIND)
     days: Days = {}
     offset = 0
-    if (isinstance(saved, list) and len(saved) == 4 and saved[0] == st.st_ino
-            and isinstance(saved[2], int) and 0 < saved[2] <= st.st_size
-            and saved[1] == _tail_crc(log, saved[2]) and isinstance(saved[3], dict)):
-        offset, days = saved[2], saved[3]
+    if (isinstance(saved, list) and len(saved) == 2 and isinstance(saved[1], dict)
+            and accesslog.continued(log, saved[0])):
+        offset, days = saved[0][2], saved[1]
     if offset == st.st_size and saved is not None:
         return days
     entries, end = accesslog.read_entries(log, offset)
@@ -51,16 +47,5 @@ def daily_reads(project: Project) -> Days:
             per_day = days.setdefault(file, {})
             day = ts[:10]
             per_day[day] = per_day.get(day, 0) + 1
-    cache.save(path, KIND, [st.st_ino, _tail_crc(log, end), end, days])
+    cache.save(path, KIND, [accesslog.mark(log, end), days])
     return days
-
-
-def _tail_crc(log: Path, offset: int) -> int:
-    if offset <= 0:
-        return 0
-    try:
-        with open(log, "rb") as f:
-            f.seek(max(0, offset - TAIL))
-            return zlib.crc32(f.read(min(offset, TAIL)))
-    except OSError:
-        return -1

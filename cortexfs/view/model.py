@@ -222,7 +222,7 @@ def load_project(ctx: RegenContext, project: Project) -> ProjectModel:
         if atom.kind.folder in linked_folders or stat.S_ISLNK(st.st_mode):
             symlinks.append(rel)
             continue
-        atoms.append(AtomModel(atom, (st.st_mtime_ns, st.st_size, st.st_ino),
+        atoms.append(AtomModel(atom, cache.stamp_of(st),
                                history.get(atom.path.name, {})))
     texts = {name: wall.text_or_none(project.store.context, project.root / name)
              for name in GOVERNANCE_TEXTS}

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     import jinja2
     from markdown_it import MarkdownIt
 
-RENDER_VERSION = 1  # bump when pages change in a way the code stamps would not show
 CHAIN_DEPTH, CHAIN_MAX = 3, 60
 DECAY_SHOWN = 100
 CITES_LABEL = {"experiment": "Links", "knowledge": "Evidence", "pattern": "Sources"}
@@ -49,13 +48,11 @@ def identity() -> str:
     assets are not: a page only names them, and they are keyed by their own content.)"""
     from cortexfs.templates import package_dir
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    stamps: list[Any] = [RENDER_VERSION]
-    for folder in (here, str(package_dir("templates") / "view")):
-        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-            if entry.is_file():
-                st = entry.stat()
-                stamps.append((entry.name, st.st_mtime_ns, st.st_size))
+    stamps: list[Any] = [cache.code_key()]
+    for entry in sorted(os.scandir(package_dir("templates") / "view"), key=lambda e: e.name):
+        if entry.is_file():
+            st = entry.stat()
+            stamps.append((entry.name, st.st_mtime_ns, st.st_size))
     return digest(*stamps)
 
 

@@ -34,8 +34,8 @@ BODY, TAGS, SUMMARY, ID = 1, 2, 4, 8
 STOPWORDS = frozenset((
     "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "in", "is", "it",
     "its", "of", "on", "or", "that", "the", "this", "to", "was", "were", "will", "with"))
-STATE_KIND = "view-search-1"
-SEGMENT_KIND = "view-search-segment-1"
+STATE_KIND = "view-search"
+SEGMENT_KIND = "view-search-segment"
 _WORD = re.compile(r"\w+")
 
 Terms = dict[str, int]  # term → fields bit mask

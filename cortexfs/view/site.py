@@ -32,7 +32,7 @@ from cortexfs.errors import InvalidInputError
 
 STATE_DIR = ".cortex-view"
 MANIFEST = "manifest.bin"
-MANIFEST_KIND = "view-manifest-1"
+MANIFEST_KIND = "view-manifest"
 
 # relative path → [key, mtime_ns, size]
 Entry = list[Any]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cortexfs import accesslog
+from cortexfs import accesslog, cache
 from cortexfs import recall as rc
 from cortexfs.recall import arrays, lexical, segment
 from cortexfs.recall.lexical import LexicalIndex
@@ -127,7 +127,7 @@ def test_index_built_by_other_code_is_rebuilt(store: Store, atoms: Callable[...,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     rc.recall(store, "cache")
     rc.forget_open_indexes()
-    monkeypatch.setattr(lexical, "_code_key", lambda: "another version")
+    monkeypatch.setattr(cache, "code_key", lambda: "another version")
     assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
     manifest = json.loads((store.cache_dir / "recall" / "lexical" / "manifest.json").read_text())
     assert manifest["params"]["code"] == "another version"
