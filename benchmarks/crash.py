@@ -55,6 +55,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -247,12 +248,15 @@ class Tally:
     seen: set[tuple[str, str, str]] = field(default_factory=set)  # each loss counted once
     delays: list[float] = field(default_factory=list)
     final: str = ""  # what is missing for good once everything settled (sync)
+    details: list[str] = field(default_factory=list)  # this kill's lost items, by name
 
     def note(self, counter: str, what: str, keys: set[str]) -> bool:
         """Count the lost (or duplicated) items `keys` not counted yet; True if there were
         such new ones (an item lost once is not this kill's doing the next time)."""
         new = {k for k in keys if (counter, what, k) not in self.seen}
         self.seen.update((counter, what, k) for k in new)
+        if new:
+            self.details.append(f"{counter} {what}: {', '.join(sorted(new))}")
         (self.lost if counter == "lost" else self.duplicated)[what] += len(new)
         return bool(new)
 
@@ -337,8 +341,9 @@ class Scenario:
     def home_of_kill(self) -> Path:
         raise NotImplementedError
 
-    def during(self) -> threading.Event | None:
-        """Start whatever runs beside the command; an event that stops it."""
+    def during(self) -> Callable[[], None] | None:
+        """Start whatever runs beside the command; a function that stops it (and returns
+        once it has stopped: nothing of it may run on into the next command)."""
         return None
 
     def calibrate(self) -> float:
@@ -351,7 +356,7 @@ class Scenario:
             stop = self.during()
             result = run(self.home_of_kill(), self.command, self.args.timeout)
             if stop:
-                stop.set()
+                stop()
             if result.returncode != 0:
                 raise SystemExit(f"{self.name}: the uninterrupted run failed: {result.stderr}")
             self.settle_after_calibration()
@@ -374,7 +379,7 @@ class Scenario:
             result = run_killed(self.home_of_kill(), self.command, delay,
                                 self.args.kill == "group")
             if stop:
-                stop.set()
+                stop()
             if result.returncode is not None:
                 self.tally.finished_first += 1
                 if result.returncode != 0:
@@ -384,6 +389,8 @@ class Scenario:
                 continue
             self.tally.delays.append(delay)
             self.killed_now()
+            kept = self.keep_snapshot()
+            self.tally.details.clear()
             follow = self.follow_up()
             problems = []
             if follow.returncode != 0:
@@ -395,6 +402,13 @@ class Scenario:
                 print(f"  {self.name} #{self.i} killed at {delay:.2f} s: "
                       f"{'; '.join(problems) or 'recovered'}{_pending(self.homes())}",
                       flush=True)
+            if kept is not None:
+                if problems:
+                    (kept / "next-command.txt").write_text(
+                        f"exit {follow.returncode}\n{follow.stderr}\n"
+                        + "\n".join(problems + self.tally.details) + "\n")
+                else:
+                    shutil.rmtree(kept, ignore_errors=True)
             if problems:
                 for home in self.homes():
                     repair(home)
@@ -403,6 +417,22 @@ class Scenario:
 
     def finish(self) -> None:
         """Anything to count once all kills are done."""
+
+    def keep_snapshot(self) -> Path | None:
+        """With --keep-failures: a copy of the stores as the kill left them (removed again
+        when the next command recovers), to look into a failure afterwards."""
+        if not self.args.keep_failures:
+            return None
+        kept = self.work / f"failure-{self.name}-{self.i}"
+        shutil.rmtree(kept, ignore_errors=True)
+        for folder in self.snapshot_dirs():
+            # (a `git gc --auto` the killed git detached may still be packing objects)
+            with contextlib.suppress(shutil.Error):
+                shutil.copytree(folder, kept / folder.name, symlinks=True)
+        return kept
+
+    def snapshot_dirs(self) -> list[Path]:
+        return self.homes()
 
     def homes(self) -> list[Path]:
         return [self.home_of_kill()]
@@ -581,6 +611,9 @@ class SyncScenario(Scenario):
     def homes(self) -> list[Path]:
         return [self.a, self.b]
 
+    def snapshot_dirs(self) -> list[Path]:
+        return [self.a, self.b, self.work / "sync-remote.git"]
+
     def _new(self, home: Path, who: str) -> None:
         summary = f"{TAG} sync {self.i} {who}"
         result = run(home, ["new", "exp", "-p", self.project, "-s", summary, "-t", TAG],
@@ -610,7 +643,7 @@ class SyncScenario(Scenario):
             f.write(line)
         self.edits.append((rel, line))
 
-    def during(self) -> threading.Event:
+    def during(self) -> Callable[[], None]:
         """A hook appending a line every --hook-interval seconds to the killed clone while
         its sync runs."""
         stop = threading.Event()
@@ -620,8 +653,14 @@ class SyncScenario(Scenario):
                 self._lines(self.b, "hook", 1)
                 stop.wait(self.args.hook_interval)
 
-        threading.Thread(target=hook, daemon=True).start()
-        return stop
+        thread = threading.Thread(target=hook, daemon=True)
+        thread.start()
+
+        def stopped() -> None:
+            stop.set()
+            thread.join()
+
+        return stopped
 
     def settle_after_calibration(self) -> None:
         self._settle()
@@ -718,7 +757,11 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, help="keep the stores here (default: a "
                         "temporary folder, removed at the end)")
     parser.add_argument("--verbose", action="store_true", help="one line per kill")
+    parser.add_argument("--keep-failures", action="store_true", help="keep a copy of the "
+                        "stores as each failed kill left them, in --workdir")
     args = parser.parse_args()
+    if args.keep_failures and args.workdir is None:
+        parser.error("--keep-failures needs --workdir")
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="cortex-crash-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -90,6 +90,18 @@ def append(log_path: str | os.PathLike[str], lines: Iterable[bytes]) -> int:
     # read-write: the last byte is looked at below
     fd = open_log(log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
+        for _ in range(5):
+            # cortex replaces a log (sync's merge, renumbering) while it holds the old
+            # file's flock: a line written to the old file after that would go with it.
+            # So, once locked, the file opened must still be the log; if it was replaced
+            # meanwhile, the new one is appended to (after five replacements in a row,
+            # unlocked: the hook's work is bounded).
+            lock(fd)
+            if _is_current(fd, log_path):
+                break
+            os.close(fd)
+            fd = -1
+            fd = _reopen(log_path)
         # Why the look at the last byte is safe with concurrent appenders: every appender
         # goes through here and holds the log's flock from its look to the end of its write,
         # so the look never sees another append half-done (a reader can see the first page
@@ -98,7 +110,6 @@ def append(log_path: str | os.PathLike[str], lines: Iterable[bytes]) -> int:
         # line. The wait is bounded (the hook's work must be): past it, the append goes
         # ahead unlocked, and the worst a race can then cause is an empty line, which the
         # fold skips — never two entries joined.
-        _lock(fd)
         end = os.fstat(fd).st_size
         if end and os.pread(fd, 1, end - 1) != b"\n":
             data = b"\n" + data
@@ -107,16 +118,42 @@ def append(log_path: str | os.PathLike[str], lines: Iterable[bytes]) -> int:
             written += os.write(fd, data[written:])
         return written
     finally:
-        os.close(fd)  # releases the flock
+        if fd >= 0:
+            os.close(fd)  # releases the flock
 
 
-LOCK_WAIT = 0.2  # seconds an append waits for another one's flock (held for microseconds)
+# seconds an append waits for the log's flock (an append holds it for microseconds; cortex
+# replacing the log, for milliseconds)
+LOCK_WAIT = 0.2
 
 
-def _lock(fd: int) -> bool:
+def _reopen(log_path: str | os.PathLike[str]) -> int:
+    """Open the log that replaced the one opened before. git removes a file before it
+    writes the new copy, and fails if the file is back meanwhile: a missing log is waited
+    for briefly before it is created."""
+    for _ in range(20):
+        try:
+            return open_log(log_path, os.O_RDWR | os.O_APPEND)
+        except FileNotFoundError:
+            time.sleep(0.001)
+    return open_log(log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+
+
+def _is_current(fd: int, log_path: str | os.PathLike[str]) -> bool:
+    """Whether the open file `fd` is still the one at `log_path`."""
+    try:
+        st = os.stat(log_path, follow_symlinks=False)
+    except OSError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_ino, st.st_dev) == (mine.st_ino, mine.st_dev)
+
+
+def lock(fd: int, wait: float = LOCK_WAIT) -> bool:
+    """Take the flock of an open log, waiting up to `wait` seconds; False if not taken."""
     import fcntl  # a built-in module: no cost to the hook's start-up
 
-    deadline = time.monotonic() + LOCK_WAIT
+    deadline = time.monotonic() + wait
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

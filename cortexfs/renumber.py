@@ -28,11 +28,12 @@ from typing import Any
 from cortexfs import accesslog, frontmatter, layout, wall
 from cortexfs.atoms import Kind, kind_of_filename
 from cortexfs.errors import AtomParseError
-from cortexfs.fsutil import atomic_write, rewrite
+from cortexfs.fsutil import rewrite, write_temp
 from cortexfs.git import git_blob, git_run
 from cortexfs.store import Store
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+LOG_LOCK_WAIT = 5.0  # seconds a rewrite of a log waits for the appends under way
 _TEXT_SUFFIXES = (".md", ".yaml", ".yml", ".txt", ".json")
 # Generated files: regenerated after the merge, so rewriting them would only make conflicts.
 _SKIP_NAMES = (layout.INDEX,)
@@ -226,9 +227,25 @@ def replace_log(path: Path, whole: Callable[[bytes], bytes],
         new = whole(data[:end])
         if new == data[:end]:
             return False
-        atomic_write(path, new + data[end:])
-        time.sleep(0.005)  # let an append that opened the old file finish writing to it
-        late = read_from(fd, len(data))
+        # The new copy is written and synced first; only then is the old file's flock
+        # taken, for what arrived meanwhile and the rename: appends wait for it and then
+        # append to the new file (accesslog.append). Held that briefly, an append seldom
+        # waits past its bound (0.2 s) and writes to the old file unlocked; what such an
+        # append wrote is read back after the rename.
+        tmp = write_temp(path, new)
+        try:
+            accesslog.lock(fd, LOG_LOCK_WAIT)
+            more = read_from(fd, end)
+            if more:
+                with open(tmp, "ab") as f:
+                    f.write(tail(more))
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        time.sleep(0.005)  # let an unlocked append that opened the old file finish writing
+        late = read_from(fd, end + len(more))
         if late:
             accesslog.append(path, [tail(late)])
         return True

@@ -431,7 +431,12 @@ def _merge(store: Store, tgt: Target, head: str, upstream: str, unrelated: bool)
         _journal(home, op="merge", head=head, upstream=upstream, display=tgt.display)
         # stat data that `git reset` left unset would make git call clean files "not uptodate"
         git.git_run(home, "update-index", "-q", "--refresh", check=False)
-        with keep_log_appends(store):
+        with keep_log_appends(store, since_head=True):
+            # git merge must find the logs committed: one it finds changed makes it stash
+            # the changes, refuse, reset --hard and apply the stash again, and a line
+            # appended meanwhile makes that apply fail (the changes then stay in a
+            # dangling stash). Appends wait from here; what came before is committed now.
+            commit_pending(store, only_logs=True)
             proc = git.git_run(home, *args, upstream, check=False)
         if proc.returncode == 0 or git.in_progress(home) == "merge":
             break
@@ -567,12 +572,17 @@ def _merge_atom(home: Path, rel: str, base: bytes | None, ours: bytes,
 
 
 @contextlib.contextmanager
-def keep_log_appends(store: Store) -> Iterator[None]:
+def keep_log_appends(store: Store, since_head: bool = False) -> Iterator[None]:
     """Keep access-log lines appended while git replaces the log files (a merge, an abort).
 
     The hook appends with O_APPEND by path; git replaces a file it updates with a new one,
     so a line appended to the old file during the operation would vanish. The old files
-    stay open here, and whatever reached them during the operation is appended again.
+    stay open and flocked here: an append waits, and then goes to the file that is the
+    log by then (accesslog.append); whatever reached an old file all the same (an append
+    that waited past its bound) is appended again. With `since_head` (a merge, which
+    brings no line of ours), every line of an old file that HEAD's copy lacks counts as
+    appended: git merge that refuses resets the logs and applies its stash of their
+    changes again, which fails when a line arrived in between.
     """
     held: list[tuple[Path, int, int, int]] = []
     for path in _logs(store):
@@ -580,6 +590,7 @@ def keep_log_appends(store: Store) -> Iterator[None]:
             fd = accesslog.open_log(path, os.O_RDONLY)
         except OSError:
             continue
+        accesslog.lock(fd, renumber.LOG_LOCK_WAIT)
         st = os.fstat(fd)
         held.append((path, fd, st.st_ino, st.st_size))
     try:
@@ -590,6 +601,11 @@ def keep_log_appends(store: Store) -> Iterator[None]:
                 with contextlib.suppress(FileNotFoundError):
                     if os.stat(path).st_ino != ino:
                         late = renumber.read_from(fd, size)
+                        if since_head:
+                            rel = path.relative_to(store.home).as_posix()
+                            late = renumber.missing_lines(
+                                git.git_blob(store.home, "HEAD", rel) or b"",
+                                renumber.read_from(fd, 0))
                         current = accesslog.read(path)
                         extra = renumber.missing_lines(current, late)
                         if extra:
@@ -637,6 +653,9 @@ def recover(store: Store) -> str | None:
     """
     home = store.home
     _remove_stale_temporaries(home)
+    # a git killed with the sync may have left its lock files (HEAD.lock after it moved
+    # HEAD, index.lock…): stale ones go now, not only when a later git trips on them
+    git.clear_git_locks(home)
     state = git.read_sync_state(home)
     done: list[str] = []
     entry = state.get("journal")
@@ -684,6 +703,10 @@ def _recover_merge(store: Store, head0: str, head: str, upstream: str,
                    display: str) -> str | None:
     home = store.home
     if _is_ancestor(home, upstream, head):
+        if git.in_progress(home) == "merge" and _merge_head(home) == upstream:
+            # `git commit` of the merge killed after it moved HEAD, before it removed
+            # MERGE_HEAD: the merge is committed, only git's own bookkeeping is left
+            git.git_run(home, "merge", "--quit")
         # the merge landed but the sync died before regenerating: regenerate now
         _regenerate(store, _projects_changed(home, head0, head), SyncResult("", ""))
         return "regenerated the indexes an interrupted sync had not"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_sync import PROJECT, Clone, _add_body, check_invariants, cortex, make_cluster, settle, sh
 
-from cortexfs import autocommit, git
+from cortexfs import accesslog, autocommit, git, layout
 
 
 def _kill_at_git(tmp_path: Path, pattern: str, after: bool) -> dict[str, str]:
@@ -252,3 +252,97 @@ def test_recovery_keeps_an_edit_made_on_top_of_a_half_written_file(tmp_path: Pat
     settle([a, b])
     check_invariants([a, b])
     assert _atom(a, e).read_text().endswith("Alpha adds.\nBeta builds on it.\n")
+
+
+def _kill_after_merge_commit_moved_head(c: Clone) -> int:
+    """Run `cortex sync`; the `git commit` of its merge is SIGKILLed (with the cortex that
+    runs it) right after it moved HEAD, before it removed MERGE_HEAD: from git's
+    reference-transaction hook. The sync's return code."""
+    hook = git.git_dir_of(c.home) / "hooks" / "reference-transaction"
+    hook.parent.mkdir(exist_ok=True)
+    # the hook's parent is git, whose parent is cortex (field 4 of /proc/PID/stat)
+    hook.write_text("""#!/bin/sh
+if [ "$1" = committed ] && tr '\\0' ' ' < /proc/$PPID/cmdline | grep -q ' commit .*sync: merge'
+then kill -9 $(cut -d" " -f4 /proc/$PPID/stat) $PPID; fi
+exit 0
+""")
+    hook.chmod(0o755)
+    try:
+        return cortex(c.home, "sync", check=False).returncode
+    finally:
+        hook.unlink()
+
+
+@pytest.mark.parametrize("then", ["sync", "cortex new"])
+def test_a_merge_commit_killed_after_it_moved_head(tmp_path: Path, then: str) -> None:
+    """The merge's `git commit` killed between moving HEAD and removing MERGE_HEAD (and
+    HEAD.lock: a kill between git's rename of the branch's lock and its unlocking of
+    HEAD's): the merge is committed, so the next command finishes git's bookkeeping and
+    removes the stale lock; it used to refuse, "in the middle of a merge", for ever."""
+    a, b, e, _ = _diverge(tmp_path)
+    assert _kill_after_merge_commit_moved_head(b) == -9
+    assert git.in_progress(b.home) == "merge"
+    upstream = sh(b.home, "rev-parse", "origin/main").strip()
+    assert sh(b.home, "merge-base", "--is-ancestor", upstream, "HEAD") == ""  # it landed
+    lock = git.git_dir_of(b.home) / "HEAD.lock"
+    lock.write_text(sh(b.home, "rev-parse", "HEAD"))
+    os.utime(lock, (1, 1))  # as old as git left it, long before the next command
+    b.read_atom(e, 2)
+    if then == "sync":
+        proc = b.sync()
+        assert "recovered: regenerated the indexes an interrupted sync had not" in proc.stderr
+    else:
+        cortex(b.home, "new", "exp", "-p", PROJECT, "-s", "after the kill", "-t", "t")
+        b.summaries.append("after the kill")
+        assert git.in_progress(b.home) is None
+        b.sync()
+    assert not lock.exists()
+    settle([a, b])
+    check_invariants([a, b])
+
+
+def test_a_merge_git_refuses_over_a_log_line_loses_no_line(tmp_path: Path) -> None:
+    """git merge that finds an access log changed stashes the change, refuses, resets the
+    log and applies the stash again; a line appended between the reset and the apply made
+    the apply fail, and the line the stash held was lost (crash.py sync, seed 11, a hook
+    line lost with no kill at all). Here a line lands just before the merge (a `git`
+    wrapper, at the `update-index --refresh` before it) and another as git writes the log
+    (a smudge filter adds it to what git writes: after the reset, on the old code)."""
+    a, b, e, _ = _diverge(tmp_path)
+    log = b.project_root / "_meta" / layout.ACCESS_LOG
+    lines = {}
+    for name in ("before-merge", "during-reset"):
+        session = f"shared#{b.home.name}#{name}"
+        lines[name] = accesslog.format_line(f"{e}.md", "Read", session).decode()
+        b.log_lines.append(session)
+    real = shutil.which("git")
+    assert real
+    wrapper = tmp_path / "wrapper" / "git"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"""#!/bin/sh
+case "$*" in *update-index*--refresh*)
+  if [ ! -f "{tmp_path}/appended" ]; then : > "{tmp_path}/appended"
+    printf '%s' '{lines["before-merge"]}' >> "{log}"; fi ;;
+esac
+exec {real} "$@"
+""")
+    wrapper.chmod(0o755)
+    smudge = tmp_path / "smudge"
+    smudge.write_text(f"""#!/bin/sh
+cat
+if [ ! -f "{tmp_path}/smudged" ]; then : > "{tmp_path}/smudged"
+  printf '%s' '{lines["during-reset"]}'; fi
+""")
+    smudge.chmod(0o755)
+    attributes = git.git_dir_of(b.home) / "info" / "attributes"
+    attributes.parent.mkdir(exist_ok=True)
+    attributes.write_text(f"{layout.ACCESS_LOG} filter=late-line\n")
+    sh(b.home, "config", "filter.late-line.smudge", str(smudge))
+    try:
+        b.sync(env={"PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"})
+    finally:
+        attributes.unlink()
+        sh(b.home, "config", "--unset", "filter.late-line.smudge")
+    assert (tmp_path / "appended").exists() and (tmp_path / "smudged").exists()
+    settle([a, b])
+    check_invariants([a, b])  # (every log line exactly once)
