@@ -10,6 +10,7 @@ import json
 import os
 import shlex
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -141,37 +142,50 @@ def _append_many(log: str, writer: int, n: int) -> None:
         accesslog.append(log, [accesslog.format_line("EXP-001.md", "Read", f"w{writer}-{i}")])
 
 
-def test_appends_racing_a_log_rewrite_are_never_lost(tmp_path: Path) -> None:
-    """Hook processes appending while cortex rewrites the log by a rename (renumbering,
-    sync's merge): an append whose file was replaced after it opened it used to land in the
-    old file and be lost (11 of 9,000 lines lost in 58 rewrites)."""
+def _race_appenders(log: Path, meanwhile: Callable[[], int], n: int = 1500) -> int:
+    """Three forked processes append n lines each to `log` while `meanwhile` runs in a loop;
+    every line must be in the log at the end. How many times `meanwhile` said it acted."""
     import multiprocessing
 
-    from cortexfs import renumber
-
-    log = tmp_path / "context" / "projects" / "p" / "_meta" / layout.ACCESS_LOG
-    log.parent.mkdir(parents=True)
-    log.write_bytes(b"")
-    n = 1500
     ctx = multiprocessing.get_context("fork")
     writers = [ctx.Process(target=_append_many, args=(str(log), w, n)) for w in range(3)]
     for w in writers:
         w.start()
-    rewrites = 0
-    swap = {b"EXP-001.md": b"EXP-002.md", b"EXP-002.md": b"EXP-001.md"}
+    acted = 0
     while any(w.is_alive() for w in writers):
-        target = b"EXP-002.md" if rewrites % 2 == 0 else b"EXP-001.md"
-
-        def rename(data: bytes, target: bytes = target) -> bytes:
-            return data.replace(swap[target], target)
-
-        rewrites += renumber.replace_log(log, rename, rename)
+        acted += meanwhile()
     for w in writers:
         w.join()
         assert w.exitcode == 0
     sessions = [json.loads(line)["session"] for line in log.read_text().splitlines()]
     assert sorted(sessions) == sorted(f"w{w}-{i}" for w in range(3) for i in range(n))
-    assert rewrites > 10
+    return acted
+
+
+def test_appends_racing_a_log_rewrite_are_never_lost(tmp_path: Path) -> None:
+    """Hook processes appending while cortex rewrites the log by a rename (renumbering,
+    sync's merge): an append whose file was replaced after it opened it used to land in the
+    old file and be lost (11 of 9,000 lines lost in 58 rewrites)."""
+    from cortexfs import renumber
+
+    log = tmp_path / "context" / "projects" / "p" / "_meta" / layout.ACCESS_LOG
+    log.parent.mkdir(parents=True)
+    log.write_bytes(b"")
+    swap = {b"EXP-001.md": b"EXP-002.md", b"EXP-002.md": b"EXP-001.md"}
+    rewrites = 0
+
+    def rewrite() -> int:
+        nonlocal rewrites
+        target = b"EXP-002.md" if rewrites % 2 == 0 else b"EXP-001.md"
+
+        def rename(data: bytes) -> bytes:
+            return data.replace(swap[target], target)
+
+        done = renumber.replace_log(log, rename, rename)
+        rewrites += done
+        return done
+
+    assert _race_appenders(log, rewrite) > 10
 
 
 def test_appends_racing_git_replacing_the_log_during_a_merge_are_never_lost(
@@ -179,28 +193,17 @@ def test_appends_racing_git_replacing_the_log_during_a_merge_are_never_lost(
     """Hook processes appending while the log is replaced inside sync's `keep_log_appends`
     (as git merge replaces it; here by a rename, which has no moment without a log): a
     line written to the old file after the read-back used to be lost."""
-    import multiprocessing
-
     from cortexfs import sync
 
     log = project.root / "_meta" / layout.ACCESS_LOG
     log.write_bytes(b"")
-    n = 1500
-    ctx = multiprocessing.get_context("fork")
-    writers = [ctx.Process(target=_append_many, args=(str(log), w, n)) for w in range(3)]
-    for w in writers:
-        w.start()
-    replaced = 0
-    while any(w.is_alive() for w in writers):
+
+    def replace() -> int:
         with sync.keep_log_appends(store):
             data = log.read_bytes()
             new = log.with_name("new-copy")
             new.write_bytes(data[:data.rfind(b"\n") + 1])
             os.replace(new, log)
-        replaced += 1
-    for w in writers:
-        w.join()
-        assert w.exitcode == 0
-    sessions = [json.loads(line)["session"] for line in log.read_text().splitlines()]
-    assert sorted(sessions) == sorted(f"w{w}-{i}" for w in range(3) for i in range(n))
-    assert replaced > 10
+        return 1
+
+    assert _race_appenders(log, replace) > 10

@@ -6,33 +6,15 @@ import json
 import subprocess
 import sys
 
-import typer
+from cli_commands import cli_commands
 
 from cortexfs.cli.main import app
 
 HEAVY = ("yaml", "frontmatter", "git", "jinja2", "watchdog", "bm25s", "mcp", "numpy")
 
 
-def _commands(group: typer.Typer, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    import typer.main
-
-    command = typer.main.get_command(group)
-    found: list[tuple[str, ...]] = []
-
-    def walk(cmd: object, path: tuple[str, ...]) -> None:
-        sub = getattr(cmd, "commands", None)
-        if sub:
-            for name, child in sub.items():
-                walk(child, (*path, name))
-        else:
-            found.append(path)
-
-    walk(command, prefix)
-    return found
-
-
 def test_every_command_has_help(cli) -> None:
-    commands = _commands(app)
+    commands = cli_commands()
     assert ("init",) in commands and ("new",) in commands
     for path in commands:
         result = cli(*path, "--help")

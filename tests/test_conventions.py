@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer.main
+from cli_commands import cli_commands
 
-from cortexfs.cli.main import app
 from cortexfs.store import Store
 from cortexfs.wording import plural
 
@@ -63,23 +62,8 @@ NO_JSON = {("mcp",): "speaks the MCP protocol on stdout"}
 EXIT_1 = {("ready",), ("validate",), ("watch",), ("memory", "lint")}  # a failed check
 
 
-def commands() -> list[tuple[str, ...]]:
-    found: list[tuple[str, ...]] = []
-
-    def walk(cmd: Any, path: tuple[str, ...]) -> None:
-        sub = getattr(cmd, "commands", None)
-        if sub:
-            for name, child in sub.items():
-                walk(child, (*path, name))
-        else:
-            found.append(path)
-
-    walk(typer.main.get_command(app), ())
-    return found
-
-
 def test_every_command_is_walked() -> None:
-    assert set(commands()) == set(ARGS) | set(NO_JSON)
+    assert set(cli_commands()) == set(ARGS) | set(NO_JSON)
 
 
 @pytest.fixture
@@ -99,7 +83,7 @@ def walked(cli: Any, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_every_command_prints_json_and_takes_home_after_its_name(cli: Any,
                                                                   walked: Store) -> None:
-    for path in [c for c in commands() if c in ARGS]:
+    for path in [c for c in cli_commands() if c in ARGS]:
         if path == ("project", "rm"):
             assert cli("--home", str(walked.home), "project", "new", "beta").exit_code == 0
         args = [*path, *ARGS[path], "--home", str(walked.home), "--format", "json"]
