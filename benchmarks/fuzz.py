@@ -101,17 +101,23 @@ def run_worst(home: Path, paths: list[str]) -> None:
     env = dict(os.environ, CORTEX_AUTOCOMMIT="0")
     slowest = (0.0, 0.0, "")
     for name, raw in worst_cases(paths).items():
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        proc = subprocess.run(hook, input=raw, capture_output=True, env=env, check=False)
-        wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        proc, wall, cpu = run_hook(hook, raw, env)
         print(f"  worst case {name:<28} exit {proc.returncode}  {wall:5.2f} s wall  "
               f"{cpu:5.2f} s CPU  ({len(raw) / 1e6:.1f} MB)")
         slowest = max(slowest, (wall, cpu, name))
     print(f"{len(worst_cases(paths))} worst cases, slowest {slowest[0]:.2f} s (wall), "
           f"{slowest[1]:.2f} s (CPU): {slowest[2]}")
+
+
+def run_hook(hook: list[str], raw: bytes, env: dict[str, str],
+             ) -> tuple[subprocess.CompletedProcess[bytes], float, float]:
+    """One hook process fed `raw`: its result, wall seconds and CPU seconds."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(hook, input=raw, capture_output=True, env=env, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return proc, wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def fuzz_hook(home: Path, paths: list[str], n: int, seed_value: int) -> None:
@@ -129,12 +135,7 @@ def fuzz_hook(home: Path, paths: list[str], n: int, seed_value: int) -> None:
     def one(data: Any) -> None:
         raw = data.draw(payload(paths))
         seen = log.stat().st_size if log.exists() else 0
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        proc = subprocess.run(hook, input=raw, capture_output=True, env=env, check=False)
-        wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        proc, wall, cpu = run_hook(hook, raw, env)
         stats["runs"] += 1
         stats["ok"] += proc.returncode == 0 and not proc.stdout and not proc.stderr
         if log.exists():
