@@ -120,7 +120,7 @@ def parts(out: Path) -> dict[str, float]:
     loaded = {sc.project.name: sc.loaded() for sc in scans}
     timings["load atoms"] = time.perf_counter() - t
     t = time.perf_counter()
-    ready._validation(store, projects, loaded, set(), gaps)
+    ready._validation(store, scans, loaded, set(), gaps)
     timings["validation"] = time.perf_counter() - t
     t = time.perf_counter()
     ready._derived(store, None, gaps, scans)

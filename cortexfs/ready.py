@@ -124,7 +124,7 @@ def _file_checks(store: Store, project: str | None, projects: list[Project],
     before: list[Gap] = []
     after: list[Gap] = []
     evidence_paths = _knowledge_evidence(store, loaded, before)
-    _validation(store, projects, loaded, evidence_paths, before, whole=project is None)
+    _validation(store, scans, loaded, evidence_paths, before, whole=project is None)
     stale = _derived(store, project, before, scans)
     _status_freshness(store, projects, loaded, state, after)
     for p in projects:
@@ -308,13 +308,14 @@ def _knowledge_evidence(store: Store, loaded: dict[str, LoadedProject],
     return flagged
 
 
-def _validation(store: Store, projects: list[Project], loaded: dict[str, LoadedProject],
+def _validation(store: Store, scans: Sequence[ProjectScan], loaded: dict[str, LoadedProject],
                 skip: set[str], gaps: list[Gap], whole: bool = True) -> None:
     from cortexfs import validate
 
     findings = []
-    for p in projects:
-        findings.extend(validate.check_project(p, loaded[p.name]))
+    projects = [sc.project for sc in scans]
+    for sc in scans:
+        findings.extend(validate.project_findings(sc, loaded[sc.project.name]))
     for spec in validate.EXTRA_CHECKS:
         module, _, name = spec.partition(":")
         findings.extend(getattr(importlib.import_module(module), name)(store, projects))

@@ -687,3 +687,29 @@ def test_cli_many_atoms(cli, store: Store) -> None:
     assert [(f["rule"], f["path"]) for f in data["findings"]] == [
         ("date", "projects/beta/experiments/EXP-150.md")]
     assert result.exit_code == 1
+
+
+def test_unchanged_project_is_not_checked_again(base: Project, store: Store,
+                                                write_atom: WriteAtom,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The findings of a project whose files did not move come from the cache (no rule
+    runs); an edit, a new stray file or a torn access-log line is checked afresh."""
+    write_atom("EXP-002", frontmatter=fm("EXP-002", status="bogus"))
+    first = findings(store)
+    assert first == [("error", "status", f"{EXP}/EXP-002.md", 7)]
+    assert (store.cache_dir / "validate" / "flywheel.bin").is_file()
+    checked: list[str] = []
+    real = validation.check_project
+    monkeypatch.setattr(validation, "check_project",
+                        lambda p, lp: checked.append(p.name) or real(p, lp))
+    assert findings(store) == first and checked == []
+    write_atom("EXP-002", frontmatter=fm("EXP-002", status="valid"))
+    assert findings(store) == [] and checked == ["flywheel"]
+    (base.folder(KNOWLEDGE) / "K_001.md").write_text("---\n---\n", encoding="utf-8")
+    assert [f[1] for f in findings(store)] == ["filename"] and len(checked) == 2
+    (base.folder(KNOWLEDGE) / "K_001.md").unlink()
+    with base.access_log.open("a", encoding="utf-8") as log:
+        log.write("torn\n")
+    assert [f[1] for f in findings(store)] == ["access-log"] and len(checked) == 3
+    assert findings(store) == [("warning", "access-log", "projects/flywheel/_meta/"
+                                f"{base.access_log.name}", 1)] and len(checked) == 3
