@@ -209,6 +209,10 @@ class ProjectScan:
 
     def loaded(self, *, bodies: bool = False) -> LoadedProject:
         """The atoms and parse errors as a LoadedProject."""
+        with collector_paused():
+            return self._loaded(bodies)
+
+    def _loaded(self, bodies: bool) -> LoadedProject:
         out = LoadedProject(self.project, others=[
             (kind, name) for kind in KINDS for name in self.others.get(kind.folder, [])])
         for kind in KINDS:
@@ -410,18 +414,26 @@ def _parse_file(path: str, st: os.stat_result | None) \
     return (*stamp, crc, racy, None, None), (meta, span.body_start, span.body_line), (raw, text)
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused, for a batch of work that allocates a dict
+    per atom and nothing cyclic (parsing, loading, checking thousands of atoms): the
+    collector would only walk the growing heap again and again. Loading 100,000 atoms from
+    the cache: 3.1-3.5 s with it, 1.2-1.8 s without."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def _parse_many(items: list[tuple[str, os.stat_result]]) -> list[tuple[Record, Info | None]]:
     """Parse files. (A cold regeneration splits its projects across two processes, see
     cortexfs.regen.worker; splitting here, after the heap has grown, costs more than it saves.)"""
-    # Parsing allocates a dict per file and nothing cyclic: the collector would only walk
-    # the growing heap again and again.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return [_parse_file(path, st)[:2] for path, st in items]  # (not the texts: memory)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def read_atom(path: Path, kind: Kind) -> tuple[Atom, bytes] | AtomParseError:

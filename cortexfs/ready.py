@@ -96,17 +96,39 @@ def check(store: Store, project: str | None = None, *, use_cache: bool = True) -
     files are uncommitted, today's date and cortex's own code: when nothing changed, they
     are not re-run.
     """
+    import threading
+
+    from cortexfs.loader import collector_paused, scan_many
+
     store.require()
     projects = [store.project(project)] if project else store.projects()
     report = ReadyReport(projects=[p.name for p in projects])
     git_gaps: list[Gap] = []
-    state = _git(store, project, git_gaps)
-    key = _inputs_key(store, project, state) if use_cache else None
+    # git works in its own process while this one walks the atoms
+    asked: list[Any] = []
+
+    def ask_git() -> None:
+        try:
+            asked.append(_git(store, project, git_gaps))
+        except BaseException as e:  # raised again below, in this thread
+            asked.append(e)
+
+    git = threading.Thread(target=ask_git)
+    git.start()
+    try:
+        scans = scan_many(projects)  # the atoms' stamps: part of the key, and the checks' input
+    finally:
+        git.join()
+    state = asked[0]
+    if isinstance(state, BaseException):
+        raise state
+    key = _inputs_key(store, project, state, scans) if use_cache else None
     cached = _cached(store, key[0]) if key else None
     if cached is not None:
         before, after = cached
     else:
-        before, after = _file_checks(store, project, projects, state)
+        with collector_paused():  # every atom loaded and checked: no cycles among them
+            before, after = _file_checks(store, project, projects, state, scans)
         if key is not None and not key[1]:
             _save(store, key[0], before, after)
     report.gaps = [*before, *git_gaps, *after]
@@ -114,11 +136,8 @@ def check(store: Store, project: str | None = None, *, use_cache: bool = True) -
 
 
 def _file_checks(store: Store, project: str | None, projects: list[Project],
-                 state: Any) -> tuple[list[Gap], list[Gap]]:
+                 state: Any, scans: Sequence[ProjectScan]) -> tuple[list[Gap], list[Gap]]:
     """The checks that read files: (gaps listed before the git ones, gaps listed after)."""
-    from cortexfs.loader import scan_many
-
-    scans = scan_many(projects)  # shared with the dry regeneration below
     loaded = {sc.project.name: sc.loaded() for sc in scans}
     ids = _all_ids(store, loaded)
     before: list[Gap] = []
@@ -145,13 +164,17 @@ CACHE_KIND = "ready"
 CACHE_SCOPES = 8  # results kept: the whole store and a few single projects
 
 
-def _inputs_key(store: Store, project: str | None, state: Any) -> tuple[str, bool] | None:
+def _inputs_key(store: Store, project: str | None, state: Any,
+                scans: Sequence[ProjectScan]) -> tuple[str, bool] | None:
     """(digest of everything the file checks read, whether a file changed too recently for
-    its stat data to be trusted); None when the inputs cannot be pinned down."""
+    its stat data to be trusted); None when the inputs cannot be pinned down. The atom
+    files of `scans` are in it as the scan has them (stamp, CRC): not stat-ed a second time."""
     import marshal
     import time
 
     from cortexfs import cache
+    from cortexfs.atoms import KINDS
+    from cortexfs.loader import RACY
     from cortexfs.templates import package_dir
 
     head = _head_commit(store) if state.is_repo else "no-repo"
@@ -160,33 +183,66 @@ def _inputs_key(store: Store, project: str | None, state: Any) -> tuple[str, boo
     started = time.time_ns()
     stamps: list[Any] = []
     newest = 0
+    scanned: dict[str, tuple[list[Any], list[str]]] = {}
+    for sc in scans:
+        for kind in KINDS:
+            if kind.folder in sc.others:  # walked (a linked folder is not)
+                files = sc.folders[kind.folder]
+                scanned[str(sc.project.folder(kind))] = (files, sc.others[kind.folder])
+                if any(r[RACY] for _, r in files):
+                    newest = started
     for root in (store.context, store.templates_dir, package_dir("templates")):
-        newest = max(newest, _stamp_tree(root, stamps))
+        newest = max(newest, _stamp_tree(root, stamps, scanned))
     # whether a STATUS.md is committed decides which date it has (see _status_freshness)
     dirty_status = [d for d in state.dirty if d.endswith("/STATUS.md")]
     parts = (project, dt.date.today().isoformat(), head, dirty_status, stamps)
     return cache.digest(marshal.dumps(parts, 2)).hex(), cache.racy(newest, started)
 
 
-def _stamp_tree(root: Path, out: list[Any]) -> int:
-    """Append (path, mtime, ctime, size, inode) of every file under `root`; newest time."""
+def _stamp_tree(root: Path, out: list[Any],
+                scanned: dict[str, tuple[list[Any], list[str]]]) -> int:
+    """Append (path, mtime, ctime, size, inode) of every file under `root`; newest time.
+    A folder of `scanned` (folder → the loader's [(atom file name, record)] and the names
+    of its other entries) is not listed again: its atom files are appended as the loader's
+    records (stamp, CRC), and only its other entries are stat-ed."""
+    import stat
+
+    from cortexfs.loader import RACY
+
     newest = 0
     stack = [str(root)]
     while stack:
         folder = stack.pop()
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
-            continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-                continue
+        if folder in scanned:
+            atoms, others = scanned[folder]
+            out.append((folder, [(name, r[:RACY]) for name, r in atoms]))
+            entries: list[tuple[str, str, os.stat_result | None]] = []
+            for name in others:
+                path = os.path.join(folder, name)
+                try:
+                    entries.append((name, path, os.lstat(path)))
+                except OSError:
+                    continue
+        else:
             try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
+                with os.scandir(folder) as it:
+                    listed = sorted(it, key=lambda e: e.name)
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
                 continue
-            out.append((entry.path, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
+            entries = []
+            for entry in listed:
+                if entry.is_dir(follow_symlinks=False):
+                    entries.append((entry.name, entry.path, None))
+                    continue
+                try:
+                    entries.append((entry.name, entry.path, entry.stat(follow_symlinks=False)))
+                except OSError:
+                    continue
+        for _, path, st in entries:
+            if st is None or stat.S_ISDIR(st.st_mode):
+                stack.append(path)
+                continue
+            out.append((path, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
             newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
     return newest
 

@@ -51,7 +51,7 @@ from cortexfs.atoms import (
     split_status,
 )
 from cortexfs.layout import split_id
-from cortexfs.loader import RACY, LoadedProject, ProjectScan, scan
+from cortexfs.loader import RACY, LoadedProject, ProjectScan, collector_paused, scan
 from cortexfs.store import Project, Store
 from cortexfs.wording import plural
 
@@ -647,7 +647,8 @@ def validate(store: Store, projects: list[Project] | None = None) -> Report:
     for project in selected:  # (one at a time: a cold scan holds a project's atoms)
         sc = scan(project)
         atoms += sum(len(files) for files in sc.folders.values())  # each: an atom or an error
-        findings.extend(project_findings(sc))
+        with collector_paused():  # (its atoms loaded and checked: no cycles among them)
+            findings.extend(project_findings(sc))
     for spec in EXTRA_CHECKS:
         findings.extend(_load_check(spec)(store, selected))
     if projects is None:
