@@ -12,9 +12,10 @@ and keeps its own per-file record (cortexfs.recall.files). The speed-ups live he
   mtime (ns), size and inode. A file that was racy when read (`cache.racy`: a later
   write could keep the same mtime) is re-checked by content next time, as git does for
   "racily clean" files. A missing, stale or corrupt cache only costs a re-parse.
-- The cache keeps the file stamps apart from the parsed frontmatter, which is only
-  unmarshalled when someone asks for atoms: a regeneration that finds nothing changed
-  never touches it.
+- The cache keeps the file stamps (and each folder's listing) apart from the parsed
+  frontmatter, in a file of its own (`<project>.infos.bin`) read only when someone asks
+  for atoms: a regeneration that finds nothing changed never reads it. A folder whose
+  mtime has not moved is not even listed again (see `walk_folder`).
 - Frontmatter goes through the fast path of `cortexfs.frontmatter` (falling back to YAML).
 """
 
@@ -161,9 +162,11 @@ class ProjectScan:
     # kind folder → [(file name, stamp)], sorted by name (as walk_folder lists them)
     folders: dict[str, list[tuple[str, Record]]]
     others: dict[str, list[str]] = field(default_factory=dict)  # kind folder → AtomFolder.others
+    listed: dict[str, tuple[int, int]] = field(default_factory=dict)  # → AtomFolder.listed
     parsed: int = 0  # files parsed (not served by the cache) in this scan
     dirty: bool = False  # the cache file needs saving
-    _blob: bytes | None = None  # the cached infos, still marshalled
+    saving: bool = False  # save it again after a load that had to parse files (`scan`'s save)
+    _token: bytes = b""  # names the infos file that goes with the stamps read
     _infos: dict[str, Info] | None = None  # the cached infos, unmarshalled
     _fresh: dict[str, Info] = field(default_factory=dict)  # infos parsed by this process
 
@@ -199,18 +202,25 @@ class ProjectScan:
         return found
 
     def _cached_infos(self) -> dict[str, Info]:
+        """The infos file, if it is the one the stamps were saved with (else nothing: every
+        file asked for is parsed again)."""
         if self._infos is None:
             data: Any = None
-            if self._blob is not None:
+            saved = cache.load(infos_path(self.project), infos_kind()) if self._token else None
+            if (isinstance(saved, tuple) and len(saved) == 2 and saved[0] == self._token
+                    and isinstance(saved[1], bytes)):
                 with contextlib.suppress(ValueError, EOFError, TypeError):
-                    data = marshal.loads(self._blob)
+                    data = marshal.loads(saved[1])
             self._infos = data if isinstance(data, dict) else {}
         return self._infos
 
     def loaded(self, *, bodies: bool = False) -> LoadedProject:
         """The atoms and parse errors as a LoadedProject."""
         with collector_paused():
-            return self._loaded(bodies)
+            out = self._loaded(bodies)
+        if self.saving and self._fresh:  # (infos the cache had lost, or files changed since)
+            self.save()
+        return out
 
     def _loaded(self, bodies: bool) -> LoadedProject:
         out = LoadedProject(self.project, others=[
@@ -258,17 +268,24 @@ class ProjectScan:
         self.dirty = True
 
     def save(self) -> None:
-        """Write the cache file if anything changed since it was read."""
+        """Write the cache files if anything changed since they were read: the stamps, and
+        the infos when files were parsed (first, so that the stamps never name infos that
+        are not there; a token links the two)."""
         if not self.dirty:
             return
-        stamps = {f"{folder}/{name}": stamp
-                  for folder, files in self.folders.items() for name, stamp in files}
-        blob = self._blob
-        if self._fresh or blob is None:
-            infos = {k: v for k, v in self._cached_infos().items() if k in stamps}
+        if self._fresh or not self._token:
+            kept = {f"{folder}/{name}" for folder, files in self.folders.items()
+                    for name, _ in files}
+            infos = {k: v for k, v in self._cached_infos().items() if k in kept}
             infos.update(self._fresh)
             blob = marshal.dumps(infos)
-        cache.save(cache_path(self.project), cache_kind(), (stamps, blob))
+            token = cache.digest(blob)
+            if not cache.save(infos_path(self.project), infos_kind(), (token, blob)):
+                return
+            self._token, self._infos, self._fresh = token, infos, {}
+        folders = {folder: (self.listed.get(folder, (0, 0)), self.others.get(folder, []), files)
+                   for folder, files in self.folders.items()}
+        cache.save(cache_path(self.project), cache_kind(), (folders, self._token))
         self.dirty = False
 
 
@@ -284,27 +301,36 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
     scans = []
     stale: list[tuple[ProjectScan, str, str, str, os.stat_result]] = []
     for project in projects:
-        sc = ProjectScan(project, {})
+        sc = ProjectScan(project, {}, saving=save)
         saved = cache.load(cache_path(project), cache_kind())
         known: dict[str, Any] = {}
         if (isinstance(saved, tuple) and len(saved) == 2 and isinstance(saved[0], dict)
                 and isinstance(saved[1], bytes)):
-            known, sc._blob = saved
-        seen = 0
+            known, sc._token = saved
+        sc.dirty = set(known) != {kind.folder for kind in KINDS}
         for kind in KINDS:
             files: list[tuple[str, Record]] = []
             sc.folders[kind.folder] = files
             kind_folder = project.folder(kind)
             if wall.reason(project.store.context, kind_folder):
                 continue  # a linked project or folder: not part of the store (validate says)
-            listing = walk_folder(kind_folder, kind)
+            before = _folder_entry(known.get(kind.folder))
+            listing = walk_folder(kind_folder, kind, before[0])
             sc.others[kind.folder] = listing.others
-            prefix = kind.folder + "/"
+            sc.listed[kind.folder] = listing.listed
+            if before[0] is None or listing.listed != before[0].listed \
+                    or listing.others != before[0].others:
+                sc.dirty = True
+            # the same names as last time (the usual case): the records side by side
+            records: Any = before[1] if before[0] is not None \
+                and listing.names == before[0].names else None
+            if records is None:
+                sc.dirty = True  # files were created or deleted
+                found = dict(before[1])
+                records = ((name, found.get(name, ())) for name in listing.names)
             where = str(kind_folder) + os.sep
-            for name, st in zip(listing.names, listing.stats, strict=True):
-                seen += 1
-                stamp = known.get(prefix + name)
-                if (stamp is not None and len(stamp) == len(RECORD)
+            for (name, stamp), st in zip(records, listing.stats, strict=True):
+                if (len(stamp) == len(RECORD)
                         and stamp[MTIME] == st.st_mtime_ns and stamp[SIZE] == st.st_size
                         and stamp[INO] == st.st_ino
                         and (not stamp[RACY] or _same_content(stamp, where + name))):
@@ -315,8 +341,6 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
                 else:
                     files.append((name, ()))  # a placeholder, filled in below
                     stale.append((sc, kind.folder, name, where + name, st))
-        if len(known) != seen:
-            sc.dirty = True  # files were deleted
         scans.append(sc)
     if stale:
         parsed = _parse_many([(path, st) for _, _, _, path, st in stale])
@@ -336,9 +360,33 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
     return scans
 
 
-def cache_kind() -> tuple[str, tuple[str, ...], tuple[str, ...]]:
-    """What the atoms cache is saved under: its name and the fields of its rows."""
-    return ("atoms", RECORD, INFO)
+def cache_kind() -> tuple[str, tuple[str, ...]]:
+    """What the atoms cache is saved under: its name and the fields of its rows. It holds,
+    per atom folder, ((mtime_ns, inode) of the folder when listed, its other entries,
+    [(atom file name, record)]), and the token of the infos file that goes with it."""
+    return ("atoms", RECORD)
+
+
+def infos_path(project: Project) -> Path:
+    """The parsed frontmatter of the atoms cache, apart: a scan that finds nothing changed
+    never reads it."""
+    return project.store.cache_dir / "atoms" / f"{project.name}.infos.bin"
+
+
+def infos_kind() -> tuple[str, tuple[str, ...]]:
+    """What the infos file is saved under: (token, {"folder/name": info} marshalled)."""
+    return ("atom-infos", INFO)
+
+
+def _folder_entry(saved: Any) -> tuple[AtomFolder | None, list[tuple[str, Record]]]:
+    """A folder's entry of the atoms cache as (its listing, its records); (None, []) when
+    it has none or one of another shape."""
+    try:
+        (mtime, ino), others, files = saved
+        names = [name for name, _ in files]
+    except (TypeError, ValueError):
+        return None, []
+    return AtomFolder(names, [], others, (mtime, ino)), files
 
 
 def _same_content(stamp: Record, path: str) -> bool:

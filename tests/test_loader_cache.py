@@ -94,16 +94,38 @@ def test_damaged_cache_is_rebuilt(store: Store, project: Project,
     assert cache.load(loader.cache_path(project), loader.cache_kind()) is not None
 
 
+def test_infos_that_do_not_go_with_the_stamps_are_not_used(
+        project: Project, write_atom: Callable[..., Path]) -> None:
+    """The parsed frontmatter lives in a file of its own: lost, damaged or from another save
+    (a kill between the two writes, two writers), it is parsed again, never trusted."""
+    path = write_atom("EXP-001", summary="first")
+    write_atom("EXP-002")
+    want = summary(project)
+    infos = loader.infos_path(project)
+    for damage in (None, b"garbage"):
+        if damage is None:
+            infos.unlink()
+        else:
+            infos.write_bytes(damage)
+        assert summary(project) == want
+        assert cache.load(infos, loader.infos_kind()) is not None  # written again
+    old = infos.read_bytes()
+    path.write_text(path.read_text().replace("first", "second"))
+    assert [a.summary for a in load_project(project).atoms][0] == "second"
+    infos.write_bytes(old)  # the infos of the save before: its token is not the stamps'
+    assert [a.summary for a in load_project(project).atoms][0] == "second"
+
+
 def test_flipped_byte_in_the_cache_is_caught(project: Project,
                                              write_atom: Callable[..., Path]) -> None:
     write_atom("EXP-001", summary="real")
     want = summary(project)
-    path = loader.cache_path(project)
+    path = loader.infos_path(project)  # where the parsed frontmatter is
     raw = bytearray(path.read_bytes())
     at = raw.index(b"real")
     raw[at:at + 4] = b"fake"
     path.write_bytes(bytes(raw))
-    assert cache.load(path, loader.cache_kind()) is None
+    assert cache.load(path, loader.infos_kind()) is None
     assert summary(project) == want
 
 
