@@ -368,10 +368,8 @@ def _validation(store: Store, scans: Sequence[ProjectScan], loaded: dict[str, Lo
                 skip: set[str], gaps: list[Gap], whole: bool = True) -> None:
     from cortexfs import validate
 
-    findings = []
+    findings = [f for found in validate.many_findings(scans, loaded) for f in found]
     projects = [sc.project for sc in scans]
-    for sc in scans:
-        findings.extend(validate.project_findings(sc, loaded[sc.project.name]))
     for spec in validate.EXTRA_CHECKS:
         module, _, name = spec.partition(":")
         findings.extend(getattr(importlib.import_module(module), name)(store, projects))

@@ -713,3 +713,31 @@ def test_unchanged_project_is_not_checked_again(base: Project, store: Store,
     assert [f[1] for f in findings(store)] == ["access-log"] and len(checked) == 3
     assert findings(store) == [("warning", "access-log", "projects/flywheel/_meta/"
                                 f"{base.access_log.name}", 1)] and len(checked) == 3
+
+
+def test_many_findings_share_the_projects_with_a_forked_process(
+        base: Project, store: Store, write_atom: WriteAtom,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first check of many atoms is shared with a second process: the same findings, in
+    the projects' order, and each project's findings cached by whichever process made them."""
+    from cortexfs import forked, scaffold
+    from cortexfs.loader import scan_many
+
+    others = [scaffold.new_project(store, name)[0] for name in ("other", "third")]
+    write_atom("EXP-002", frontmatter=fm("EXP-002", status="bogus"))
+    for p in others:
+        write_atom("EXP-001", frontmatter=fm("EXP-001", date="never", project=p.name),
+                   target=p)
+    projects = [base, *others]
+    scans = scan_many(projects)
+    loaded = {sc.project.name: sc.loaded() for sc in scans}
+    want = [validation.check_project(p, loaded[p.name]) for p in projects]
+    started: list[object] = []
+    real_start = forked.start
+    monkeypatch.setattr(forked, "start", lambda work: started.append(work) or real_start(work))
+    monkeypatch.setattr(validation, "FORK_MIN_ATOMS", 0)
+    assert validation.many_findings(scans, loaded) == want
+    assert len(started) == 1 or not forked.can_fork()
+    assert all((store.cache_dir / "validate" / f"{p.name}.bin").is_file() for p in projects)
+    monkeypatch.setattr(validation, "check_project", None)  # all cached now: no rule runs
+    assert validation.many_findings(scans, loaded) == want
