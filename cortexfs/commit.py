@@ -128,9 +128,12 @@ def is_log(rel: str) -> bool:
 
 # --- committing ------------------------------------------------------------------------------
 
-def commit_change(store: Store, change: Change, *, everything: bool = True) -> Committed:
+def commit_change(store: Store, change: Change, *, everything: bool = True,
+                  asked: list[tuple[str, str]] | None = None) -> Committed:
     """Commit `change` with what it rests on; with `everything`, with everything else pending
-    under context/ too (what a command does). Nothing happens outside a git repository."""
+    under context/ too (what a command does). Nothing happens outside a git repository.
+    `asked`: git's `changes` under context/, when the caller already has them (a command
+    that wrote nothing, see `transaction`)."""
     home = store.home
     if not git.is_repo(home):
         return Committed()
@@ -140,7 +143,8 @@ def commit_change(store: Store, change: Change, *, everything: bool = True) -> C
     with git.git_lock(store), interrupt.shielded():
         git.check_idle(home)
         specs = ([layout.CONTEXT] if store.context.is_dir() else []) + outside
-        status = {path: xy for xy, path in git.changes(home, specs)}
+        status = {path: xy for xy, path in (
+            asked if asked is not None and not outside else git.changes(home, specs))}
         folders = ["" if r == "." else f"{r}/" for r in own if r == "." or (home / r).is_dir()]
         mine = {p for p in status if p in own or any(p.startswith(f) for f in folders)}
         if everything:
@@ -367,7 +371,8 @@ class Transaction:
 
 @contextlib.contextmanager
 def transaction(store: Store, *, commit: bool = True, command: str | None = None,
-                init: bool = False, refusal_hint: str = "") -> Iterator[Transaction]:
+                init: bool = False, refusal_hint: str = "",
+                ask_early: bool = False) -> Iterator[Transaction]:
     """Run a writing command: pre-flight, the writes (the body of the block, which records
     its Change with `add`), then one commit of everything pending under context/.
 
@@ -377,6 +382,10 @@ def transaction(store: Store, *, commit: bool = True, command: str | None = None
     With `init` (`cortex init`), the store may not exist yet: what the command makes of it
     (the folder, .git, context/) is removed again if it fails. `refusal_hint` ends the
     message of a pre-flight refusal (e.g. how to write without committing).
+    With `ask_early` (a command that lists every file it writes in its Change, such as a
+    regeneration), git status runs while the command works; when it wrote nothing, that
+    answer is the one committed from (on a 100,000-atom store, status is a third of a
+    regeneration that finds nothing to do), else git is asked again.
     """
     txn = Transaction(store, commit, command)
     repo = git.is_repo(store.home)
@@ -393,11 +402,16 @@ def transaction(store: Store, *, commit: bool = True, command: str | None = None
                 with _hinted(refusal_hint):
                     git.preflight(store)
             interrupt.check()  # a signal during the pre-flight: stop before writing
+            early = git.changes_started(store.home, [layout.CONTEXT]) \
+                if ask_early and commit and repo and store.context.is_dir() else None
             with noting_writes(txn.keep_quietly):  # what the command overwrites, to put back
                 yield txn
                 interrupt.check()  # a signal during the writes: stop before the commit
+                asked = early() if early is not None else None  # (waited for in any case)
                 if commit:
-                    txn.result = commit_change(store, txn.change)
+                    still = not txn.change.paths and not txn._kept  # (nothing written)
+                    txn.result = commit_change(store, txn.change,
+                                               asked=asked if still else None)
         except interrupt.Interrupted as e:
             written = txn.written()
             undone = txn.undo(regenerated=False)

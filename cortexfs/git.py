@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -689,9 +689,35 @@ def changes(home: Path, pathspecs: Sequence[str]) -> list[tuple[str, str]]:
     """
     if not pathspecs:
         return []
-    proc = git_run(home, "status", "--porcelain=v1", "-z", "--untracked-files=all",
-                   "--no-renames", "--ignore-submodules", "--", *pathspecs)
+    proc = git_run(home, *_CHANGES, *pathspecs)
     return [(rec[:2], rec[3:]) for rec in proc.stdout.split("\0") if len(rec) > 3]
+
+
+_CHANGES = ("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames",
+            "--ignore-submodules", "--")
+
+
+def changes_started(home: Path, pathspecs: Sequence[str],
+                    ) -> Callable[[], list[tuple[str, str]] | None]:
+    """`changes`, asked now in a process of its own and read later (the caller works
+    meanwhile): the returned function waits for its answer; None when git failed (a busy
+    index lock…): then ask `changes` itself."""
+    if not pathspecs:
+        return lambda: []
+    try:
+        proc = subprocess.Popen(["git", "--literal-pathspecs", *_CHANGES, *pathspecs],
+                                cwd=home, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL, env=git_env(), process_group=0)
+    except OSError:
+        return lambda: None
+
+    def answer() -> list[tuple[str, str]] | None:
+        out, _ = proc.communicate()
+        if proc.returncode != 0:
+            return None
+        text = out.decode("utf-8", "surrogateescape")
+        return [(rec[:2], rec[3:]) for rec in text.split("\0") if len(rec) > 3]
+    return answer
 
 
 def _head(home: Path) -> str | None:

@@ -21,6 +21,7 @@ a second run writes nothing.
 
 from __future__ import annotations
 
+import itertools
 import marshal
 import os
 import re
@@ -282,17 +283,18 @@ def _new_cortex_md(store: Store, folder: Path) -> str:
 def _folder_entries(folder: Path, listing: Listing) -> tuple[list[str], list[str], list[str]]:
     """(files, sub-folders, atom ids) of a folder; atoms are left out of the files."""
     atom_kind = _ATOM_FOLDERS.get(folder.name)
-    is_atom = atom_kind.file_re.match if atom_kind is not None else None
-    files: list[str] = []
-    atoms: list[str] = []
-    for name in listing.files:
-        if name == CORTEX_MD:
-            continue
-        if is_atom is not None and is_atom(name):
-            atoms.append(name[:-3])
-        else:
-            files.append(name)
-    return files, list(listing.dirs), atoms
+    atoms = ([name[:-3] for name in filter(atom_kind.file_re.match, listing.files)]
+             if atom_kind is not None else [])
+    return _other_files(folder, listing), list(listing.dirs), atoms
+
+
+def _other_files(folder: Path, listing: Listing) -> list[str]:
+    """The files of a folder but its atoms and its CORTEX.md (filtered in C: an atom folder
+    lists thousands of names on every regeneration)."""
+    atom_kind = _ATOM_FOLDERS.get(folder.name)
+    names = (itertools.filterfalse(atom_kind.file_re.match, listing.files)
+             if atom_kind is not None else listing.files)
+    return [name for name in names if name != CORTEX_MD]
 
 
 def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
@@ -651,7 +653,7 @@ def _blocks_signature(store: Store, folders: Mapping[Path, Listing], now: int) -
         if own is None:
             return None
         described = []
-        for name in _folder_entries(folder, listing)[0]:  # atoms are counted, not read
+        for name in _other_files(folder, listing):  # atoms are counted, not read
             if _reads_content(name):
                 stamp = cache.stamp(folder / name, now)
                 if stamp is None:

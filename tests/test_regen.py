@@ -698,6 +698,32 @@ def test_cli_regen_commits_and_warns(cli: Any, store: Store, project: Project,
     assert again.exit_code == 0 and "indexes are up to date (1 project)" in again.stdout
 
 
+def test_cli_regen_that_writes_nothing_commits_from_the_status_asked_early(
+        cli: Any, store: Store, project: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """git status runs while the regeneration works: when it wrote nothing, that answer is
+    what the commit takes (what was pending: a hand edit of an atom's body), and git is not
+    asked again; when it wrote files, git is asked again after the writes."""
+    from cortexfs import git as gitmod
+
+    path = write_atom("EXP-001")
+    assert cli("index", "regen", "--all").exit_code == 0
+    assert git(store, "status", "--porcelain") == ""
+    path.write_text(path.read_text() + "\nA note added by hand.\n")
+    asked: list[object] = []
+    real = gitmod.changes
+    monkeypatch.setattr(gitmod, "changes", lambda *a: asked.append(a) or real(*a))
+    result = cli("index", "regen", "--all")
+    assert result.exit_code == 0, result.output
+    assert "indexes are up to date" in result.stdout and asked == []
+    assert git(store, "status", "--porcelain") == ""
+    assert "EXP-001.md" in git(store, "show", "--name-only", "--format=", "HEAD")
+    write_atom("EXP-002")  # a new row: the index is written, so git is asked after it
+    result = cli("index", "regen", "--all")
+    assert result.exit_code == 0 and len(asked) == 1
+    assert git(store, "status", "--porcelain") == ""
+
+
 def test_cli_check_and_no_commit(cli: Any, store: Store, project: Project,
                                  write_atom: Callable[..., Path]) -> None:
     write_atom("EXP-001")

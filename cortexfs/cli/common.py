@@ -101,7 +101,8 @@ def command_line() -> str:
 
 
 def writing(store: Store, no_commit: bool = False, *, init: bool = False,
-            has_no_commit: bool = True) -> AbstractContextManager[Transaction]:
+            has_no_commit: bool = True, ask_early: bool = False,
+            ) -> AbstractContextManager[Transaction]:
     """The transaction a writing command runs in (cortexfs.commit.transaction): pre-flight
     (unless --no-commit), the writes in the block, one commit of everything pending under
     context/; Ctrl-C stops it at a file boundary."""
@@ -109,7 +110,7 @@ def writing(store: Store, no_commit: bool = False, *, init: bool = False,
 
     return transaction(store, commit=not no_commit, command=command_line(), init=init,
                        refusal_hint=" (or pass --no-commit to write without committing)"
-                       if has_no_commit else "")
+                       if has_no_commit else "", ask_early=ask_early)
 
 
 def report(txn: Transaction) -> None:

@@ -49,7 +49,8 @@ def regen(
         # also finishes what an interrupted or killed command left: what it wrote is
         # committed with the rest, even when nothing needs rendering (and its temporary
         # files are gone: the store's git lock, taken after a killed holder, removes them)
-        with common.writing(store, no_commit) as txn:
+        # (every file it writes is in result.written: git status may run meanwhile)
+        with common.writing(store, no_commit, ask_early=True) as txn:
             result = regenerate(store, selected, progress=fmt == "text")
             txn.add(Change(result.written, f"index: regenerate {_describe(result.projects, all_)}",
                            regenerated=set(result.projects)))

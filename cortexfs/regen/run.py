@@ -138,7 +138,8 @@ class Run:
         if found is None:
             sc, stats = self.scan(project), self.access(project)
             files = sc.digest_input(kind)
-            counts = [(n, stats.counts.get(n), stats.newest.get(n)) for n, *_ in files]
+            count, newest = stats.counts.get, stats.newest.get
+            counts = [(n, c, newest(n)) for n, _, _, _ in files if (c := count(n)) is not None]
             # marshal format 2 has no back-references: equal values always give equal bytes
             data = marshal.dumps((self.identity(), project.name, kind.prefix, files, counts), 2)
             found = self.digests[(project.name, kind.prefix)] = cache.digest(data).hex()
