@@ -283,6 +283,7 @@ class Transaction:
         self._quiet: set[Path] = set()
         self._fresh: list[Path] = []
         self._after_undo: list[Callable[[], list[str]]] = []
+        self._unlisted = False
 
     def add(self, change: Change) -> None:
         """Record what an operation changed."""
@@ -303,6 +304,11 @@ class Transaction:
                 with os.fdopen(fd, "rb") as f:
                     if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                         self._kept[path] = f.read()
+
+    def wrote_unlisted(self) -> None:
+        """The command also wrote under context/ what its Change does not list (lines
+        appended to an access log): git is asked after the writes (see `ask_early`)."""
+        self._unlisted = True
 
     def keep_quietly(self, path: Path) -> None:
         """keep(path), for a file a write is about to replace (a regenerated index): put
@@ -409,7 +415,7 @@ def transaction(store: Store, *, commit: bool = True, command: str | None = None
                 interrupt.check()  # a signal during the writes: stop before the commit
                 asked = early() if early is not None else None  # (waited for in any case)
                 if commit:
-                    still = not txn.change.paths and not txn._kept  # (nothing written)
+                    still = not (txn.change.paths or txn._kept or txn._unlisted)  # wrote none
                     txn.result = commit_change(store, txn.change,
                                                asked=asked if still else None)
         except interrupt.Interrupted as e:

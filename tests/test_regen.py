@@ -724,6 +724,32 @@ def test_cli_regen_that_writes_nothing_commits_from_the_status_asked_early(
     assert git(store, "status", "--porcelain") == ""
 
 
+def test_cli_regen_that_drains_set_aside_reads_asks_git_again(
+        cli: Any, store: Store, project: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads set aside during a sync are appended to the log by the regeneration, which
+    lists no file: git is asked after that write, and the log committed with the rest."""
+    from cortexfs import accesslog, layout
+    from cortexfs import git as gitmod
+
+    write_atom("EXP-001")
+    assert cli("index", "regen", "--all").exit_code == 0
+    real = gitmod.changes_started
+
+    def answered_at_once(*args: Any) -> Any:  # the early status done before any write
+        answer = real(*args)()
+        return lambda: answer
+
+    monkeypatch.setattr(gitmod, "changes_started", answered_at_once)
+    pending = store.home / layout.LOGS / layout.PENDING_READS / project.name
+    pending.mkdir(parents=True)
+    (pending / "1-1.jsonl").write_bytes(accesslog.format_line("EXP-404.md", "Read", "s"))
+    result = cli("index", "regen", "--all")
+    assert result.exit_code == 0 and "indexes are up to date" in result.stdout
+    assert b"EXP-404.md" in project.access_log.read_bytes()
+    assert git(store, "status", "--porcelain") == ""
+
+
 def test_cli_check_and_no_commit(cli: Any, store: Store, project: Project,
                                  write_atom: Callable[..., Path]) -> None:
     write_atom("EXP-001")

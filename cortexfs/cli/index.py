@@ -52,6 +52,8 @@ def regen(
         # (every file it writes is in result.written: git status may run meanwhile)
         with common.writing(store, no_commit, ask_early=True) as txn:
             result = regenerate(store, selected, progress=fmt == "text")
+            if result.drained:
+                txn.wrote_unlisted()
             txn.add(Change(result.written, f"index: regenerate {_describe(result.projects, all_)}",
                            regenerated=set(result.projects)))
         common.report(txn)

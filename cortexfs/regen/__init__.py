@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import forked, interrupt, layout
+from cortexfs import accesslog, forked, interrupt, layout
 from cortexfs.loader import ProjectScan, collector_paused
 from cortexfs.regen import worker
 from cortexfs.regen.records import RegenContext, RegenResult
@@ -63,6 +63,8 @@ def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool
                            what="index regeneration"))
     # (without the collector: a fifth of a cold run was it walking the growing heap)
     with collector_paused(), lock:
+        if not dry_run:  # lines appends set aside while a sync replaced the logs
+            result.drained = accesslog.drain_all(store.home)
         run = Run(store, dry_run)
         for sc in scans:
             if sc.project.store.home == store.home:

@@ -27,6 +27,7 @@ class RegenResult:
     # indexed, but with a value the index cannot use (a `date` that is no date: undated)
     dubious: list[AtomParseError] = field(default_factory=list)
     projects: list[str] = field(default_factory=list)  # the projects regenerated
+    drained: int = 0  # bytes of reads set aside during a sync, appended to the logs first
     _seen: set[Path] = field(default_factory=set, repr=False, compare=False)
 
     def add(self, path: Path) -> None:
