@@ -397,6 +397,24 @@ def test_any_change_runs_the_checks_again(good: Project, counted: list[int]) -> 
     assert len(counted) == 5
 
 
+def test_a_change_beside_the_atoms_runs_the_checks_again(good: Project,
+                                                        counted: list[int]) -> None:
+    """The atom folders enter the key as the loader scanned them; their other entries (and
+    what is in a sub-folder of one) are stat-ed as every other file is."""
+    _gaps(good.store)
+    notes = good.root / "experiments" / "notes.txt"
+    notes.write_text("x")
+    _gaps(good.store)
+    notes.write_text("xy")
+    _gaps(good.store)
+    (good.root / "experiments" / "old").mkdir()
+    (good.root / "experiments" / "old" / "EXP-000.md").write_text("x")
+    _gaps(good.store)
+    assert len(counted) == 4
+    _gaps(good.store)
+    assert len(counted) == 4
+
+
 def test_recent_files_are_not_trusted(good: Project, counted: list[int],
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cache, "RACY_NS", 3600_000_000_000)
