@@ -366,6 +366,7 @@ def _integrate(store: Store, tgt: Target, upstream: str, result: SyncResult) -> 
         # joining a store started elsewhere is fine; merging some other repository is not
         raise GitError(f"{tgt.display} shares no history with this store and holds no cortex "
                        "store: check the URL (`git remote -v`; `cortex remote set URL`)")
+    _refuse_private_files(home, base, upstream, tgt)
     with _id_locks(store):
         if base != head:
             collisions = renumber.find_collisions(home, base, head, upstream)
@@ -382,6 +383,20 @@ def _integrate(store: Store, tgt: Target, upstream: str, result: SyncResult) -> 
                                            f"{head}..{upstream}").stdout.strip())
         _merge(store, tgt, head, upstream, unrelated=base is None)
     _regenerate(store, _projects_changed(home, head, "HEAD"), result)
+
+
+def _refuse_private_files(home: Path, base: str | None, upstream: str, tgt: Target) -> None:
+    """Refuse a remote whose commits bring files where cortex keeps what is never committed
+    (.cache/, .locks/, logs/): git would check them out there, and cortex reads them as its
+    own (a crafted cache, a lock that is a link, lines set aside for a log)."""
+    private = (layout.CACHE, layout.LOCKS, layout.LOGS)
+    brought = _z(git.git_run(home, "diff", "--name-only", "-z", "--no-renames",
+                             base or renumber.EMPTY_TREE, upstream, "--", *private).stdout)
+    if brought:
+        raise GitError(f"cannot merge {tgt.display}: it tracks {_names(brought)} under "
+                       f"{', '.join(p + '/' for p in private)}, which cortex keeps out of git; "
+                       "remove them from that remote (`git rm -r --cached`, commit, push), then "
+                       "run `cortex sync` again")
 
 
 def _projects_changed(home: Path, old: str, new: str) -> list[str]:

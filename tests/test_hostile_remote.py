@@ -120,3 +120,26 @@ def test_a_hostile_remote_runs_nothing_and_reaches_nothing(tmp_path: Path, outsi
         assert "symbolic link" in str(e)
     outside.assert_untouched("MCP read_atom")
     assert not pwned.exists()
+
+
+def test_a_remote_that_tracks_files_in_the_stores_private_folders_is_refused(
+        tmp_path: Path, outside: Any) -> None:
+    # .cache/, .locks/ and logs/ are git-ignored, but a remote can force-add files there: a
+    # crafted cache, a lock that is a link out, lines "set aside" for a log
+    victim, attacker = victim_and_attacker(tmp_path)
+    pending = attacker / "logs" / "pending-reads" / "flywheel"
+    pending.mkdir(parents=True)
+    (pending / "1-1.jsonl").symlink_to(outside.root / "passwd")
+    (attacker / ".locks").mkdir()
+    (attacker / ".locks" / "access-logs.lock").symlink_to(outside.root / "passwd")
+    sh(attacker, "add", "-f", "logs", ".locks")
+    sh(attacker, "-c", "user.name=eve", "-c", "user.email=eve@invalid", "commit", "-qm", "hi")
+    sh(attacker, "push", "-q", "origin", "HEAD")
+    head = git.head_commit(victim.home)
+    proc = cortex(victim.home, "sync")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "cannot merge origin/main: it tracks .locks/access-logs.lock, " \
+           "logs/pending-reads/flywheel/1-1.jsonl under .cache/, .locks/, logs/" in proc.stderr
+    assert git.head_commit(victim.home) == head
+    assert not (victim.home / "logs" / "pending-reads").exists()
+    assert cortex(victim.home, "index", "regen", "--all").returncode == 0
