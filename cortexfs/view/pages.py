@@ -246,7 +246,7 @@ def atom_main(data: dict[str, Any], body_html: str) -> str:
     if data["day"]:
         out.append(f" · {e(data['day'])}")
     refs = data["refs"]
-    out.append(f" · {e(refs)} read{'s' if refs != 1 else ''}")
+    out.append(f" · {int(refs)} read{'s' if refs != 1 else ''}")
     if data["last_ref"]:
         out.append(f" · last {e(data['last_ref'])}")
     out.append("</p>\n")
@@ -269,16 +269,15 @@ def atom_main(data: dict[str, Any], body_html: str) -> str:
     out.append('</div>\n  <aside>\n    <section class="card">\n      <h2>Frontmatter</h2>\n'
                "      <dl>\n")
     for key, parts in data["card"]:
-        items = " ".join(f'<a href="{e(p["href"])}" class="{e(p["cls"])}">{e(p["text"])}</a>'
-                         if p["href"] else f'<span class="{e(p["cls"])}">{e(p["text"])}</span>'
+        # (a part's class is one of _card's own names)
+        items = " ".join(f'<a href="{e(p["href"])}" class="{p["cls"]}">{e(p["text"])}</a>'
+                         if p["href"] else f'<span class="{p["cls"]}">{e(p["text"])}</span>'
                          for p in parts)
         out.append(f"        <dt>{e(key)}</dt><dd>{items}</dd>\n")
     out.append(f'      </dl>\n      <p class="muted file">{e(data["file"])}</p>\n'
                "    </section>\n    <section>\n      <h2>Backlinks</h2>\n")
     for label, items in data["backlinks"]:
-        links = "".join(f'<li><a class="atom-ref" href="{e(b["href"])}">{e(b["id"])}</a> '
-                        f'{_badge(b["status_text"], b["status_class"])} {e(b["summary"])}</li>'
-                        for b in items)
+        links = "".join(f"<li>{_ref(b)}</li>" for b in items)
         out.append(f"      <h3>{e(label)}</h3>\n      <ul>{links}</ul>\n")
     if not data["backlinks"]:
         out.append('<p class="empty">No atom cites this one.</p>\n')
@@ -289,9 +288,9 @@ def atom_main(data: dict[str, Any], body_html: str) -> str:
     reads = data["reads"]
     if reads:
         total, days = data["reads_total"], len(reads)
-        rows = "".join(f'<tr><td>{e(day)}</td><td class="num">{e(n)}</td></tr>'
+        rows = "".join(f'<tr><td>{e(day)}</td><td class="num">{int(n)}</td></tr>'
                        for day, n in reads[:14])
-        out.append(f"      <p>{e(total)} read{'s' if total != 1 else ''} logged on {days} "
+        out.append(f"      <p>{int(total)} read{'s' if total != 1 else ''} logged on {days} "
                    f"day{'s' if days != 1 else ''}.</p>\n"
                    f"      {charts.reads_chart(dict(reads))}\n"
                    f'      <table class="reads-table"><tbody>{rows}</tbody></table>\n')
@@ -311,9 +310,16 @@ def _ref(x: dict[str, Any]) -> str:
     """An atom named on a page (a _face): its link, status and summary, or its id struck
     through when there is no such atom."""
     if x["href"]:
-        return (f'<a class="atom-ref" href="{html(x["href"])}">{html(x["id"])}</a> '
-                f'{_badge(x["status_text"], x["status_class"])} {html(x["summary"])}')
+        return _atom_ref(x["href"], x["id"], x["status_text"], x["status_class"], x["summary"])
     return f'<span class="missing" title="no such atom in this project">{html(x["id"])}</span>'
+
+
+@lru_cache(maxsize=4096)
+def _atom_ref(href: str, atom_id: str, status_text: str, status_class: str, summary: str) \
+        -> str:
+    # (the same atoms are named on many pages: evidence chains and backlinks overlap)
+    return (f'<a class="atom-ref" href="{html(href)}">{html(atom_id)}</a> '
+            f'{_badge(status_text, status_class)} {html(summary)}')
 
 
 def _chain_list(nodes: list[dict[str, Any]]) -> str:
