@@ -392,7 +392,9 @@ class _Shares:
 
     def __init__(self, count: int) -> None:
         self.count = count
-        self.size = max(CHUNK, -(-count // 60_000))  # (a pipe holds 64 KiB, a byte a chunk)
+        # at most 4,096 chunks: a pipe holds at least a page (a user with many pipes open
+        # gets one-page pipes), and nobody reads this one while it is filled
+        self.size = max(CHUNK, -(-count // 4096))
         self.chunks = -(-count // self.size)
         self.front_end = 0  # where the front's jobs ended, once it took its last chunk
         self.back_start = count  # where the back's began
