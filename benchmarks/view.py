@@ -62,12 +62,12 @@ CPU: list[float] = []  # CPU seconds (user + system, its worker included) of eac
 SYS: list[float] = []  # the system share of each
 
 
-def run(cmd: list[str], env: dict[str, str]) -> tuple[float, dict]:
+def run(cmd: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[float, dict]:
     """(wall seconds, the JSON it printed) of one whole `cortex view -f json` process; its
     CPU seconds go to CPU (on a loaded machine they tell more than the wall time)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
@@ -118,11 +118,14 @@ def create_floor(site: Path, scratch_parent: Path) -> tuple[float, int]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def settle(cmd: list[str], env: dict[str, str]) -> None:
+Side = tuple[str, list[str], dict[str, str], Path, Path, "Path | None"]
+
+
+def settle(cmd: list[str], env: dict[str, str], cwd: Path | None = None) -> None:
     """Regenerate a store's indexes twice: the second run, seconds later, settles the
     caches' racy stamps (as a store in use has them)."""
     for _ in range(2):
-        subprocess.run([*cmd, "index", "regen", "--all"], check=True, env=env,
+        subprocess.run([*cmd, "index", "regen", "--all"], check=True, env=env, cwd=cwd,
                        capture_output=True)
         time.sleep(2.1)
 
@@ -158,24 +161,27 @@ def bench(store: Path, site: Path | None, reps: int, before: Path | None) -> Non
     if site is not None:
         cmd += ["--out", str(site)]
     site_dir = site if site is not None else store / ".cache" / "site"
-    # (label, command, environment, store, site folder) of each version timed
-    sides = [("", cmd, env, store, site_dir)]
+    # (label, command, environment, store, site folder, working folder) of each version
+    sides: list[Side] = [("", cmd, env, store, site_dir, None)]
     scratch = Path(tempfile.mkdtemp(prefix="view-bench-", dir=store.parent))
     if before is not None:
+        before = before.resolve()
         settle(cortex_bin(), env)  # both versions' caches settled alike
         old_store = scratch / "store-before"
         shutil.copytree(store, old_store, symlinks=True)
         shutil.rmtree(old_store / ".cache" / "site", ignore_errors=True)
         old_env = {**env, "CORTEX_HOME": str(old_store), "PYTHONPATH": str(before.resolve())}
         old_cortex = [sys.executable, "-m", "cortexfs"]
-        settle(old_cortex, old_env)
+        settle(old_cortex, old_env, before)
         old_site = old_store / ".cache" / "site" if site is None else Path(f"{site}-before")
         old_cmd = [*old_cortex, "view", "-f", "json"]
         if site is not None:
             old_cmd += ["--out", str(old_site)]
-        sides.insert(0, (" (before)", old_cmd, old_env, old_store, old_site))
+        # (run in the checkout: `python -m` puts the working folder first on sys.path, so
+        # a run from this repository would import this version)
+        sides.insert(0, (" (before)", old_cmd, old_env, old_store, old_site, before))
     trash = {label: Path(tempfile.mkdtemp(prefix=".view-bench-old-", dir=sd.parent))
-             for label, _, _, _, sd in sides}
+             for label, _, _, _, sd, _ in sides}
     try:
         _bench(sides, trash, reps)
     finally:
@@ -183,24 +189,24 @@ def bench(store: Path, site: Path | None, reps: int, before: Path | None) -> Non
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _bench(sides: list[tuple[str, list[str], dict[str, str], Path, Path]],
-           trash: dict[str, Path], reps: int) -> None:
+def _bench(sides: list[Side], trash: dict[str, Path], reps: int) -> None:
     full: dict[str, list[float]] = {label: [] for label, *_ in sides}
     full_cpu: dict[str, list[float]] = {label: [] for label, *_ in sides}
     full_sys: dict[str, list[float]] = {label: [] for label, *_ in sides}
     results: dict[str, dict] = {}
     for rep in range(reps):  # the versions take turns, in either order
-        for label, command, environ, home, folder in (sides if rep % 2 == 0 else sides[::-1]):
+        for label, command, environ, home, folder, cwd in (sides if rep % 2 == 0
+                                                           else sides[::-1]):
             move_aside(folder, trash[label])
             shutil.rmtree(home / ".cache" / "view", ignore_errors=True)
-            wall, results[label] = run(command, environ)
+            wall, results[label] = run(command, environ, cwd)
             full[label].append(wall)
             full_cpu[label].append(CPU[-1])
             full_sys[label].append(SYS[-1])
-    _, cmd, env, store, site_dir = sides[-1]
+    _, cmd, env, store, site_dir, _ = sides[-1]
     result = results[""]
     if len(sides) > 1:
-        _, _, _, old_store, old_site = sides[0]
+        _, _, _, old_store, old_site, _ = sides[0]
         problem = same_sites(old_site, site_dir, old_store, store)
         if problem:
             raise SystemExit(f"the sites of the two versions differ: {problem}")
