@@ -306,12 +306,30 @@ def test_a_forked_worker_builds_the_same_site(store: Store, viewed: Project, tmp
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     from cortexfs.view import build as build_module
 
+    monkeypatch.setattr(search, "SEGMENT", 2)  # segments done by either process or both
     serial = build(store, out=tmp_path / "serial")
     monkeypatch.setattr(build_module, "PARALLEL_MIN", 2)  # fork for these few atoms too
+    monkeypatch.setattr(build_module, "CHUNK", 1)
     parallel = build(store, out=tmp_path / "parallel")
     assert site_files(serial.root) == site_files(parallel.root)
     assert parallel.written == serial.written
     assert build(store, out=tmp_path / "parallel").written == 0  # its manifest is whole
+
+
+def test_shares_give_every_job_to_one_process() -> None:
+    from cortexfs.view.build import _Shares
+
+    for count in (1, 8, 9, 100):
+        shares = _Shares(count)
+        front, back = shares.front(), shares.back()
+        taken: list[int] = []
+        for turn in range(1000):  # the two ends claim in turn, at their own speeds
+            if (got := next(front if turn % 3 else back, None)) is not None:
+                taken.append(got)
+        shares.close()
+        assert sorted(taken) == list(range(count))
+        assert shares.front_end <= shares.back_start
+        assert {*range(shares.front_end), *range(shares.back_start, count)} == set(taken)
 
 
 def test_an_empty_store_has_a_site(store: Store, cli) -> None:

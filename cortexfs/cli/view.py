@@ -35,6 +35,7 @@ def view(
     atom (body, frontmatter, backlinks, evidence chain, reads) and each project's graph.
     Rebuilds only the pages whose inputs changed since the last run.
     """
+    import gc
     import webbrowser
 
     from cortexfs.errors import InvalidInputError
@@ -46,7 +47,16 @@ def view(
     if port is not None and not 0 <= port <= 65535:
         raise InvalidInputError(f"--port {port} is not a port: use 1 to 65535 (or 0 for any)")
     store = common.open_store()
+    # without --serve this process ends after the build: no collection over the build's
+    # objects, neither the first one after build() enables the collector again nor the one
+    # at exit (~0.4 s after 10,000 atoms)
+    freeze = not serve and gc.isenabled()
+    if freeze:
+        gc.disable()
     result = build(store, projects or None, out)
+    if freeze:
+        gc.freeze()
+        gc.enable()
     if fmt == "json":
         common.print_json(result.to_json())
     else:

@@ -7,7 +7,8 @@ evidence chain and read history), a graph per project, and search. Modules:
 
 - model: what the site shows, read through the library (loader, index context, tasks,
   governance, hippocampus) and history (reads per day from the access logs);
-- pages: each page's data, key and rendering (templates/view/, sandboxed and escaped);
+- pages: each page's data, key and rendering (templates/view/, sandboxed and escaped;
+  an atom page's main part as strings);
   markdown and charts render what is HTML already (every value through cortexfs.escape);
 - search: the sharded, incremental index the browser queries;
 - site: the output folder, its manifest of page keys, atomic writes and the sweep;

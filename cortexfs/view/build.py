@@ -8,8 +8,9 @@
    the signatures of the atoms it shows (cortexfs.view.pages.atom_key) without its body
    being read, when the atom's file is unchanged (the ids its body mentions are cached in
    `.cache/view/atoms/<project>.bin`); only pages whose key moved are rendered. When many
-   are (a first build), a forked worker renders half: markdown rendering is most of a
-   first build's time, and a machine has more than one core.
+   are (a first build), a forked worker shares them, each process taking chunks as it goes
+   (from either end, so the faster does more): markdown rendering is most of a first
+   build's time, and a machine has more than one core.
 3. The search index re-tokenizes the atoms whose files changed (cortexfs.view.search).
 4. Project, graph, store and search pages, data files and assets are put with their keys.
 5. The site sweeps what it did not produce and saves its manifest (cortexfs.view.site).
@@ -21,7 +22,7 @@ import gc
 import os
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 ATOMS_KIND = "view-atoms"
 PROJECTS_KIND = "view-projects"
 PARALLEL_MIN = 400  # atom pages to render from which a second process pays for itself
+CHUNK = 8  # atom jobs claimed at a time by either process (_Shares)
 STATIC = Path(__file__).resolve().parent / "static"
 
 
@@ -287,46 +289,67 @@ class _Build:
     def _run_jobs(self, jobs: list[_Job], index: search.SearchIndex, meanwhile: Callable[[], Any]) \
             -> list[_JobResult]:
         """Do the atom jobs, `meanwhile`, and the search segments that changed — in two
-        processes when there are many jobs: a forked worker takes a little over half of
-        the jobs (`meanwhile` is this process's), in whole search segments where it can,
-        and makes those segments' files itself."""
+        processes when there are many jobs: this one does `meanwhile` and takes jobs from
+        the front, a forked worker takes them from the back (_Shares), so that whichever
+        gets more of the machine does more. Each makes the files of the search segments
+        whose jobs it did all of; this one makes the rest once the worker is done."""
         if len(jobs) < PARALLEL_MIN or not forked.can_fork():
             meanwhile()
             return self._work(jobs, index, set(index.dirty))
         jobs = sorted(jobs, key=lambda j: index.segment(_doc_key(j.pm, j.am)))
-        split = len(jobs) * 9 // 20
-        mine, theirs = jobs[:split], jobs[split:]
-        shared = {index.segment(_doc_key(j.pm, j.am)) for j in mine}
-        their_segments = {index.segment(_doc_key(j.pm, j.am)) for j in theirs} - shared
+        segs = [index.segment(_doc_key(j.pm, j.am)) for j in jobs]
+        shares = _Shares(len(jobs))
+
+        def whole(lo: int, hi: int) -> set[int]:
+            """The segments all of whose jobs are in jobs[lo:hi]."""
+            edges = {segs[lo]} if 0 < lo < len(segs) and segs[lo - 1] == segs[lo] else set()
+            if 0 < hi < len(segs) and segs[hi - 1] == segs[hi]:
+                edges.add(segs[hi])
+            return set(segs[lo:hi]) - edges
 
         def work() -> tuple[Any, ...]:  # in the worker, which writes into the site too
             self.site.new, self.site.written = {}, []
-            done = self._work(theirs, index, their_segments)
+            done = self._finish([self._job(jobs[i]) for i in shares.back()], index,
+                                own := whole(shares.back_start, len(jobs)))
             return (self.site.new, self.site.written, done,
-                    {seg: index.buckets[seg] for seg in their_segments})
+                    {seg: index.buckets[seg] for seg in own})
 
         worker = forked.start(work)
-        meanwhile()
-        results = self._work(mine, index, set())
+        try:
+            meanwhile()
+            results = [self._job(jobs[i]) for i in shares.front()]
+        except BaseException:
+            if worker is not None:
+                worker.stop()
+            raise
+        finally:
+            shares.close()
+        made = whole(0, shares.front_end)
+        results = self._finish(results, index, made)  # while the worker may still work
         reported = worker.join() if worker is not None else None
-        if reported is None:  # no worker, or it failed: do its share here
-            done = self._work(theirs, index, set())
-            their_segments = set()
+        if reported is None:  # no worker, or it failed: do what it took here
+            done = self._work(jobs[shares.front_end:], index, set())
         else:
             entries, written, done, buckets = reported
             self.site.adopt(entries, written)
             index.buckets.update(buckets)
+            made |= set(buckets)
             for project, file, _, _, terms in done:  # of the segments it shared with us
                 if terms is not None:
                     index.add_terms(f"{project}/{file}", terms)
-        self._put_all(index.segment_files(index.dirty - their_segments))
+        self._put_all(index.segment_files(index.dirty - made))
         return results + done
 
     def _work(self, jobs: list[_Job], index: search.SearchIndex, segments: set[int]) \
             -> list[_JobResult]:
         """Do `jobs`, then make the files of the search `segments` (which these jobs hold
         all the new terms of); the results keep the terms of the other segments only."""
-        results = [self._job(j) for j in jobs]
+        return self._finish([self._job(j) for j in jobs], index, segments)
+
+    def _finish(self, results: list[_JobResult], index: search.SearchIndex,
+                segments: set[int]) -> list[_JobResult]:
+        """Add the terms of done jobs to the index and make the files of `segments` (which
+        these jobs hold all the new terms of); the results keep the other segments' terms."""
         for project, file, _, _, terms in results:
             if terms is not None:
                 index.add_terms(f"{project}/{file}", terms)
@@ -359,6 +382,47 @@ class _Build:
                 raw = path.read_bytes()
                 rel = "assets/" + path.relative_to(STATIC).as_posix()
                 self.site.put(rel, cache.digest(raw).hex(), partial(bytes, raw))
+
+
+class _Shares:
+    """`count` jobs shared by two processes as they go: one takes chunks from the front
+    (`front`), the other from the back (`back`), each claiming a chunk by reading one byte
+    of a pipe that holds one byte per chunk, made before the fork; so the two meet wherever
+    their speeds put them, and every job is taken exactly once."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        # at most 4,096 chunks: a pipe holds at least a page (a user with many pipes open
+        # gets one-page pipes), and nobody reads this one while it is filled
+        self.size = max(CHUNK, -(-count // 4096))
+        self.chunks = -(-count // self.size)
+        self.front_end = 0  # where the front's jobs ended, once it took its last chunk
+        self.back_start = count  # where the back's began
+        self._fd, write_fd = os.pipe()
+        try:
+            view = memoryview(b"x" * self.chunks)
+            while view:
+                view = view[os.write(write_fd, view):]
+        finally:
+            os.close(write_fd)
+
+    def front(self) -> Iterator[int]:
+        taken = 0
+        while os.read(self._fd, 1):
+            yield from range(taken * self.size, min((taken + 1) * self.size, self.count))
+            taken += 1
+            self.front_end = min(taken * self.size, self.count)
+
+    def back(self) -> Iterator[int]:
+        taken = 0
+        while os.read(self._fd, 1):
+            chunk = self.chunks - 1 - taken
+            yield from range(chunk * self.size, min((chunk + 1) * self.size, self.count))
+            taken += 1
+            self.back_start = chunk * self.size
+
+    def close(self) -> None:
+        os.close(self._fd)
 
 
 def _doc_key(pm: ProjectModel, am: AtomModel) -> str:
