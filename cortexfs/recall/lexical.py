@@ -21,11 +21,9 @@ cannot write the cache keeps what it built in memory.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import os
-import secrets
 import tempfile
 import time
 from collections.abc import Callable
@@ -158,7 +156,7 @@ class LexicalIndex:
                     segment.save(seg, self.dir)
             names, table = self.files.to_arrays()
             arrays.write(self.dir / "files.arr", table, None, frozenset())
-            self._manifest_id = secrets.token_hex(8)
+            self._manifest_id = os.urandom(8).hex()
             manifest = {"params": self._params(), "id": self._manifest_id,
                         "segments": [s.name for s in self.segments], "folders": names,
                         "skipped": self.skipped}
@@ -376,7 +374,7 @@ class LexicalIndex:
         self._changed()
 
     def _new_name(self) -> str:
-        return f"seg-{time.time_ns():x}-{secrets.token_hex(3)}"
+        return f"seg-{time.time_ns():x}-{os.urandom(3).hex()}"
 
     def _fold_logs(self, projects: list[Project]) -> None:
         """The access stats of `projects`: the store's one folded state of each log."""
@@ -477,6 +475,8 @@ def bm25(index: LexicalIndex, hashes: list[int], weights: list[float] | None = N
 
 def _sha_of(path: Path) -> bytes | None:
     try:
+        import hashlib  # (here: OpenSSL's import is ~3 ms, and a warm query needs none)
+
         return hashlib.sha1(read_bytes(path)).digest()  # (a regular file, never a link)
     except AtomParseError:
         return None
