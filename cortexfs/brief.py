@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from cortexfs.errors import CortexError, InvalidInputError
 from cortexfs.layout import ISSUES_MD, STATUS_MD
-from cortexfs.tokens import chars_for, estimate
+from cortexfs.tokens import chars_for, estimate, estimate_joined
 from cortexfs.wording import plural
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ class Slot:
     @property
     def omitted_tokens(self) -> int:
         """Tokens of the omitted items plus what shortening took out of the others."""
-        return estimate("".join(self.items[self.kept:])) + self.lost_tokens
+        return estimate_joined(self.items[self.kept:]) + self.lost_tokens
 
     @property
     def cut(self) -> bool:
@@ -162,7 +162,7 @@ def pack(head: str, slots: list[Slot], budget: int) -> str:
     if len(full) + len(_banner(slots, budget, shortened) if shortened else "") <= limit:
         return full + (_banner(slots, budget, shortened) if shortened else "")
     # reserve room for the worst banner: every item of every section omitted
-    worst = {s.key: (len(s.items), estimate("".join(s.items)) + s.lost_tokens)
+    worst = {s.key: (len(s.items), estimate_joined(s.items) + s.lost_tokens)
              for s in slots if s.items}
     reserve = len(_banner(slots, budget, worst))
     compact = reserve > limit // 4
@@ -433,9 +433,9 @@ def _inputs_key(store: Store, projects: Sequence[Project], qualified: bool) -> b
     file of `projects` (names, mtime, size, inode) and their access logs — or None when one
     of them changed within cache.RACY_NS: its stat data cannot vouch for its content yet, so
     nothing is cached or trusted (an edit in place keeps a folder's mtime, never a file's)."""
-    import marshal
     import os
     import time
+    from array import array
 
     from cortexfs import cache, wall
     from cortexfs.atoms import KINDS
@@ -443,29 +443,29 @@ def _inputs_key(store: Store, projects: Sequence[Project], qualified: bool) -> b
 
     started = time.time_ns()
     newest = 0
-    parts: list[Any] = [qualified]
+    key = cache.blake2b(b"qualified" if qualified else b"one", digest_size=16)
     for project in projects:
-        parts.append(project.name)
+        key.update(f"\0\0{project.name}".encode())
         for kind in KINDS:
             folder = project.folder(kind)
             if wall.reason(store.context, folder):  # a linked folder: not read (no atoms)
-                parts.append(None)
+                key.update(b"\0linked")
                 continue
             walked = walk_folder(folder, kind)
-            mtimes = [st.st_mtime_ns for st in walked.stats]
-            parts.append((walked.names, mtimes, [st.st_size for st in walked.stats],
-                          [st.st_ino for st in walked.stats]))
+            mtimes = array("q", [st.st_mtime_ns for st in walked.stats])
+            key.update(f"\0{len(mtimes)}\0{'/'.join(walked.names)}".encode())
+            for column in (mtimes, array("q", [st.st_size for st in walked.stats]),
+                           array("q", [st.st_ino for st in walked.stats])):
+                key.update(column)
             newest = max(newest, max(mtimes, default=0))
         try:
             st = os.stat(project.access_log, follow_symlinks=False)
         except OSError:
-            parts.append(None)
+            key.update(b"\0no log")
             continue
-        parts.append((st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode))
+        key.update(array("q", [st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode]))
         newest = max(newest, st.st_mtime_ns)
-    if cache.racy(newest, started):
-        return None
-    return cache.digest(marshal.dumps(parts, 2))
+    return None if cache.racy(newest, started) else key.digest()
 
 
 def build(store: Store, project: str | None = None, budget: int = DEFAULT_BUDGET) -> Brief:
