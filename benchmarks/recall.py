@@ -20,7 +20,8 @@ and `cortex ready`; and the in-process warm query p50. Each figure is the median
 store. Run `cortex index regen --all` on the stores first: brief and ready read its caches.
 
 --paired OTHER_CORTEX: this checkout's `cortex` against another one (e.g. a wrapper that
-runs an older checkout: `PYTHONPATH=OLD exec python -m cortexfs "$@"`), each on its own copy
+runs an older checkout: `cd OLD && PYTHONPATH=OLD exec python -m cortexfs "$@"` — the cd
+too, as `python -m` looks in the working folder first), each on its own copy
 of every store (their caches are keyed by the code that wrote them, so the two sides must
 not share one; each copy is re-stamped by `cortex index regen --all` first), runs
 interleaved so that both meet the same load: a warm `cortex recall`, `cortex brief`, and
