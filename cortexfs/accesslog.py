@@ -15,7 +15,7 @@ from cortexfs import layout
 # collections.abc would double the hook's start-up time on a loaded machine.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from cortexfs.store import Project
 
@@ -80,36 +80,62 @@ def append(log_path: str | os.PathLike[str], lines: Iterable[bytes]) -> int:
 
     A log whose last byte is not a newline (a writer killed mid-line, or cut short by a
     full disk) gets one first, in the same write: the torn line stays one bad line instead
-    of swallowing the first line appended after it.
+    of swallowing the first line appended after it. While cortex replaces the store's logs
+    the lines are set aside instead, and moved into the log afterwards (see `Replacing`).
     """
     data = b"".join(lines)
     if not data:
         return 0
-    if store_root(log_path) is None:
+    owner = _owner(log_path)
+    if owner is None:
         os.makedirs(os.path.dirname(os.fspath(log_path)), exist_ok=True)
+    guard = -1
+    if owner is not None and not _replacing:
+        try:
+            guard = _open_guard(owner[0])
+        except OSError:  # (a read-only or linked .locks: appends go ahead as they did)
+            owner = None
+        else:
+            if not lock(guard, shared=True):
+                os.close(guard)
+                return _set_aside(owner, data)
+    try:
+        return _append_locked(log_path, data, owner)
+    finally:
+        if guard >= 0:
+            os.close(guard)
+
+
+def _append_locked(log_path: str | os.PathLike[str], data: bytes,
+                   owner: tuple[str, str] | None) -> int:
     # read-write: the last byte is looked at below
     fd = open_log(log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    # a store's append that cannot write here locked sets its lines aside (see `Replacing`)
+    aside = owner is not None and not _replacing
     try:
         for _ in range(5):
-            # cortex replaces a log (sync's merge, renumbering) while it holds the old
-            # file's flock: a line written to the old file after that would go with it.
-            # So, once locked, the file opened must still be the log; if it was replaced
-            # meanwhile, the new one is appended to (after five replacements in a row,
-            # unlocked: the hook's work is bounded).
-            lock(fd)
+            # a log replaced by another way than cortex's (a `git checkout` of the user's)
+            # may have been replaced while this append waited: the file opened must still
+            # be the log once locked, else the new one is appended to
+            if not lock(fd) and aside:
+                break  # held past the bound
             if _is_current(fd, log_path):
+                aside = False
                 break
             os.close(fd)
             fd = -1
             fd = _reopen(log_path)
+        if aside and owner is not None:  # (held past the bound, or five replacements)
+            os.close(fd)
+            fd = -1
+            return _set_aside(owner, data)
         # Why the look at the last byte is safe with concurrent appenders: every appender
         # goes through here and holds the log's flock from its look to the end of its write,
         # so the look never sees another append half-done (a reader can see the first page
         # of a write before its last). A log can then end without a newline only after a
         # writer died mid-line or was cut short by a full disk, and nobody will finish that
-        # line. The wait is bounded (the hook's work must be): past it, the append goes
-        # ahead unlocked, and the worst a race can then cause is an empty line, which the
-        # fold skips — never two entries joined.
+        # line. (A log outside a store is written unlocked past the bound: the worst a race
+        # can then cause is an empty line, which the fold skips.)
         end = os.fstat(fd).st_size
         if end and os.pread(fd, 1, end - 1) != b"\n":
             data = b"\n" + data
@@ -149,19 +175,171 @@ def _is_current(fd: int, log_path: str | os.PathLike[str]) -> bool:
     return (st.st_ino, st.st_dev) == (mine.st_ino, mine.st_dev)
 
 
-def lock(fd: int, wait: float = LOCK_WAIT) -> bool:
-    """Take the flock of an open log, waiting up to `wait` seconds; False if not taken."""
+def lock(fd: int, wait: float = LOCK_WAIT, shared: bool = False) -> bool:
+    """Take the flock of an open file (exclusive, or `shared`), waiting up to `wait`
+    seconds; False if not taken."""
     import fcntl  # a built-in module: no cost to the hook's start-up
 
+    how = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
     deadline = time.monotonic() + wait
     while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, how)
             return True
         except OSError:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.001)
+
+
+# --- appends while logs are replaced ------------------------------------------------------------
+#
+# cortex replaces a store's log files (sync's `git merge` and `git merge --abort`,
+# renumbering, removing a deleted atom's lines) while it holds the store's access-log lock
+# (.locks/access-logs.lock) exclusively; every append holds it shared. git writes its new
+# copy of a file by removing the old one, creating the new one and writing it from offset
+# 0, so a line appended to that new file before git's write would be covered by it, and
+# locking the old file cannot stop an append that opens the new one. So no line is ever
+# written to a log while a replacement is under way: an append that cannot take the lock
+# within its bound (the hook's work is bounded) writes its lines to a file of their own,
+# logs/pending-reads/<project>/<ns>-<pid>.jsonl (written whole, then renamed into place),
+# and `drain` moves them into the log: the replacement does when it is done, and so do
+# the next regeneration and sync.
+
+_replacing = 0  # > 0 while this process holds the lock exclusively (its appends go ahead)
+
+
+def store_home(log_path: str | os.PathLike[str]) -> str | None:
+    """The folder of the store a project's log belongs to; None for any other file."""
+    owner = _owner(log_path)
+    return owner[0] if owner is not None else None
+
+
+def _owner(log_path: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """(the store's folder, the project) of a store's log; None for any other file."""
+    root = store_root(log_path)
+    if root is None:
+        return None
+    project = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(log_path))))
+    return os.path.dirname(root), project
+
+
+def _open_guard(home: str) -> int:
+    from cortexfs import wall
+
+    folder = os.path.join(home, layout.LOCKS)
+    wall.makedirs(home, folder)
+    return wall.open_inside(home, os.path.join(folder, layout.ACCESS_LOGS_LOCK),
+                            os.O_RDWR | os.O_CREAT)
+
+
+def _pending_folder(owner: tuple[str, str]) -> str:
+    return os.path.join(owner[0], layout.LOGS, layout.PENDING_READS, owner[1])
+
+
+def _set_aside(owner: tuple[str, str], data: bytes) -> int:
+    """Write lines meant for a log that is being replaced to a pending file of their own."""
+    from cortexfs import wall
+
+    home = owner[0]
+    folder = _pending_folder(owner)
+    wall.makedirs(home, folder)
+    name = os.path.join(folder, f"{time.time_ns()}-{os.getpid()}")
+    fd = wall.open_inside(home, name + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+    finally:
+        os.close(fd)
+    os.rename(name + ".tmp", name + ".jsonl")  # (a pending file is always whole)
+    return len(data)
+
+
+class Replacing:
+    """`with Replacing(home):` holds the store's access-log lock exclusively while cortex
+    replaces log files; appends wait for it up to their bound, then set their lines aside.
+    Re-entrant within a process, whose own appends go ahead."""
+
+    def __init__(self, home: str | os.PathLike[str], wait: float = 5.0) -> None:
+        self.home = os.fspath(home)
+        self.wait = wait
+        self.fd = -1
+
+    def __enter__(self) -> Replacing:
+        global _replacing
+        if _replacing == 0:
+            try:
+                self.fd = _open_guard(self.home)
+            except OSError:
+                self.fd = -1  # (appends cannot open it either: they go ahead as they did)
+            else:
+                # appends hold it for microseconds; should one keep it longer, the
+                # replacement goes ahead (the old files' own flocks still stand)
+                lock(self.fd, self.wait)
+        _replacing += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        global _replacing
+        _replacing -= 1
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def drain(log_path: str | os.PathLike[str],
+          transform: Callable[[bytes], bytes] | None = None) -> int:
+    """Move the lines appends set aside while the log was being replaced into it (those it
+    does not hold already: a drain cut short by a kill is done again without duplicating),
+    through `transform` (the replacement's own, for lines meant for the old log); the bytes
+    appended. The log's project must still be there."""
+    owner = _owner(log_path)
+    if owner is None:
+        return 0
+    folder = _pending_folder(owner)
+    try:
+        names = sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    from cortexfs import wall
+
+    if wall.reason(owner[0], folder) or not os.path.isdir(os.path.dirname(
+            os.path.dirname(os.path.abspath(log_path)))):
+        return 0
+    now = time.time()
+    pending = [os.path.join(folder, n) for n in names if n.endswith(".jsonl")]
+    for n in names:  # an append killed before its rename wrote nothing whole
+        stale = os.path.join(folder, n)
+        try:
+            if n.endswith(".tmp") and now - os.lstat(stale).st_mtime > 600:
+                os.unlink(stale)
+        except FileNotFoundError:
+            pass
+    if not pending:
+        return 0
+    with Replacing(owner[0]):
+        data = b""
+        for path in pending:
+            data += wall.read_bytes(owner[0], path, 1 << 30)
+        if transform is not None:
+            data = transform(data)
+        extra = missing_lines(read(log_path), data)
+        written = append(log_path, [extra]) if extra else 0
+        for path in pending:
+            os.unlink(path)
+    return written
+
+
+def drain_all(home: str | os.PathLike[str]) -> int:
+    """`drain` every project's log that has lines set aside; the bytes appended."""
+    folder = os.path.join(home, layout.LOGS, layout.PENDING_READS)
+    try:
+        projects = sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    return sum(drain(os.path.join(home, layout.CONTEXT, layout.PROJECTS, name, layout.META,
+                                  layout.ACCESS_LOG)) for name in projects)
 
 
 class AccessStats:
@@ -381,6 +559,23 @@ def read(log_path: str | os.PathLike[str]) -> bytes:
             return f.read()
     except FileNotFoundError:
         return b""
+
+
+def missing_lines(new: bytes, *sources: bytes) -> bytes:
+    """Lines of the `sources` (in order) that `new` lacks, counting repeated lines."""
+    from collections import Counter
+
+    have = Counter(new.splitlines(keepends=True))
+    out = []
+    for source in sources:
+        for line in source.splitlines(keepends=True):
+            if not line.endswith(b"\n"):
+                continue  # a writer mid-append: it will finish on its own
+            if have[line] > 0:
+                have[line] -= 1
+            else:
+                out.append(line)
+    return b"".join(out)
 
 
 def entry_file(line: bytes) -> str | None:

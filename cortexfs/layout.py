@@ -94,6 +94,7 @@ CRASH_LOG = "crash.log"  # an internal error's traceback
 AUTOCOMMIT_LOG = "autocommit.log"
 WATCH_LOG = "watch.log"
 WATCH_PID = ".watch.pid"
+PENDING_READS = "pending-reads"  # logs/pending-reads/<project>/: appends set aside (accesslog)
 
 REGEN_LOCK = "regen.lock"
 GIT_LOCK = "git.lock"
@@ -102,6 +103,7 @@ AUTOCOMMIT_LOCK = "autocommit.lock"
 VIEW_LOCK = "view.lock"
 LEXICAL_LOCK = "lexical.lock"  # beside recall's lexical segments, in the cache
 EMBED_LOCK = "embed.lock"  # beside recall's embeddings, in the cache
+ACCESS_LOGS_LOCK = "access-logs.lock"  # shared by appends, exclusive while logs are replaced
 
 
 def ids_lock(project: str, prefix: str) -> str:

@@ -217,6 +217,16 @@ def replace_log(path: Path, whole: Callable[[bytes], bytes],
 
     `tail` transforms lines that a writer appended to the old file after it was read.
     """
+    home = accesslog.store_home(path)
+    with accesslog.Replacing(home) if home else contextlib.nullcontext():
+        replaced = _replace_log(path, whole, tail)
+        if home:
+            accesslog.drain(path, tail)
+    return replaced
+
+
+def _replace_log(path: Path, whole: Callable[[bytes], bytes],
+                 tail: Callable[[bytes], bytes]) -> bool:
     try:
         fd = accesslog.open_log(path, os.O_RDONLY)  # never a linked log (cortexfs.wall)
     except FileNotFoundError:
@@ -229,9 +239,10 @@ def replace_log(path: Path, whole: Callable[[bytes], bytes],
             return False
         # The new copy is written and synced first; only then is the old file's flock
         # taken, for what arrived meanwhile and the rename: appends wait for it and then
-        # append to the new file (accesslog.append). Held that briefly, an append seldom
-        # waits past its bound (0.2 s) and writes to the old file unlocked; what such an
-        # append wrote is read back after the rename.
+        # append to the new file (accesslog.append). (In a store, appends wait for the
+        # store's access-log lock, held by the caller, and never write to the old file;
+        # a log elsewhere may still get an unlocked append past the bound: what such an
+        # append wrote is read back after the rename.)
         tmp = write_temp(path, new)
         try:
             accesslog.lock(fd, LOG_LOCK_WAIT)
@@ -262,21 +273,6 @@ def read_from(fd: int, offset: int) -> bytes:
             return b"".join(chunks)
         chunks.append(chunk)
         offset += len(chunk)
-
-
-def missing_lines(new: bytes, *sources: bytes) -> bytes:
-    """Lines of the `sources` (in order) that `new` lacks, counting repeated lines."""
-    have = Counter(new.splitlines(keepends=True))
-    out = []
-    for source in sources:
-        for line in source.splitlines(keepends=True):
-            if not line.endswith(b"\n"):
-                continue  # a writer mid-append: it will finish on its own
-            if have[line] > 0:
-                have[line] -= 1
-            else:
-                out.append(line)
-    return b"".join(out)
 
 
 def _changed_since(home: Path, base: str | None, tip: str, project: str) -> list[str]:

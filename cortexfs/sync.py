@@ -297,6 +297,7 @@ def _names(paths: list[str], limit: int = 5) -> str:
 
 def commit_pending(store: Store, only_logs: bool = False) -> list[str]:
     """Commit what is uncommitted under context/ in up to three commits; their messages."""
+    accesslog.drain_all(store.home)  # (lines set aside while a sync replaced the logs)
     state = git.worktree_state(store)
     paths = [p for p in state.dirty if p.startswith(layout.CONTEXT_PREFIX)]
     logs = [p for p in paths if is_log(p)]
@@ -532,9 +533,9 @@ def _resolve(store: Store) -> list[str]:
 
 def _union(ours: bytes, theirs: bytes, path: Path) -> bytes:
     """Every line of both sides, and any line appended to the work-tree file meanwhile."""
-    merged = ours + renumber.missing_lines(ours, theirs)
+    merged = ours + accesslog.missing_lines(ours, theirs)
     current = accesslog.read(path)  # (never through a link: cortexfs.wall)
-    return merged + renumber.missing_lines(merged, current)
+    return merged + accesslog.missing_lines(merged, current)
 
 
 def _merge_cortex_md(home: Path, base: bytes | None, ours: bytes,
@@ -584,36 +585,36 @@ def keep_log_appends(store: Store, since_head: bool = False) -> Iterator[None]:
     appended: git merge that refuses resets the logs and applies its stash of their
     changes again, which fails when a line arrived in between.
     """
-    held: list[tuple[Path, int, int, int]] = []
-    for path in _logs(store):
-        try:
-            fd = accesslog.open_log(path, os.O_RDONLY)
-        except OSError:
-            continue
-        accesslog.lock(fd, renumber.LOG_LOCK_WAIT)
-        st = os.fstat(fd)
-        held.append((path, fd, st.st_ino, st.st_size))
-    try:
-        yield
-    finally:
-        for path, fd, ino, size in held:
+    with accesslog.Replacing(store.home):
+        held: list[tuple[Path, int, int, int]] = []
+        for path in _logs(store):
             try:
-                with contextlib.suppress(FileNotFoundError):
-                    if os.stat(path).st_ino != ino:
-                        late = renumber.read_from(fd, size)
-                        if since_head:
-                            rel = path.relative_to(store.home).as_posix()
-                            late = renumber.missing_lines(
-                                git.git_blob(store.home, "HEAD", rel) or b"",
-                                renumber.read_from(fd, 0))
-                        current = accesslog.read(path)
-                        extra = renumber.missing_lines(current, late)
-                        if extra:
-                            from cortexfs.accesslog import append
-
-                            append(path, [extra])
-            finally:
-                os.close(fd)
+                fd = accesslog.open_log(path, os.O_RDONLY)
+            except OSError:
+                continue
+            accesslog.lock(fd, renumber.LOG_LOCK_WAIT)
+            st = os.fstat(fd)
+            held.append((path, fd, st.st_ino, st.st_size))
+        try:
+            yield
+        finally:
+            for path, fd, ino, size in held:
+                try:
+                    with contextlib.suppress(FileNotFoundError):
+                        if os.stat(path).st_ino != ino:
+                            late = renumber.read_from(fd, size)
+                            if since_head:
+                                rel = path.relative_to(store.home).as_posix()
+                                late = accesslog.missing_lines(
+                                    git.git_blob(store.home, "HEAD", rel) or b"",
+                                    renumber.read_from(fd, 0))
+                            current = accesslog.read(path)
+                            extra = accesslog.missing_lines(current, late)
+                            if extra:
+                                accesslog.append(path, [extra])
+                finally:
+                    os.close(fd)
+            accesslog.drain_all(store.home)
 
 
 def _regenerate(store: Store, projects: list[str], result: SyncResult) -> None:
@@ -667,6 +668,7 @@ def recover(store: Store) -> str | None:
     if _aside(home):  # an abort killed before it wrote back the edits it had set aside
         _restore_aside(store)
         done.append("wrote back the edits an interrupted sync had set aside")
+    accesslog.drain_all(home)  # what appends set aside while the killed sync merged
     return "; ".join(done) or None
 
 
@@ -870,8 +872,8 @@ def _restore_aside(store: Store) -> None:
             # only the lines that neither side has: the merge's own lines are not the user's
             sides = (git.git_blob(home, "HEAD", rel) or b"") + \
                 (git.git_blob(home, upstream, rel) or b"")
-            extra = renumber.missing_lines(current or b"",
-                                           renumber.missing_lines(sides, data or b""))
+            extra = accesslog.missing_lines(current or b"",
+                                           accesslog.missing_lines(sides, data or b""))
             if extra:
                 from cortexfs.accesslog import append
 
@@ -951,7 +953,7 @@ def _undo_partial_checkout(store: Store, head: str, upstream: str) -> bool:
 def _undo_log(path: Path, mine: bytes, sides: bytes) -> None:
     """The log as `mine`, plus the lines of it that `sides` lack (appended since)."""
     def keep(data: bytes) -> bytes:
-        return mine + renumber.missing_lines(sides, data)
+        return mine + accesslog.missing_lines(sides, data)
 
     if path.exists():
         renumber.replace_log(path, keep, lambda data: data)

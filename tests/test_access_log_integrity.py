@@ -10,6 +10,7 @@ import json
 import os
 import shlex
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -207,3 +208,73 @@ def test_appends_racing_git_replacing_the_log_during_a_merge_are_never_lost(
         return 1
 
     assert _race_appenders(log, replace) > 10
+
+
+def test_appends_waiting_out_a_slow_git_rewrite_of_the_log_are_never_lost(
+        store: Store, project: Project) -> None:
+    """git merge writes its new copy of a log the way git writes any file: it removes the
+    old one, creates the new one and writes it from offset 0. When that takes longer than
+    an append's bounded wait for the flock sync holds (a loaded machine), an append that
+    then opened the new, still empty file landed at offset 0 and git's write covered it:
+    the line was gone from both copies. Here git's pause is made longer than the bound."""
+    from cortexfs import sync
+
+    log = project.root / "_meta" / layout.ACCESS_LOG
+    log.write_bytes(b"")
+
+    def replace() -> int:
+        with sync.keep_log_appends(store):
+            data = log.read_bytes()
+            data = data[:data.rfind(b"\n") + 1]
+            log.unlink()
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                time.sleep(accesslog.LOCK_WAIT * 1.5)
+                os.write(fd, data)  # at git's own offset: 0
+            finally:
+                os.close(fd)
+        time.sleep(0.05)  # appends go to the log again between replacements
+        return 1
+
+    assert _race_appenders(log, replace, n=100) >= 1
+
+
+def _append_in_child(log: Path, line: bytes) -> None:
+    import multiprocessing
+
+    child = multiprocessing.get_context("spawn").Process(  # (a fresh process, as a hook)
+        target=accesslog.append, args=(str(log), [line]))
+    child.start()
+    child.join()
+    assert child.exitcode == 0
+
+
+def test_a_line_set_aside_during_a_replacement_is_drained_into_the_log_once(
+        store: Store, project: Project) -> None:
+    log = project.access_log
+    accesslog.append(log, [_line(1)])
+    pending = store.home / layout.LOGS / layout.PENDING_READS / project.name
+    with accesslog.Replacing(store.home):
+        _append_in_child(log, _line(2))  # waits out its bound, then sets the line aside
+        assert log.read_bytes() == _line(1)
+        [kept] = list(pending.iterdir())
+        assert kept.read_bytes() == _line(2) and kept.suffix == ".jsonl"
+    copy = kept.read_bytes()
+    assert accesslog.drain(log) == len(_line(2))
+    assert log.read_bytes() == _line(1) + _line(2) and list(pending.iterdir()) == []
+    kept.write_bytes(copy)  # as if a drain was killed between its append and its unlink
+    assert accesslog.drain(log) == 0
+    assert log.read_bytes() == _line(1) + _line(2) and list(pending.iterdir()) == []
+
+
+def test_regeneration_counts_the_lines_set_aside(store: Store, project: Project,
+                                                cli: object) -> None:
+    atom = project.root / "experiments" / "EXP-001.md"
+    atom.write_text("---\nid: EXP-001\ndate: 2026-03-01\nsummary: read twice\ntags: [a]\n"
+                    "---\nbody\n")
+    accesslog.append(project.access_log, [_line(1)])
+    with accesslog.Replacing(store.home):
+        _append_in_child(project.access_log, _line(2))
+    cli("index", "regen", "--all")  # type: ignore[operator]
+    assert accesslog.fold(project.access_log).counts == {"EXP-001.md": 2}
+    assert "refs: 2" in atom.read_text()

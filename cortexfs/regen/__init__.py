@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import forked, interrupt, layout
+from cortexfs import accesslog, forked, interrupt, layout
 from cortexfs.loader import ProjectScan
 from cortexfs.regen import worker
 from cortexfs.regen.records import RegenContext, RegenResult
@@ -68,6 +68,8 @@ def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool
     gc.disable()
     try:
         with lock:
+            if not dry_run:  # lines appends set aside while a sync replaced the logs
+                accesslog.drain_all(store.home)
             run = Run(store, dry_run)
             for sc in scans:
                 if sc.project.store.home == store.home:
