@@ -96,9 +96,9 @@ def append(log_path: str | os.PathLike[str], lines: Iterable[bytes]) -> int:
         except OSError:  # (a read-only or linked .locks: appends go ahead as they did)
             owner = None
         else:
-            if not lock(guard, shared=True):
+            if not _wait(guard, shared=True):
                 os.close(guard)
-                return _set_aside(owner, data)
+                return _set_aside(log_path, owner, data)
     try:
         return _append_locked(log_path, data, owner)
     finally:
@@ -117,7 +117,9 @@ def _append_locked(log_path: str | os.PathLike[str], data: bytes,
             # a log replaced by another way than cortex's (a `git checkout` of the user's)
             # may have been replaced while this append waited: the file opened must still
             # be the log once locked, else the new one is appended to
-            if not lock(fd) and aside:
+            # (inside Replacing, this process's own flocks of the old files may be the ones
+            # held: no wait, the store's lock already keeps every other appender out)
+            if not (lock(fd, 0) if _replacing else _wait(fd)) and aside:
                 break  # held past the bound
             if _is_current(fd, log_path):
                 aside = False
@@ -128,7 +130,7 @@ def _append_locked(log_path: str | os.PathLike[str], data: bytes,
         if aside and owner is not None:  # (held past the bound, or five replacements)
             os.close(fd)
             fd = -1
-            return _set_aside(owner, data)
+            return _set_aside(log_path, owner, data)
         # Why the look at the last byte is safe with concurrent appenders: every appender
         # goes through here and holds the log's flock from its look to the end of its write,
         # so the look never sees another append half-done (a reader can see the first page
@@ -175,6 +177,17 @@ def _is_current(fd: int, log_path: str | os.PathLike[str]) -> bool:
     return (st.st_ino, st.st_dev) == (mine.st_ino, mine.st_dev)
 
 
+def _wait(fd: int, shared: bool = False) -> bool:
+    """lock() for an append: once an append of this process has waited out its bound (a
+    replacement under way), the next ones of the following second do not wait (a hook
+    that logs reads in many projects stays within its bound as a whole)."""
+    global _gave_up
+    if lock(fd, 0 if time.monotonic() < _gave_up else LOCK_WAIT, shared):
+        return True
+    _gave_up = time.monotonic() + 1.0
+    return False
+
+
 def lock(fd: int, wait: float = LOCK_WAIT, shared: bool = False) -> bool:
     """Take the flock of an open file (exclusive, or `shared`), waiting up to `wait`
     seconds; False if not taken."""
@@ -206,7 +219,11 @@ def lock(fd: int, wait: float = LOCK_WAIT, shared: bool = False) -> bool:
 # and `drain` moves them into the log: the replacement does when it is done, and so do
 # the next regeneration and sync.
 
-_replacing = 0  # > 0 while this process holds the lock exclusively (its appends go ahead)
+_replacing = 0  # > 0 while this process is inside `Replacing` (its appends go ahead)
+_replacing_held = False  # whether the outermost `Replacing` took the lock
+_gave_up = 0.0  # until when appends of this process do not wait (time.monotonic)
+DRAIN_WAIT = 0.5  # seconds a drain waits for the lock (its lines are safe where they are)
+_SUPERSEDES = b"#supersedes "  # first line of a pending file made from others (see drain)
 
 
 def store_home(log_path: str | os.PathLike[str]) -> str | None:
@@ -237,8 +254,17 @@ def _pending_folder(owner: tuple[str, str]) -> str:
     return os.path.join(owner[0], layout.LOGS, layout.PENDING_READS, owner[1])
 
 
-def _set_aside(owner: tuple[str, str], data: bytes) -> int:
-    """Write lines meant for a log that is being replaced to a pending file of their own."""
+def _set_aside(log_path: str | os.PathLike[str], owner: tuple[str, str], data: bytes) -> int:
+    """Write lines meant for a log that is being replaced to a pending file of their own
+    (or, where none can be written — a linked logs/ —, to the log, as appends did before)."""
+    try:
+        _write_pending(owner, data)
+    except OSError:
+        return _append_locked(log_path, data, None)
+    return len(data)
+
+
+def _write_pending(owner: tuple[str, str], data: bytes) -> str:
     from cortexfs import wall
 
     home = owner[0]
@@ -253,87 +279,142 @@ def _set_aside(owner: tuple[str, str], data: bytes) -> int:
     finally:
         os.close(fd)
     os.rename(name + ".tmp", name + ".jsonl")  # (a pending file is always whole)
-    return len(data)
+    return name + ".jsonl"
 
 
 class Replacing:
     """`with Replacing(home):` holds the store's access-log lock exclusively while cortex
     replaces log files; appends wait for it up to their bound, then set their lines aside.
-    Re-entrant within a process, whose own appends go ahead."""
+    Re-entrant within a process, whose own appends go ahead. `held` says whether the lock
+    was taken (appends hold it for microseconds; should one keep it past `wait`, a
+    replacement goes ahead all the same — the old files' own flocks still stand — but a
+    drain does not)."""
 
     def __init__(self, home: str | os.PathLike[str], wait: float = 5.0) -> None:
         self.home = os.fspath(home)
         self.wait = wait
         self.fd = -1
+        self.held = False
 
     def __enter__(self) -> Replacing:
-        global _replacing
+        global _replacing, _replacing_held
         if _replacing == 0:
             try:
                 self.fd = _open_guard(self.home)
             except OSError:
                 self.fd = -1  # (appends cannot open it either: they go ahead as they did)
             else:
-                # appends hold it for microseconds; should one keep it longer, the
-                # replacement goes ahead (the old files' own flocks still stand)
-                lock(self.fd, self.wait)
+                _replacing_held = lock(self.fd, self.wait)
+        self.held = _replacing_held
         _replacing += 1
         return self
 
     def __exit__(self, *exc: object) -> None:
-        global _replacing
+        global _replacing, _replacing_held
         _replacing -= 1
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+            _replacing_held = False
+
+
+def being_replaced(home: str | os.PathLike[str]) -> bool:
+    """Whether cortex is replacing the store's logs right now (see `Replacing`)."""
+    try:
+        fd = _open_guard(os.fspath(home))
+    except OSError:
+        return False
+    try:
+        return not lock(fd, 0, shared=True)
+    finally:
+        os.close(fd)
 
 
 def drain(log_path: str | os.PathLike[str],
           transform: Callable[[bytes], bytes] | None = None) -> int:
-    """Move the lines appends set aside while the log was being replaced into it (those it
-    does not hold already: a drain cut short by a kill is done again without duplicating),
-    through `transform` (the replacement's own, for lines meant for the old log); the bytes
-    appended. The log's project must still be there."""
+    """Move the lines appends set aside while the log was being replaced into it, through
+    `transform` (the replacement's own, for lines meant for the old log); the bytes
+    appended. Only lines the log does not hold yet are appended, so a drain cut short by a
+    kill is done again without duplicating; a drain that cannot take the lock, or whose
+    project is gone, leaves them where they are."""
     owner = _owner(log_path)
     if owner is None:
         return 0
-    folder = _pending_folder(owner)
-    try:
-        names = sorted(os.listdir(folder))
-    except (FileNotFoundError, NotADirectoryError):
-        return 0
     from cortexfs import wall
 
-    if wall.reason(owner[0], folder) or not os.path.isdir(os.path.dirname(
-            os.path.dirname(os.path.abspath(log_path)))):
+    home, folder = owner[0], _pending_folder(owner)
+    if wall.reason(home, folder) or not os.path.isdir(folder) or not os.path.isdir(
+            os.path.dirname(os.path.dirname(os.path.abspath(log_path)))):
         return 0
-    now = time.time()
-    pending = [os.path.join(folder, n) for n in names if n.endswith(".jsonl")]
-    for n in names:  # an append killed before its rename wrote nothing whole
-        stale = os.path.join(folder, n)
-        try:
-            if n.endswith(".tmp") and now - os.lstat(stale).st_mtime > 600:
-                os.unlink(stale)
-        except FileNotFoundError:
-            pass
-    if not pending:
-        return 0
-    with Replacing(owner[0]):
-        data = b""
-        for path in pending:
-            data += wall.read_bytes(owner[0], path, 1 << 30)
+    with Replacing(home, DRAIN_WAIT) as held:
+        if not held.held:
+            return 0  # a replacement is under way: it, or the next drain, moves them
+        pending = _pending_files(folder)
+        if not pending:
+            return 0
+        data = b"".join(data for _, data in pending)
         if transform is not None:
+            # durable before anything is appended: a kill from here on leaves the lines
+            # as the replacement renamed them (the new file names the ones it replaces)
+            names = b" ".join(os.path.basename(path).encode() for path, _ in pending)
             data = transform(data)
+            made = _write_pending(owner, _SUPERSEDES + names + b"\n" + data)
+            for path, _ in pending:
+                _unlink(path)
+            pending = [(made, data)]
         extra = missing_lines(read(log_path), data)
         written = append(log_path, [extra]) if extra else 0
-        for path in pending:
-            os.unlink(path)
+        for path, _ in pending:
+            _unlink(path)
     return written
+
+
+def _pending_files(folder: str) -> list[tuple[str, bytes]]:
+    """(path, lines) of the whole pending files of a folder, oldest first; a file another
+    names as superseded is removed, and what is not a regular file is left alone."""
+    import stat
+
+    found: dict[str, bytes] = {}
+    now = time.time()
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode):
+                continue  # (a link or a folder: never read, never removed)
+            if name.endswith(".tmp"):
+                if now - st.st_mtime > 600:  # an append killed before its rename
+                    os.unlink(path)
+                continue
+            if name.endswith(".jsonl"):
+                with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
+                    found[name] = f.read()
+        except FileNotFoundError:
+            continue
+    for name, data in list(found.items()):
+        if data.startswith(_SUPERSEDES):
+            head, _, rest = data.partition(b"\n")
+            for old in head[len(_SUPERSEDES):].decode("utf-8", "replace").split():
+                if found.pop(old, None) is not None:
+                    _unlink(os.path.join(folder, old))
+            found[name] = rest
+    return [(os.path.join(folder, name), data) for name, data in found.items()]
+
+
+def _unlink(path: str) -> None:
+    import contextlib  # (not on the hook's path: drains run in cortex commands)
+
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 def drain_all(home: str | os.PathLike[str]) -> int:
     """`drain` every project's log that has lines set aside; the bytes appended."""
+    from cortexfs import wall
+
     folder = os.path.join(home, layout.LOGS, layout.PENDING_READS)
+    if wall.reason(home, folder):
+        return 0
     try:
         projects = sorted(os.listdir(folder))
     except (FileNotFoundError, NotADirectoryError):

@@ -146,10 +146,12 @@ def commit_logs(home: str) -> bool:
     """Commit the access logs that changed (nothing else); True when a commit was made."""
     from pathlib import Path
 
+    from cortexfs.accesslog import drain_all
     from cortexfs.commit import commit_paths
     from cortexfs.store import Store
 
     store = Store(Path(home))
+    drain_all(home)  # (reads set aside while a sync replaced the logs)
     return commit_paths(store, [Path(p) for p in access_logs(home)], MESSAGE) is not None
 
 

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cortexfs import git, interrupt, layout
+from cortexfs import accesslog, git, interrupt, layout
 from cortexfs.atoms import kind_of_filename
 from cortexfs.errors import CortexError, EnvironmentProblem, GitError, from_os_error
 from cortexfs.fsutil import noting_writes
@@ -392,6 +392,9 @@ def transaction(store: Store, *, commit: bool = True, command: str | None = None
                 _finish_interrupted_sync(store)
                 with _hinted(refusal_hint):
                     git.preflight(store)
+            # reads a killed sync's merge left set aside: into their logs before anything
+            # here reads, keeps or rewrites a log
+            accesslog.drain_all(store.home)
             interrupt.check()  # a signal during the pre-flight: stop before writing
             with noting_writes(txn.keep_quietly):  # what the command overwrites, to put back
                 yield txn

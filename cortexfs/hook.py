@@ -718,9 +718,13 @@ def record(payload: bytes, home: str) -> int:
 def log_problem(home: str, message: str) -> None:
     """One line in $CORTEX_HOME/logs/hook.log; never raises."""
     try:
+        from cortexfs import wall
+
         logs = os.path.join(home, layout.LOGS)
-        os.makedirs(logs, exist_ok=True)
         path = os.path.join(logs, layout.HOOK_LOG)
+        if wall.reason(home, path):
+            return  # a linked logs/ or hook.log: never written through
+        os.makedirs(logs, exist_ok=True)
         try:
             if os.stat(path).st_size > HOOK_LOG_MAX:
                 os.replace(path, path + ".1")

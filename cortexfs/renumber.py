@@ -218,10 +218,12 @@ def replace_log(path: Path, whole: Callable[[bytes], bytes],
     `tail` transforms lines that a writer appended to the old file after it was read.
     """
     home = accesslog.store_home(path)
-    with accesslog.Replacing(home) if home else contextlib.nullcontext():
+    if not home:
+        return _replace_log(path, whole, tail)
+    with accesslog.Replacing(home):
+        accesslog.drain(path)  # lines set aside earlier are the log's: `whole` sees them
         replaced = _replace_log(path, whole, tail)
-        if home:
-            accesslog.drain(path, tail)
+        accesslog.drain(path, tail)  # (set aside meanwhile: meant for the old log)
     return replaced
 
 

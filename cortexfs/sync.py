@@ -513,8 +513,13 @@ def _resolve(store: Store) -> list[str]:
         base, ours, theirs = (_blob(home, stages.get(i)) for i in (1, 2, 3))
         merged: bytes | None
         if is_log(rel):
-            merged = _union(ours or b"", theirs or b"", (home / rel))
-        elif is_generated(rel):
+            with accesslog.Replacing(home):  # no append between its read and the rename
+                atomic_write(home / rel, _union(ours or b"", theirs or b"", home / rel),
+                             root=_wall_root(home, rel))
+            accesslog.drain(home / rel)
+            git.git_run(home, "add", "--", rel)
+            continue
+        if is_generated(rel):
             merged = theirs if theirs is not None else ours  # regeneration rewrites it
         elif rel.endswith("/CORTEX.md") and ours is not None and theirs is not None:
             merged = _merge_cortex_md(home, base, ours, theirs)

@@ -397,6 +397,8 @@ class Watcher:
 
     def _settle_reads(self, force: bool) -> None:
         """Log the reads old enough that the hook's own line would have arrived."""
+        if not force and accesslog.being_replaced(self.store.home):
+            return  # the hook's lines may be set aside meanwhile: look once they are back
         now = time.monotonic()
         with self.state.lock:
             reads = self.state.reads

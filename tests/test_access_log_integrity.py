@@ -10,9 +10,11 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -278,3 +280,91 @@ def test_regeneration_counts_the_lines_set_aside(store: Store, project: Project,
     cli("index", "regen", "--all")  # type: ignore[operator]
     assert accesslog.fold(project.access_log).counts == {"EXP-001.md": 2}
     assert "refs: 2" in atom.read_text()
+
+
+def _hold_replacing(home: str, seconds: float, ready: Any, release: Any) -> None:
+    with accesslog.Replacing(home):
+        ready.set()
+        release.wait(seconds)
+
+
+@pytest.fixture
+def replacing(store: Store) -> Iterator[Callable[[float], None]]:
+    """Another process holding the store's access-log lock (as a sync merging) for a while."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    release = ctx.Event()
+    children = []
+
+    def hold(seconds: float) -> None:
+        ready = ctx.Event()
+        child = ctx.Process(target=_hold_replacing,
+                            args=(str(store.home), seconds, ready, release))
+        child.start()
+        assert ready.wait(30)
+        children.append(child)
+
+    yield hold
+    release.set()
+    for child in children:
+        child.join()
+
+
+def test_a_drain_that_cannot_take_the_lock_leaves_the_lines_where_they_are(
+        store: Store, project: Project, replacing: Callable[[float], None]) -> None:
+    # draining without the lock would append into a log git may be rewriting (and lose the
+    # lines with the pending file); they are safe where they are
+    pending = store.home / layout.LOGS / layout.PENDING_READS / project.name
+    pending.mkdir(parents=True)
+    (pending / "1-1.jsonl").write_bytes(_line(1))
+    replacing(accesslog.DRAIN_WAIT * 4)
+    assert accesslog.drain_all(store.home) == 0
+    assert (pending / "1-1.jsonl").read_bytes() == _line(1)
+    assert accesslog.read(project.access_log) == b""
+
+
+def test_a_hook_logging_reads_in_many_projects_waits_out_a_replacement_once(
+        store: Store, replacing: Callable[[float], None]) -> None:
+    logs = [scaffold.new_project(store, f"p{n}")[0].access_log for n in range(6)]
+    replacing(3.0)
+    script = ("import sys, time\nfrom cortexfs import accesslog\nstart = time.monotonic()\n"
+              "for log in sys.argv[1:]:\n"
+              "    accesslog.append(log, [accesslog.format_line('EXP-001.md', 'Read', 's')])\n"
+              "print(time.monotonic() - start)\n")
+    proc = subprocess.run([sys.executable, "-c", script, *map(str, logs)], capture_output=True,
+                          text=True, check=True)
+    assert float(proc.stdout) < 2 * accesslog.LOCK_WAIT + 0.5  # (was 6 waits of 0.2 s)
+    pending = store.home / layout.LOGS / layout.PENDING_READS
+    assert sorted(p.name for p in pending.iterdir()) == [f"p{n}" for n in range(6)]
+
+
+def test_a_drain_skips_what_is_not_a_pending_file_and_keeps_the_wall(
+        store: Store, project: Project, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(_line(9))
+    pending = store.home / layout.LOGS / layout.PENDING_READS / project.name
+    pending.mkdir(parents=True)
+    (pending / "2-1.jsonl").write_bytes(_line(1))
+    (pending / "3-1.jsonl").symlink_to(outside)
+    (pending / "4-1.jsonl").mkdir()
+    assert accesslog.drain(project.access_log) == len(_line(1))
+    assert accesslog.read(project.access_log) == _line(1)
+    assert sorted(p.name for p in pending.iterdir()) == ["3-1.jsonl", "4-1.jsonl"]
+    assert outside.read_bytes() == _line(9)
+
+
+def test_a_renaming_drain_killed_after_its_rename_is_finished_as_renamed(
+        store: Store, project: Project) -> None:
+    # a drain through a renumbering's rename first writes the renamed lines, naming the
+    # files they replace; killed before it removed those, the next drain takes the renamed
+    # lines only (the old ones would count the read twice, once under the old id)
+    pending = store.home / layout.LOGS / layout.PENDING_READS / project.name
+    pending.mkdir(parents=True)
+    old = _line(1)
+    (pending / "1-1.jsonl").write_bytes(old)
+    renamed = old.replace(b"EXP-001", b"EXP-007")
+    (pending / "2-1.jsonl").write_bytes(b"#supersedes 1-1.jsonl\n" + renamed)
+    assert accesslog.drain(project.access_log) == len(renamed)
+    assert accesslog.read(project.access_log) == renamed
+    assert list(pending.iterdir()) == []

@@ -498,3 +498,23 @@ def test_an_impossible_date_is_indexed_with_a_warning(cli: Any, loop: Store) -> 
             "a date, so the index lists it as undated: write YYYY-MM-DD") in result.stderr
     data = json.loads(cli("index", "regen", "--all", "--check", "-f", "json").stdout)
     assert data["dubious"] == []  # said once, when indexed
+
+
+def test_mv_takes_the_reads_set_aside_during_a_sync_with_the_atom(cli: Any, loop: Store) -> None:
+    # a read the hook set aside while a (killed) sync replaced the log is the atom's too
+    assert cli("project", "new", "beta").exit_code == 0
+    log = loop.projects_dir / "flywheel" / "_meta" / "access-log.jsonl"
+    read = b'{"file": "EXP-002.md", "tool": "Read", "ts": "2026-03-09T10:00:00.000Z", ' \
+           b'"session": "in the log"}\n'
+    log.write_bytes(read)
+    pending = loop.home / "logs" / "pending-reads" / "flywheel"
+    pending.mkdir(parents=True)
+    (pending / "1-1.jsonl").write_bytes(read.replace(b"in the log", b"set aside"))
+    result = cli("mv", "K-001", "EXP-001", "EXP-002", "-p", "beta")
+    assert result.exit_code == 0, result.output
+    beta_log = loop.projects_dir / "beta" / "_meta" / "access-log.jsonl"
+    lines = beta_log.read_bytes().splitlines()
+    assert {json.loads(line)["session"] for line in lines} == {"in the log", "set aside"}
+    assert {json.loads(line)["file"] for line in lines} == {"EXP-002.md"}
+    assert list(pending.iterdir()) == [] and log.read_bytes() == b""
+    clean_and_current(cli, loop)
