@@ -4,6 +4,7 @@
     python scripts/gen_corpus.py /tmp/c10k --atoms 10000     # also 50000, 100000
     python benchmarks/recall.py /tmp/c10k [--queries 200] [--processes 10] [--cold] [--dense]
     python benchmarks/recall.py --scale /tmp/c10k /tmp/c50k /tmp/c100k [--reps 5]
+    python benchmarks/recall.py --paired OTHER_CORTEX /tmp/c10k /tmp/c100k [--reps 8]
 
 One store: the first refresh of the process (a cold build with --cold, which deletes the
 store's .cache/recall first; otherwise loading the index), per-query latency in-process
@@ -17,6 +18,14 @@ query (what `cortex recall` does) and trusting a check made less than a second b
 and `cortex ready`; and the in-process warm query p50. Each figure is the median and min of
 --reps runs (the first build: of --build-reps), then the growth factor from the previous
 store. Run `cortex index regen --all` on the stores first: brief and ready read its caches.
+
+--paired OTHER_CORTEX: this checkout's `cortex` against another one (e.g. a wrapper that
+runs an older checkout: `cd OLD && PYTHONPATH=OLD exec python -m cortexfs "$@"` — the cd
+too, as `python -m` looks in the working folder first), each on its own copy
+of every store (their caches are keyed by the code that wrote them, so the two sides must
+not share one; each copy is re-stamped by `cortex index regen --all` first), runs
+interleaved so that both meet the same load: a warm `cortex recall`, `cortex brief`, and
+`cortex recall` after one atom changed — wall and CPU, median and min.
 
 CPU time is printed next to wall time: on a shared machine the wall time includes waiting
 for a core. Queries are 1-4 words drawn (seeded) from the store's own summaries, so they
@@ -33,6 +42,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -212,10 +222,71 @@ def scale(args: argparse.Namespace) -> int:
     return 0
 
 
+PAIRED = [("warm `cortex recall`", "warm"), ("`cortex brief`", "brief"),
+          ("one atom changed: `cortex recall`", "changed"),
+          ("then `cortex brief`", "changed brief")]
+
+
+def paired(other: str, args: argparse.Namespace) -> int:
+    """This checkout's cortex and `other`, each on its own copy of each store, interleaved."""
+    sides = {"this": [sys.executable, "-m", "cortexfs"], "other": [other]}
+    loads = []
+    base = Path(tempfile.mkdtemp(prefix="cortex-recall-paired-"))
+    try:
+        for home in args.stores:
+            print(f"copying {home} …", file=sys.stderr, flush=True)
+            envs = {}
+            for name, cortex in sides.items():
+                copy = base / name
+                shutil.rmtree(copy, ignore_errors=True)
+                shutil.copytree(home, copy, symlinks=True)
+                envs[name] = dict(os.environ, CORTEX_HOME=str(copy), CORTEX_EMBED_MODEL="off")
+                # as a user's install runs: compiled once, not on every process
+                envs[name].pop("PYTHONDONTWRITEBYTECODE", None)
+                run([*cortex, "index", "regen", "--all"], envs[name])
+                run([*cortex, "recall", "--no-dense", "warm up"], envs[name])  # (the index)
+                run([*cortex, "brief"], envs[name])
+            time.sleep(2.5)  # past the racy window of what the commands above wrote
+            figures: dict[tuple[str, str], list[tuple[float, float]]] = {}
+            for changed in (False, True):  # (nothing changed first: then every cache holds)
+                for rep in range(args.reps):
+                    for name in list(sides) if rep % 2 == 0 else list(reversed(sides)):
+                        cortex, env = sides[name], envs[name]
+                        loads.append(os.getloadavg()[0])
+                        if changed:
+                            _touch_one(Store.open(Path(env["CORTEX_HOME"])), rep)
+                        for key, cmd in (("warm", ["recall", "--no-dense", "cache latency"]),
+                                         ("brief", ["brief"])):
+                            key = f"changed {key}".replace(" warm", "") if changed else key
+                            figures.setdefault((key, name), []).append(
+                                run([*cortex, *cmd], env)[:2])
+            retriever = rc.open_retriever(Store.open(base / "this"), dense=False)
+            retriever.refresh(dense=False)
+            atoms = retriever.lexical.columns().n_live
+            print(f"\n{home}: {atoms:,} atoms, whole processes, {args.reps} interleaved runs "
+                  "each: wall s median (min) / CPU s median (min)")
+            print(f"{'':36}{'this':>28}{'other':>28}")
+            for label, key in PAIRED:
+                cells = []
+                for name in sides:
+                    wall, cpu = zip(*figures[(key, name)], strict=True)
+                    cells.append(f"{statistics.median(wall):.3f} ({min(wall):.3f}) / "
+                                 f"{statistics.median(cpu):.2f} ({min(cpu):.2f})")
+                print(f"{label:36}" + "".join(f"{c:>28}" for c in cells))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"\nthis: {' '.join(sides['this'])}; other: {other}; cores: {os.cpu_count()}; "
+          f"load average during the runs: min {min(loads):.2f}, median "
+          f"{statistics.median(loads):.2f}, max {max(loads):.2f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
     ap.add_argument("stores", type=Path, nargs="+", help="the store(s) (CORTEX_HOME)")
     ap.add_argument("--scale", action="store_true", help="the growth table over the stores")
+    ap.add_argument("--paired", metavar="OTHER_CORTEX",
+                    help="compare with another cortex command on copies of the stores")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--build-reps", type=int, default=2)
     ap.add_argument("--queries", type=int, default=200)
@@ -227,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.scale:
         return scale(args)
+    if args.paired:
+        return paired(args.paired, args)
     if len(args.stores) != 1:
         ap.error("give one store, or --scale with several")
     store = Store.open(args.stores[0])

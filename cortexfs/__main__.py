@@ -1,6 +1,15 @@
-"""`python -m cortexfs` and the `cortex` command: Ctrl-C handling first, then the CLI."""
+"""`python -m cortexfs` and the `cortex` command: Ctrl-C handling first, then the CLI.
+
+A `cortex` process runs no BLAS work worth a second thread (recall's few matrix-vector
+products take milliseconds), and OpenBLAS starts its thread pool when numpy is imported:
+~40 ms of CPU per process, so the pool is one thread unless the user chose otherwise.
+"""
+
+import os
 
 from cortexfs import interrupt
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 interrupt.install()  # before the CLI's imports: a Ctrl-C during them exits 130 quietly
 

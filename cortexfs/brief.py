@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from cortexfs.errors import CortexError, InvalidInputError
 from cortexfs.layout import ISSUES_MD, STATUS_MD
-from cortexfs.tokens import chars_for, estimate
+from cortexfs.tokens import chars_for, estimate, estimate_joined
 from cortexfs.wording import plural
 
 if TYPE_CHECKING:
@@ -51,6 +51,7 @@ MIN_BUDGET = 100
 MAX_ITEM_CHARS = 400
 DECAY_FLOOR = 0.1  # hippocampus.md v2 §8.3: below this strength an entry leaves the context
 EVIDENCE_CHECKED = 200
+SECTIONS_KIND = "brief-atom-sections"
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _OPEN_STATUSES = ("doing", "todo", "blocked")
 
@@ -98,7 +99,7 @@ class Slot:
     @property
     def omitted_tokens(self) -> int:
         """Tokens of the omitted items plus what shortening took out of the others."""
-        return estimate("".join(self.items[self.kept:])) + self.lost_tokens
+        return estimate_joined(self.items[self.kept:]) + self.lost_tokens
 
     @property
     def cut(self) -> bool:
@@ -161,7 +162,7 @@ def pack(head: str, slots: list[Slot], budget: int) -> str:
     if len(full) + len(_banner(slots, budget, shortened) if shortened else "") <= limit:
         return full + (_banner(slots, budget, shortened) if shortened else "")
     # reserve room for the worst banner: every item of every section omitted
-    worst = {s.key: (len(s.items), estimate("".join(s.items)) + s.lost_tokens)
+    worst = {s.key: (len(s.items), estimate_joined(s.items) + s.lost_tokens)
              for s in slots if s.items}
     reserve = len(_banner(slots, budget, worst))
     compact = reserve > limit // 4
@@ -385,6 +386,88 @@ def _parts(store: Store, projects: Sequence[Project]) -> list[Part]:
     return hippocampus.parts(context(store), [p.name for p in projects])
 
 
+@dataclass
+class AtomSections:
+    """The brief's atom sections, rendered: knowledge and patterns (rank order), experiments
+    (newest first), how many of each fell below DECAY_FLOOR, and per project how many atoms
+    of each kind folder parse. A function of the projects' atom files and access logs only,
+    so it is cached (`_atom_sections`)."""
+
+    minds: list[str]
+    experiments: list[str]
+    decayed_minds: int
+    decayed_experiments: int
+    kinds: list[dict[str, int]]
+
+
+def _atom_sections(store: Store, projects: Sequence[Project], qualified: bool) -> AtomSections:
+    """The atom sections of `projects` (ids `qualified` by their project in a store brief),
+    from `.cache/brief/` when the stat data of every atom file and access log is what it
+    was when they were cached (`_inputs_key`). At 100,000 atoms that check is ~0.3 s; the
+    ranking behind it (the HIPPOCAMPUS.md parts: every atom's cached record, strength and
+    order) is ~1.5 s more."""
+    from cortexfs import cache
+
+    key = _inputs_key(store, projects, qualified)
+    name = "store.bin" if qualified else f"project-{projects[0].name}.bin"
+    path = store.cache_dir / "brief" / name
+    if key is not None:
+        saved = cache.load(path, SECTIONS_KIND)
+        if isinstance(saved, tuple) and len(saved) == 2 and saved[0] == key:
+            return AtomSections(*saved[1])
+    parts = _parts(store, projects)
+    ranked = _rank(store, parts)
+    atoms = AtomSections(
+        [_item(_atom_line(r, qualified, True, ranked.weak)) for r in ranked.minds],
+        [_item(_atom_line(r, qualified, False)) for r in ranked.experiments],
+        ranked.decayed_minds, ranked.decayed_experiments, [part.kinds for part in parts])
+    if key is not None:
+        cache.save(path, SECTIONS_KIND, (key, (atoms.minds, atoms.experiments,
+                                               atoms.decayed_minds, atoms.decayed_experiments,
+                                               atoms.kinds)))
+    return atoms
+
+
+def _inputs_key(store: Store, projects: Sequence[Project], qualified: bool) -> bytes | None:
+    """A digest of the stat data of everything the atom sections are made from — every atom
+    file of `projects` (names, mtime, size, inode) and their access logs — or None when one
+    of them changed within cache.RACY_NS: its stat data cannot vouch for its content yet, so
+    nothing is cached or trusted (an edit in place keeps a folder's mtime, never a file's)."""
+    import os
+    import time
+    from array import array
+
+    from cortexfs import cache, wall
+    from cortexfs.atoms import KINDS
+    from cortexfs.loader import walk_folder
+
+    started = time.time_ns()
+    newest = 0
+    key = cache.blake2b(b"qualified" if qualified else b"one", digest_size=16)
+    for project in projects:
+        key.update(f"\0\0{project.name}".encode())
+        for kind in KINDS:
+            folder = project.folder(kind)
+            if wall.reason(store.context, folder):  # a linked folder: not read (no atoms)
+                key.update(b"\0linked")
+                continue
+            walked = walk_folder(folder, kind)
+            mtimes = array("q", [st.st_mtime_ns for st in walked.stats])
+            key.update(f"\0{len(mtimes)}\0{'/'.join(walked.names)}".encode())
+            for column in (mtimes, array("q", [st.st_size for st in walked.stats]),
+                           array("q", [st.st_ino for st in walked.stats])):
+                key.update(column)
+            newest = max(newest, max(mtimes, default=0))
+        try:
+            st = os.stat(project.access_log, follow_symlinks=False)
+        except OSError:
+            key.update(b"\0no log")
+            continue
+        key.update(array("q", [st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode]))
+        newest = max(newest, st.st_mtime_ns)
+    return None if cache.racy(newest, started) else key.digest()
+
+
 def build(store: Store, project: str | None = None, budget: int = DEFAULT_BUDGET) -> Brief:
     """The brief for `project`, or for the store when None (the only project's brief when
     the store has just one)."""
@@ -400,7 +483,7 @@ def build(store: Store, project: str | None = None, budget: int = DEFAULT_BUDGET
 
 
 def _project_brief(store: Store, project: Project, budget: int) -> Brief:
-    ranked = _rank(store, _parts(store, [project]))
+    atoms = _atom_sections(store, [project], qualified=False)
     slots: list[Slot] = []
     status_text = _read_text(project, STATUS_MD)
     status_items = [_item(line + "\n") for line in markdown_lines(status_text or "")]
@@ -417,14 +500,12 @@ def _project_brief(store: Store, project: Project, budget: int) -> Brief:
     issues = issue_blocks(_read_text(project, ISSUES_MD) or "")
     slots.append(Slot("issues", "Issues", [_item(b) for b in issues], 0.10, "issues",
                       f"(from {rel}/ISSUES.md)"))
-    slots.append(Slot("knowledge", "Strongest knowledge and patterns",
-                      [_item(_atom_line(r, False, True, ranked.weak)) for r in ranked.minds],
+    slots.append(Slot("knowledge", "Strongest knowledge and patterns", atoms.minds,
                       0.30, "atoms", f"(files: {rel}/knowledge/K-NNN.md, "
-                      f"{rel}/patterns/PAT-NNN.md{_decayed(ranked.decayed_minds)})"))
-    slots.append(Slot("experiments", "Recent experiments",
-                      [_item(_atom_line(r, False, False)) for r in ranked.experiments], 0.15,
+                      f"{rel}/patterns/PAT-NNN.md{_decayed(atoms.decayed_minds)})"))
+    slots.append(Slot("experiments", "Recent experiments", atoms.experiments, 0.15,
                       "atoms", f"(files: {rel}/experiments/EXP-NNN.md"
-                      f"{_decayed(ranked.decayed_experiments)})"))
+                      f"{_decayed(atoms.decayed_experiments)})"))
     slots = [s for s in slots if s.items]
     head = (f"# Session brief — {project.name}\n"
             f"Knowledge root: {store.context} · `cortex brief` · budget {budget:,} tokens\n")
@@ -435,14 +516,12 @@ def _project_brief(store: Store, project: Project, budget: int) -> Brief:
 def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brief:
     from cortexfs.status import read_status
 
-    parts = _parts(store, projects)
-    ranked = _rank(store, parts)
+    atoms = _atom_sections(store, projects, qualified=True)
     overview: list[str] = []
-    for project, part in zip(projects, parts, strict=True):
+    for project, counts in zip(projects, atoms.kinds, strict=True):
         name = project.name
         status = _read_text(project, STATUS_MD)
         phase = read_status(status).phase if status else None
-        counts = part.kinds  # atoms that parse, per kind folder
         overview.append(_item(
             f"- {name}: {' '.join((phase or 'no STATUS.md phase').split())} "
             f"({plural(counts.get('experiments', 0), 'experiment')}, "
@@ -464,14 +543,12 @@ def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brie
         Slot("tasks", "Open tasks", [_item(line) for _, line in task_items], 0.15,
              "tasks"),
         Slot("issues", "Issues", issue_items, 0.10, "issues"),
-        Slot("knowledge", "Strongest knowledge and patterns",
-             [_item(_atom_line(r, True, True, ranked.weak)) for r in ranked.minds], 0.35,
+        Slot("knowledge", "Strongest knowledge and patterns", atoms.minds, 0.35,
              "atoms", "(files: projects/<project>/knowledge/K-NNN.md, …/patterns/PAT-NNN.md"
-             f"{_decayed(ranked.decayed_minds)})"),
-        Slot("experiments", "Recent experiments",
-             [_item(_atom_line(r, True, False)) for r in ranked.experiments], 0.20, "atoms",
+             f"{_decayed(atoms.decayed_minds)})"),
+        Slot("experiments", "Recent experiments", atoms.experiments, 0.20, "atoms",
              f"(files: projects/<project>/experiments/EXP-NNN.md"
-             f"{_decayed(ranked.decayed_experiments)})"),
+             f"{_decayed(atoms.decayed_experiments)})"),
     ]
     slots = [s for s in slots if s.items]
     if not projects:

@@ -21,6 +21,11 @@ def estimate(text: str) -> int:
     return -(-len(text) // CHARS_PER_TOKEN)
 
 
+def estimate_joined(texts: list[str]) -> int:
+    """`estimate` of the texts joined, without joining them (a brief's 80,000 lines)."""
+    return -(-sum(map(len, texts)) // CHARS_PER_TOKEN)
+
+
 def chars_for(tokens: int) -> int:
     """The most characters a text can have and still estimate at `tokens` or fewer."""
     return max(tokens, 0) * CHARS_PER_TOKEN

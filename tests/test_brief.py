@@ -221,6 +221,69 @@ def test_brief_from_the_regeneration_caches_is_the_brief_from_the_atoms(
         brief._parts(store, store.projects())).entries] == ranked
 
 
+def test_cached_atom_sections_notice_every_change_to_the_atoms_and_logs(
+        store: Store, rich: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The atom sections come from .cache/brief/ only while every atom file and access log
+    keeps the stat data they were cached with: an edit in place (same size: no folder's
+    mtime moves), a rename, a delete, a read and a file written just now are all seen."""
+    import os
+    import shutil
+    import time
+
+    ages = iter(range(600, 0, -10))
+
+    def settle() -> None:  # files written since the last call: past the racy window
+        when = time.time() - next(ages)
+        for path in store.projects_dir.rglob("*"):
+            if path.stat().st_mtime > time.time() - 30:
+                os.utime(path, (when, when))
+
+    def fresh() -> list[str]:  # what no cache at all gives
+        shutil.rmtree(store.cache_dir, ignore_errors=True)
+        return [brief.build(store, name).text for name in (None, "flywheel")]
+
+    other, _ = scaffold.new_project(store, "other")
+    write_atom("EXP-001", summary="Other project's experiment", date="2026-03-07", target=other)
+    settle()
+    want = fresh()
+    assert [brief.build(store, name).text for name in (None, "flywheel")] == want
+    assert {p.name for p in (store.cache_dir / "brief").iterdir()} == \
+        {"store.bin", "project-flywheel.bin"}
+    with monkeypatch.context() as m:  # nothing changed: nothing is ranked again
+        m.setattr(brief, "_parts", lambda *_: pytest.fail("ranked again"))
+        assert [brief.build(store, name).text for name in (None, "flywheel")] == want
+
+    def check(change: Callable[[], object], seen: str | None, gone: str | None) -> None:
+        change()
+        settle()
+        got = [brief.build(store, name).text for name in (None, "flywheel")]
+        for text in got:
+            assert seen is None or seen in text
+            assert gone is None or gone not in text
+        assert got == fresh()
+        brief.build(store)  # (cache again for the next change)
+        brief.build(store, "flywheel")
+
+    k1 = rich.root / "knowledge" / "K-001.md"
+    edited = k1.read_text().replace("need the locale", "need the LOCALE")
+    check(lambda: k1.open("r+").write(edited), "need the LOCALE", "need the locale")
+    check(lambda: (rich.root / "knowledge" / "K-002.md").unlink(), None, "Old but critical")
+    check(lambda: accesslog.append(rich.access_log, [accesslog.format_line(
+        "PAT-001.md", "Read", "s", "2026-03-06T10:00:00.000Z")] * 2), "2 reads", None)
+    check(lambda: os.rename(rich.root / "patterns" / "PAT-001.md",
+                            rich.root / "patterns" / "PAT-009.md"), None, "2 reads")
+    # written just now, then again in the same mtime tick (a coarse clock): its stat data
+    # vouched for nothing the first time, so nothing was cached from it
+    now = time.time_ns()
+    k1.open("r+").write(edited.replace("LOCALE", "LOCALs"))
+    os.utime(k1, ns=(now, now))
+    assert "need the LOCALs" in brief.build(store, "flywheel").text
+    k1.open("r+").write(edited.replace("LOCALE", "LOCALz"))
+    os.utime(k1, ns=(now, now))
+    assert "need the LOCALz" in brief.build(store, "flywheel").text
+
+
 def test_one_project_store_briefs_that_project(store: Store, rich: Project) -> None:
     assert brief.build(store).text == brief.build(store, "flywheel").text
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import io
 import time
 import zipfile
@@ -176,5 +175,7 @@ def _doc_dense_texts(index: LexicalIndex, doc: Doc) -> tuple[str, str]:
 
 def vector_key(head: str, full: str) -> str:
     """What an atom's vectors depend on: its texts and how they are cut into passages."""
+    import hashlib  # (here: a query without vectors never needs OpenSSL, ~3 ms to import)
+
     return hashlib.sha1(f"{PASSAGE_TOKENS}/{DENSE_BUDGET}\0{head}\0{full}".encode()) \
         .hexdigest()

@@ -21,11 +21,9 @@ cannot write the cache keeps what it built in memory.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import os
-import secrets
 import tempfile
 import time
 from collections.abc import Callable
@@ -158,7 +156,7 @@ class LexicalIndex:
                     segment.save(seg, self.dir)
             names, table = self.files.to_arrays()
             arrays.write(self.dir / "files.arr", table, None, frozenset())
-            self._manifest_id = secrets.token_hex(8)
+            self._manifest_id = os.urandom(8).hex()
             manifest = {"params": self._params(), "id": self._manifest_id,
                         "segments": [s.name for s in self.segments], "folders": names,
                         "skipped": self.skipped}
@@ -213,13 +211,15 @@ class LexicalIndex:
         if not self._loaded:
             self._load()
         projects = self.store.projects()
+        walked_at = time.time_ns()  # (before the stats: what the racy rule measures from)
         walked = self._walk(projects)
         if walked:
             with self._writing():
                 if self._manifest_id != self._on_disk_id():  # another process wrote it
                     self._load()
+                    walked_at = time.time_ns()
                     walked = self._walk(projects)
-                if walked and self._apply(walked, projects, progress):
+                if walked and self._apply(walked, projects, progress, walked_at):
                     self._compact()
                     self._save()
         self._fold_logs(projects)
@@ -271,7 +271,7 @@ class LexicalIndex:
         return out
 
     def _apply(self, walked: dict[str, tuple[Any, ...]], projects: list[Project],
-               progress: Progress | None) -> bool:
+               progress: Progress | None, walked_at: int) -> bool:
         """Update the table (and write segments) for the walked folders; False when nothing
         changed after all (racily-clean files whose bytes were the same)."""
         total = sum(len(w[2]) for w in walked.values())
@@ -285,7 +285,8 @@ class LexicalIndex:
                     self.skipped.pop(f"{fkey}/{name}", None)
                 changed = True
                 continue
-            new = self._update(project, kind, fkey, names, stamps, modes, old, builder)
+            new = self._update(project, kind, fkey, names, stamps, modes, old, builder,
+                               walked_at)
             new.listed = listed
             changed = changed or not old.same(new)
             self.files.folders[fkey] = new
@@ -303,10 +304,13 @@ class LexicalIndex:
         return True
 
     def _update(self, project: Project, kind: Kind, fkey: str, names: list[str],
-                stamps: np.ndarray, modes: list[int], old: Folder, builder: Builder) -> Folder:
+                stamps: np.ndarray, modes: list[int], old: Folder, builder: Builder,
+                walked_at: int) -> Folder:
         """The folder's new row of the table: unchanged files keep their doc (found with
         array comparisons: a folder of 10,000 files with one change costs no loop over
-        them), the others are read — a racily-clean one only if its bytes changed."""
+        them), the others are read — a racily-clean one only if its bytes changed. A file is
+        racy by the time its stat data was taken (`walked_at`), not by now: the walk of a
+        large store takes a fraction of a second."""
         n = len(names)
         if old.names == names:
             prev = np.arange(n)
@@ -325,13 +329,12 @@ class LexicalIndex:
         else:
             seg, doc = np.full(n, SKIPPED, np.int32), np.zeros(n, np.int32)
             same = racy = np.zeros(n, bool)
-        now_ns = time.time_ns()
         folder = project.folder(kind)
         for j in np.flatnonzero(~same | racy).tolist():  # new, changed or racily clean
             name, i = names[j], int(prev[j])
             old_sha = self.segments[old.seg[i]].sha(int(old.doc[i])) \
                 if i >= 0 and old.seg[i] >= 0 else None
-            racy[j] = cache.racy(int(stamps[j][0]), now_ns)
+            racy[j] = cache.racy(int(stamps[j][0]), walked_at)
             if same[j] and old_sha is not None and _sha_of(folder / name) == old_sha:
                 continue  # racily clean, and indeed unchanged: keeps its doc
             found = builder.add(project, kind, f"{fkey}/{name}", folder / name, old_sha)
@@ -376,7 +379,7 @@ class LexicalIndex:
         self._changed()
 
     def _new_name(self) -> str:
-        return f"seg-{time.time_ns():x}-{secrets.token_hex(3)}"
+        return f"seg-{time.time_ns():x}-{os.urandom(3).hex()}"
 
     def _fold_logs(self, projects: list[Project]) -> None:
         """The access stats of `projects`: the store's one folded state of each log."""
@@ -477,6 +480,8 @@ def bm25(index: LexicalIndex, hashes: list[int], weights: list[float] | None = N
 
 def _sha_of(path: Path) -> bytes | None:
     try:
+        import hashlib  # (here: OpenSSL's import is ~3 ms, and a warm query needs none)
+
         return hashlib.sha1(read_bytes(path)).digest()  # (a regular file, never a link)
     except AtomParseError:
         return None

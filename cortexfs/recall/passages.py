@@ -84,7 +84,7 @@ def best(index: LexicalIndex, cands: np.ndarray, feats: Features,
     cols = index.columns()
     avg = max(average_length(index, size), 1.0)
     seg_of = np.searchsorted(cols.offsets, cands, side="right") - 1
-    for s in np.unique(seg_of).tolist():
+    for s in sorted(set(seg_of.tolist())):  # (np.unique imports numpy.ma: ~15 ms)
         pick = np.flatnonzero(seg_of == s)
         local = cands[pick] - cols.offsets[s]
         sc, st = _segment_best(index.segments[s].a, index.segments[s].lookup, local, feats,

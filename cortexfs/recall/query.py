@@ -131,11 +131,11 @@ class Retriever:
         if weights.lexical > 0 and q.hashes:
             lexical, found, start, coverage = self._lexical(q, allowed, tuning)
             valid = lexical > 0
-            r = ranks(lexical, valid)
             add_pool(pool, lexical, valid)
             cands = list(pool)
-            ranked["lexical"] = {i: SignalMatch(int(r[i]), float(lexical[i]))
-                                 for i in cands if r[i] > 0}
+            ranked["lexical"] = {i: SignalMatch(r, float(lexical[i]))
+                                 for i, r in zip(cands, ranks(lexical, valid, cands),
+                                                 strict=True) if r > 0}
         use_dense = weights.dense > 0 and self.vectors is not None and \
             self.vectors.ready(idx)
         if use_dense:
@@ -144,10 +144,11 @@ class Retriever:
             best_sim = float(sims[allowed].max())
             if best_sim < DENSE_FLOOR and coverage < COVERAGE_FLOOR:
                 return [], True
-            r = dense_ranks(sims, allowed)
             add_pool(pool, sims, allowed)
-            ranked["dense"] = {i: SignalMatch(int(r[i]), float(sims[i]))
-                               for i in pool if r[i] > 0}
+            cands = list(pool)
+            ranked["dense"] = {i: SignalMatch(r, float(sims[i]))
+                               for i, r in zip(cands, dense_ranks(sims, allowed, cands),
+                                               strict=True) if r > 0}
         if not pool:
             return [], False
         cands = list(pool)
