@@ -90,11 +90,12 @@ class ReadyReport:
 def check(store: Store, project: str | None = None, *, use_cache: bool = True) -> ReadyReport:
     """Run every readiness check over `project` (default: the whole store).
 
-    Git is asked afresh every time. The other checks depend only on files, so their gaps are
-    cached (`.cache/ready.bin`) under a key made of every file's stat data (mtime, ctime,
-    size, inode) in context/ and the templates, the commit HEAD points at, which STATUS.md
-    files are uncommitted, today's date and cortex's own code: when nothing changed, they
-    are not re-run.
+    Git is asked afresh every time (in a thread, while the atoms are scanned). The other
+    checks depend only on files, so their gaps are cached (`.cache/ready.bin`) under a key
+    made of every file's stat data (mtime, ctime, size, inode) in context/ and the templates
+    — the atom files as the loader's scan has them (stamp and CRC) —, the commit HEAD
+    points at, which STATUS.md files are uncommitted, today's date and cortex's own code:
+    when nothing changed, they are not re-run.
     """
     import threading
 
