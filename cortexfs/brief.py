@@ -44,6 +44,7 @@ from cortexfs.wording import plural
 
 if TYPE_CHECKING:
     from cortexfs.hippocampus import MemoryEntry, Part
+    from cortexfs.loader import ProjectScan
     from cortexfs.store import Project, Store
 
 DEFAULT_BUDGET = 4_000
@@ -377,13 +378,15 @@ def _atom_line(r: MemoryEntry, qualified: bool, with_strength: bool,
 # --- assembling ----------------------------------------------------------------------------------
 
 
-def _parts(store: Store, projects: Sequence[Project]) -> list[Part]:
+def _parts(store: Store, projects: Sequence[Project],
+           scans: Sequence[ProjectScan] = ()) -> list[Part]:
     """The projects' HIPPOCAMPUS.md parts: their active atoms with hits and last access (the
-    access logs folded), from the regeneration's caches where they are current."""
+    access logs folded), from the regeneration's caches where they are current (`scans`:
+    scans of some projects this process has just taken)."""
     from cortexfs import hippocampus
     from cortexfs.regen import context
 
-    return hippocampus.parts(context(store), [p.name for p in projects])
+    return hippocampus.parts(context(store, scans), [p.name for p in projects])
 
 
 @dataclass
@@ -407,15 +410,17 @@ def _atom_sections(store: Store, projects: Sequence[Project], qualified: bool) -
     ranking behind it (the HIPPOCAMPUS.md parts: every atom's cached record, strength and
     order) is ~1.5 s more."""
     from cortexfs import cache
+    from cortexfs.loader import scan_many
 
-    key = _inputs_key(store, projects, qualified)
+    scans = scan_many(list(projects))  # (what the ranking reads too, on a miss)
+    key = _inputs_key(scans, qualified)
     name = "store.bin" if qualified else f"project-{projects[0].name}.bin"
     path = store.cache_dir / "brief" / name
     if key is not None:
         saved = cache.load(path, SECTIONS_KIND)
         if isinstance(saved, tuple) and len(saved) == 2 and saved[0] == key:
             return AtomSections(*saved[1])
-    parts = _parts(store, projects)
+    parts = _parts(store, projects, scans)
     ranked = _rank(store, parts)
     atoms = AtomSections(
         [_item(_atom_line(r, qualified, True, ranked.weak)) for r in ranked.minds],
@@ -428,42 +433,33 @@ def _atom_sections(store: Store, projects: Sequence[Project], qualified: bool) -
     return atoms
 
 
-def _inputs_key(store: Store, projects: Sequence[Project], qualified: bool) -> bytes | None:
-    """A digest of the stat data of everything the atom sections are made from — every atom
-    file of `projects` (names, mtime, size, inode) and their access logs — or None when one
-    of them changed within cache.RACY_NS: its stat data cannot vouch for its content yet, so
-    nothing is cached or trusted (an edit in place keeps a folder's mtime, never a file's)."""
+def _inputs_key(scans: Sequence[ProjectScan], qualified: bool) -> bytes | None:
+    """A digest of everything the atom sections are made from — every atom file of the
+    scanned projects as the loader's scan vouches for it (name, mtime, size, CRC of its
+    content: a file re-checked by content while its stat data is racy) and their access
+    logs' stat data — or None when a log changed within cache.RACY_NS (its stat data
+    cannot vouch for its content yet, so nothing is cached or trusted)."""
+    import marshal
     import os
     import time
-    from array import array
 
-    from cortexfs import cache, wall
+    from cortexfs import cache
     from cortexfs.atoms import KINDS
-    from cortexfs.loader import walk_folder
 
     started = time.time_ns()
     newest = 0
     key = cache.blake2b(b"qualified" if qualified else b"one", digest_size=16)
-    for project in projects:
-        key.update(f"\0\0{project.name}".encode())
+    for sc in scans:
+        key.update(f"\0\0{sc.project.name}".encode())
         for kind in KINDS:
-            folder = project.folder(kind)
-            if wall.reason(store.context, folder):  # a linked folder: not read (no atoms)
-                key.update(b"\0linked")
-                continue
-            walked = walk_folder(folder, kind)
-            mtimes = array("q", [st.st_mtime_ns for st in walked.stats])
-            key.update(f"\0{len(mtimes)}\0{'/'.join(walked.names)}".encode())
-            for column in (mtimes, array("q", [st.st_size for st in walked.stats]),
-                           array("q", [st.st_ino for st in walked.stats])):
-                key.update(column)
-            newest = max(newest, max(mtimes, default=0))
+            # marshal format 2 has no back-references: equal values always give equal bytes
+            key.update(marshal.dumps(sc.digest_input(kind), 2))
         try:
-            st = os.stat(project.access_log, follow_symlinks=False)
+            st = os.stat(sc.project.access_log, follow_symlinks=False)
         except OSError:
             key.update(b"\0no log")
             continue
-        key.update(array("q", [st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode]))
+        key.update(marshal.dumps((st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode), 2))
         newest = max(newest, st.st_mtime_ns)
     return None if cache.racy(newest, started) else key.digest()
 

@@ -125,12 +125,17 @@ def _regenerate_all(run: Run, selected: list[Project], mine: list[Project],
     run.save()  # what the generators made us scan and fold in other projects
 
 
-def context(store: Store) -> RegenContext:
+def context(store: Store, scans: Iterable[ProjectScan] = ()) -> RegenContext:
     """What the generators see, for a command that reads the same data without regenerating
     (the session brief): every project's folded atoms, access stats and fingerprints, from
-    the caches where they are current. Nothing is written but caches of derived data."""
+    the caches where they are current. Nothing is written but caches of derived data.
+    `scans`: scans this process has just taken of some projects, used rather than taken
+    again."""
     store.require()
-    return Run(store, dry_run=True).context(store.project_names())
+    run = Run(store, dry_run=True)
+    for sc in scans:
+        run.scans[sc.project.name] = sc
+    return run.context(store.project_names())
 
 
 class _Progress:
