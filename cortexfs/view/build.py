@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import time
 import zlib
@@ -82,24 +81,21 @@ def build(store: Store, projects: list[str] | None = None, out: Path | None = No
     """Build (or bring up to date) the site of `projects` (all when None) in `out`."""
     from cortexfs.fsutil import file_lock
     from cortexfs.layout import VIEW_LOCK
+    from cortexfs.loader import collector_paused
 
     started = time.perf_counter()
     store.require()
     shown, skipped = model.select(store, projects)
     site = open_site(out if out is not None else default_dir(store), store.home,
                      store.cache_dir)
-    collecting = gc.isenabled()
-    gc.disable()  # many small objects and no cycles: the collector would only slow it down
-    try:
-        # builds of one store take turns, and `cortex watch` does not count the atoms a
-        # build reads as reads by the user
-        with file_lock(store.locks_dir / VIEW_LOCK, timeout=60, what="the site (cortex view)"):
-            run = _Build(store, site, shown, skipped)
-            run.run()
-            removed = site.finish()
-    finally:
-        if collecting:
-            gc.enable()
+    # many small objects and no cycles: the collector would only slow the build down.
+    # Builds of one store take turns, and `cortex watch` does not count the atoms a build
+    # reads as reads by the user.
+    with collector_paused(), file_lock(store.locks_dir / VIEW_LOCK, timeout=60,
+                                       what="the site (cortex view)"):
+        run = _Build(store, site, shown, skipped)
+        run.run()
+        removed = site.finish()
     return BuildResult(site.root, len(site.new), len(site.written), len(removed), site.size(),
                        time.perf_counter() - started, len(shown), run.atoms,
                        run.reloaded, sorted(site.written), run.warnings)
