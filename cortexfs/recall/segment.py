@@ -85,15 +85,8 @@ class Segment:
         self.meta = meta
         self.n = int(meta["docs"])
         self.projects: list[str] = list(meta["projects"])
-        self._keys: list[str] | None = None
         self._rows: dict[int, Doc] = {}
         self.check()
-
-    @property
-    def keys(self) -> list[str]:
-        if self._keys is None:
-            self._keys = self.a["keys"].tolist()
-        return self._keys
 
     def check(self) -> None:
         """Raise ValueError when the arrays do not fit together (a damaged file)."""
@@ -118,7 +111,7 @@ class Segment:
         if found is None:
             a = self.a
             raw = bytes(a["rows"][int(a["row_off"][i]):int(a["row_off"][i + 1])])
-            found = self._rows[i] = decode_row(raw, self.keys[i],
+            found = self._rows[i] = decode_row(raw, str(a["keys"][i]),
                                                self.projects[int(a["proj"][i])],
                                                KIND_CODES[int(a["kind"][i])],
                                                bytes(a["vsha"][i]).hex())
