@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from cortexfs import accesslog, cache, layout, wall
+from cortexfs import accesslog, cache, forked, layout, wall
 from cortexfs.atoms import KINDS, Kind
 from cortexfs.errors import AtomParseError
 from cortexfs.frontmatter import read_bytes
@@ -50,6 +50,7 @@ BM25_K1 = 1.5
 BM25_B = 0.75
 MAX_SMALL = 4  # small segments (under SEGMENT_DOCS / 4 docs) allowed before they merge
 DEAD_SHARE = 0.25  # a segment with more dead docs than this is rewritten
+FORK_MIN_FILES = 20_000  # atom files below which a forked walk costs more than it saves
 Progress = Callable[[str, int, int], None]  # (what, done, total)
 
 
@@ -243,32 +244,80 @@ class LexicalIndex:
 
     def _walk(self, projects: list[Project]) -> dict[str, tuple[Any, ...]]:
         """The folders whose listing or stat data differ from the table's (or that are
-        gone): folder key → (project, kind, names, stamps, modes)."""
-        out: dict[str, tuple[Any, ...]] = {}
-        seen = set()
-        for project in projects:
-            for kind in KINDS:
-                fkey = f"{project.name}/{kind.folder}"
-                seen.add(fkey)
-                old = self.files.folders.get(fkey)
-                folder = project.folder(kind)
-                names: list[str] = []
-                stamps = np.zeros((0, 3), np.int64)
-                modes: list[int] = []
-                listed = (0, 0)
-                if not wall.reason(self.store.context, folder):  # (a linked project or
-                    # folder is not part of the store: cortexfs.wall)
-                    names, stamps, modes, listed = files.listing(folder, kind, old)
-                if old is not None and old.names == names and old.listed == listed and \
-                        np.array_equal(old.stamps, stamps) and not old.racy.any():
-                    continue
-                if old is None and not names:
-                    continue
-                out[fkey] = (project, kind, names, stamps, modes, listed)
+        gone): folder key → (project, kind, names, stamps, modes, listed).
+
+        A big walk (FORK_MIN_FILES files in the table, on two cores or more) is shared with
+        one forked process (`cortexfs.forked`): it walks about half of the files and sends
+        back only the folders that differ. Should it fail, its share is walked here: the
+        answer is the same either way."""
+        jobs = [(f"{project.name}/{kind.folder}", project, kind)
+                for project in projects for kind in KINDS]
+        theirs = self._fork_share([fkey for fkey, _, _ in jobs])
+        child = forked.start(lambda: [self._walk_folder(*jobs[j], compact=True)
+                                      for j in theirs]) if theirs else None
+        found: dict[int, tuple[Any, ...] | None] = {}
+        try:
+            for j, job in enumerate(jobs):
+                if child is None or j not in theirs:
+                    found[j] = self._walk_folder(*job)
+        except BaseException:
+            if child is not None:
+                child.stop()
+            raise
+        if child is not None:
+            shared = child.join()
+            if isinstance(shared, list) and len(shared) == len(theirs):
+                for j, diff in zip(theirs, shared, strict=True):
+                    found[j] = None if diff is None else (
+                        jobs[j][1], jobs[j][2], diff[0],
+                        np.frombuffer(diff[1], np.int64).reshape(-1, 3).copy(), diff[2],
+                        tuple(diff[3]))
+            else:  # the child failed: its share is walked here
+                found.update((j, self._walk_folder(*jobs[j])) for j in theirs)
+        out = {jobs[j][0]: w for j, w in sorted(found.items()) if w is not None}
+        seen = {fkey for fkey, _, _ in jobs}
         for fkey in self.files.folders:
             if fkey not in seen:
                 out[fkey] = (None, None, [], np.zeros((0, 3), np.int64), [], (0, 0))
         return out
+
+    def _fork_share(self, fkeys: list[str]) -> list[int]:
+        """Which folders (by index) a forked child walks: about half of the files, when the
+        table is big enough for a second core to pay for the fork, and one can be forked."""
+        sizes = [len(f.names) if (f := self.files.folders.get(k)) else 0 for k in fkeys]
+        if sum(sizes) < FORK_MIN_FILES or not forked.can_fork():
+            return []
+        mine = theirs = 0
+        share = []
+        for j in sorted(range(len(sizes)), key=lambda j: -sizes[j]):
+            if theirs < mine:
+                share.append(j)
+                theirs += sizes[j]
+            else:
+                mine += sizes[j]
+        return sorted(share)
+
+    def _walk_folder(self, fkey: str, project: Project, kind: Kind, *,
+                     compact: bool = False) -> Any:
+        """One folder of `_walk`: None when its listing and stat data are the table's;
+        with `compact` (in the forked child), what crosses the pipe (marshal's types)."""
+        old = self.files.folders.get(fkey)
+        folder = project.folder(kind)
+        names: list[str] = []
+        stamps = np.zeros((0, 3), np.int64)
+        modes: list[int] = []
+        listed = (0, 0)
+        if not wall.reason(self.store.context, folder):  # (a linked project or
+            # folder is not part of the store: cortexfs.wall)
+            names, stamps, modes, listed = files.listing(folder, kind, old)
+        if old is not None and old.names == names and old.listed == listed and \
+                np.array_equal(old.stamps, stamps) and not old.racy.any():
+            return None
+        if old is None and not names:
+            return None
+        if compact:
+            return [names, stamps.tobytes(), modes, listed]
+        return (project, kind, names, stamps, modes, listed)
 
     def _apply(self, walked: dict[str, tuple[Any, ...]], projects: list[Project],
                progress: Progress | None, walked_at: int) -> bool:

@@ -344,3 +344,80 @@ def test_a_settled_folder_is_not_listed_again_until_it_changes(
     assert ids(rc.recall(store, "quokka", k=5)) == ["EXP-001", "EXP-002"]
     (folder / "EXP-001.md").unlink()
     assert ids(rc.recall(store, "quokka", k=5)) == ["EXP-002"]
+
+
+def _walk_both(index: LexicalIndex, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The index's walk done serially and shared with a forked child: the same answer."""
+    projects = index.store.projects()
+    monkeypatch.setattr(lexical, "FORK_MIN_FILES", 10**9)
+    serial = index._walk(projects)
+    monkeypatch.setattr(lexical, "FORK_MIN_FILES", 0)
+    started = []
+    start = lexical.forked.start
+
+    def spy(work: Callable[[], Any]) -> lexical.forked.Child | None:
+        started.append(work)
+        return start(work)
+
+    monkeypatch.setattr(lexical.forked, "start", spy)
+    shared = index._walk(projects)
+    assert started  # (the fork path was taken)
+
+    def plain(w: dict[str, tuple[Any, ...]]) -> dict[str, Any]:
+        return {k: (p and p.name, kind and kind.folder, names, stamps.tolist(), modes,
+                    tuple(listed)) for k, (p, kind, names, stamps, modes, listed) in w.items()}
+
+    assert plain(shared) == plain(serial)
+    return plain(serial)
+
+
+def test_a_forked_walk_finds_what_the_serial_walk_finds(
+        store: Store, project: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from cortexfs import scaffold
+
+    monkeypatch.setattr(lexical.forked, "can_fork", lambda: True)
+    other, _ = scaffold.new_project(store, "registry")
+    for n in range(1, 7):
+        write_atom(f"EXP-{n:03d}", summary=f"quokka census {n}")
+        write_atom(f"K-{n:03d}", summary=f"quokka rule {n}", extra="evidence: []\n",
+                   target=other)
+    past = time.time_ns() - 10**10
+    for path in [*project.root.rglob("*"), *other.root.rglob("*")]:
+        os.utime(path, ns=(past, past))  # settled: nothing racy
+    index = _index(store)
+    index.refresh()
+    assert _walk_both(index, monkeypatch) == {}  # nothing changed
+    edited = project.root / "experiments" / "EXP-002.md"
+    edited.write_text(edited.read_text().replace("census", "counted"))  # in place
+    os.utime(edited, ns=(past, past + 1))
+    (project.root / "experiments" / "EXP-003.md").rename(
+        project.root / "experiments" / "EXP-033.md")
+    (other.root / "knowledge" / "K-004.md").unlink()
+    write_atom("PAT-001", summary="quokka pattern", extra="evidence: []\n", target=other)
+    walked = _walk_both(index, monkeypatch)
+    assert set(walked) == {"flywheel/experiments", "registry/knowledge", "registry/patterns"}
+    assert "EXP-033.md" in walked["flywheel/experiments"][2]
+    monkeypatch.setattr(lexical, "FORK_MIN_FILES", 0)
+    index.refresh()
+    assert set(ids(rc.recall(store, "quokka counted", k=3))) >= {"EXP-002"}
+    for path in (other.root / "knowledge").iterdir():
+        path.unlink()
+    (other.root / "knowledge").rmdir()  # a folder that vanishes
+    assert "registry/knowledge" in _walk_both(index, monkeypatch)
+
+
+def test_a_failed_forked_walk_is_done_here(store: Store, atoms: Callable[..., Path],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lexical.forked, "can_fork", lambda: True)
+    monkeypatch.setattr(lexical, "FORK_MIN_FILES", 0)
+    index = _index(store)
+    index.refresh()
+    atoms("K-002", summary="Quokka census", extra="evidence: []\n")  # (in the child's share)
+
+    def lost(child: lexical.forked.Child) -> None:  # the child's answer never arrives
+        os.close(child.fd)
+        os.waitpid(child.pid, 0)
+
+    monkeypatch.setattr(lexical.forked.Child, "join", lost)
+    assert ids(rc.recall(store, "quokka")) == ["K-002"]
