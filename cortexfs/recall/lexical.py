@@ -51,6 +51,7 @@ BM25_B = 0.75
 MAX_SMALL = 4  # small segments (under SEGMENT_DOCS / 4 docs) allowed before they merge
 DEAD_SHARE = 0.25  # a segment with more dead docs than this is rewritten
 FORK_MIN_FILES = 20_000  # atom files below which a forked walk costs more than it saves
+CHILD_SHARE = 0.6  # of the files, for the child when this process has a query to answer
 Progress = Callable[[str, int, int], None]  # (what, done, total)
 
 
@@ -193,28 +194,43 @@ class LexicalIndex:
 
     # -- freshness --
 
-    def refresh(self, progress: Progress | None = None, max_age: float = 0.0) -> None:
+    def refresh(self, progress: Progress | None = None, max_age: float = 0.0,
+                meanwhile: Callable[[], Any] | None = None) -> Any:
         """Bring the index up to date with the atom files and fold new access-log lines.
 
         `max_age` > 0 skips the check when the last one is younger than that many seconds
-        (a long-lived server's choice; `invalidate()` forces the next check)."""
+        (a long-lived server's choice; `invalidate()` forces the next check).
+
+        `meanwhile`: work on the index as it stands (a query), done while a forked process
+        walks its share of a big store (see `_walk`). Its result is returned when the walk
+        found nothing to change — the index it ran on was the fresh one; otherwise None,
+        and the caller does the work again on the refreshed index."""
         now = time.monotonic()
         if max_age > 0 and now - self._checked < max_age:
-            return
+            return None
         try:
-            self._refresh(progress)
+            found = self._refresh(progress, meanwhile)
         except IndexError:  # damaged bytes in a mapped segment: start afresh
             self.discard()
-            self._refresh(progress)
+            found = self._refresh(progress, None)
         self._checked = now
+        return found
 
-    def _refresh(self, progress: Progress | None) -> None:
+    def _refresh(self, progress: Progress | None,
+                 meanwhile: Callable[[], Any] | None) -> Any:
         if not self._loaded:
             self._load()
         projects = self.store.projects()
+        done: list[Any] = []
+
+        def gap() -> None:  # (while the forked child walks: the logs, and the work)
+            self._fold_logs(projects)
+            done.append(None if meanwhile is None else meanwhile())
+
         walked_at = time.time_ns()  # (before the stats: what the racy rule measures from)
-        walked = self._walk(projects)
+        walked = self._walk(projects, gap)
         if walked:
+            done.clear()
             with self._writing():
                 if self._manifest_id != self._on_disk_id():  # another process wrote it
                     self._load()
@@ -223,7 +239,9 @@ class LexicalIndex:
                 if walked and self._apply(walked, projects, progress, walked_at):
                     self._compact()
                     self._save()
-        self._fold_logs(projects)
+        if not done:
+            self._fold_logs(projects)
+        return done[0] if done else None
 
     @contextlib.contextmanager
     def _writing(self) -> Any:
@@ -242,17 +260,20 @@ class LexicalIndex:
                 raise
             yield
 
-    def _walk(self, projects: list[Project]) -> dict[str, tuple[Any, ...]]:
+    def _walk(self, projects: list[Project],
+              gap: Callable[[], None] | None = None) -> dict[str, tuple[Any, ...]]:
         """The folders whose listing or stat data differ from the table's (or that are
         gone): folder key → (project, kind, names, stamps, modes, listed).
 
         A big walk (FORK_MIN_FILES files in the table, on two cores or more) is shared with
-        one forked process (`cortexfs.forked`): it walks about half of the files and sends
-        back only the folders that differ. Should it fail, its share is walked here: the
-        answer is the same either way."""
+        one forked process (`cortexfs.forked`), which sends back only the folders that
+        differ. Should it fail, its share is walked here: the answer is the same either
+        way. While it walks, and if this process's share is unchanged, `gap` is called
+        (work that does not change the index; the child's share is the larger for it)."""
         jobs = [(f"{project.name}/{kind.folder}", project, kind)
                 for project in projects for kind in KINDS]
-        theirs = self._fork_share([fkey for fkey, _, _ in jobs])
+        theirs = self._fork_share([fkey for fkey, _, _ in jobs],
+                                  CHILD_SHARE if gap is not None else 0.5)
         child = forked.start(lambda: [self._walk_folder(*jobs[j], compact=True)
                                       for j in theirs]) if theirs else None
         found: dict[int, tuple[Any, ...] | None] = {}
@@ -260,6 +281,8 @@ class LexicalIndex:
             for j, job in enumerate(jobs):
                 if child is None or j not in theirs:
                     found[j] = self._walk_folder(*job)
+            if child is not None and gap is not None and not any(found.values()):
+                gap()
         except BaseException:
             if child is not None:
                 child.stop()
@@ -281,16 +304,17 @@ class LexicalIndex:
                 out[fkey] = (None, None, [], np.zeros((0, 3), np.int64), [], (0, 0))
         return out
 
-    def _fork_share(self, fkeys: list[str]) -> list[int]:
-        """Which folders (by index) a forked child walks: about half of the files, when the
-        table is big enough for a second core to pay for the fork, and one can be forked."""
+    def _fork_share(self, fkeys: list[str], share_of_files: float) -> list[int]:
+        """Which folders (by index) a forked child walks: about `share_of_files` of the
+        files, when the table is big enough for a second core to pay for the fork, and one
+        can be forked."""
         sizes = [len(f.names) if (f := self.files.folders.get(k)) else 0 for k in fkeys]
         if sum(sizes) < FORK_MIN_FILES or not forked.can_fork():
             return []
-        mine = theirs = 0
+        mine = theirs = 0.0
         share = []
         for j in sorted(range(len(sizes)), key=lambda j: -sizes[j]):
-            if theirs < mine:
+            if theirs * (1 - share_of_files) < mine * share_of_files:
                 share.append(j)
                 theirs += sizes[j]
             else:

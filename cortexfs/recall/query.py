@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -79,10 +81,15 @@ class Retriever:
         self.vectors: VectorStore | None = None
 
     def refresh(self, progress: Progress | None = None, dense: bool = True,
-                max_age: float = 0.0) -> None:
-        self.lexical.refresh(progress, max_age)
-        if dense and self.vectors is not None:
+                max_age: float = 0.0, meanwhile: Callable[[], Any] | None = None) -> Any:
+        """The index brought up to date (`LexicalIndex.refresh`; `meanwhile` is done during
+        the walk unless the vectors must be synced first) and the vectors synced."""
+        syncing = dense and self.vectors is not None
+        found = self.lexical.refresh(progress, max_age, None if syncing else meanwhile)
+        if syncing:
+            assert self.vectors is not None
             self.vectors.sync(self.lexical, progress)
+        return found
 
     def invalidate(self) -> None:
         self.lexical.invalidate()
@@ -366,9 +373,18 @@ def recall(store: Store, query: str, project: str | None = None, k: int = 10,
     tuning = tuning or DEFAULT_TUNING
     dense = weights.dense > 0
     r = open_retriever(store, dense=dense)
-    r.refresh(progress=progress, dense=dense, max_age=max_age)
+
+    def early() -> tuple[list[Hit], bool] | None:
+        """The search, on the index as loaded, while a big store's walk goes on."""
+        try:
+            return r.search(query, k, weights, tuning, f, show=snippets)
+        except (IndexError, ValueError):
+            return None  # (asked again below, where a damaged index is rebuilt)
+
+    found = r.refresh(progress=progress, dense=dense, max_age=max_age, meanwhile=early)
     try:
-        hits, abstained = r.search(query, k, weights, tuning, f, show=snippets)
+        hits, abstained = found if found is not None else \
+            r.search(query, k, weights, tuning, f, show=snippets)
     except (IndexError, ValueError):
         # Damaged bytes in a memory-mapped segment show as ids out of range, a doc row
         # written with other fields as a ValueError: rebuild the index, and ask once more.

@@ -421,3 +421,48 @@ def test_a_failed_forked_walk_is_done_here(store: Store, atoms: Callable[..., Pa
 
     monkeypatch.setattr(lexical.forked.Child, "join", lost)
     assert ids(rc.recall(store, "quokka")) == ["K-002"]
+
+
+def test_a_query_answered_during_a_forked_walk_counts_only_if_nothing_changed(
+        store: Store, project: Project, atoms: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from cortexfs.recall import query
+
+    monkeypatch.setattr(lexical.forked, "can_fork", lambda: True)
+    monkeypatch.setattr(lexical, "FORK_MIN_FILES", 0)
+    searched = []
+    search = query.Retriever.search
+
+    def spy(self: query.Retriever, *args: Any, **kwargs: Any) -> Any:
+        searched.append(args[0])
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(query.Retriever, "search", spy)
+
+    past = time.time_ns() - 10**10
+    for path in project.root.rglob("*"):
+        os.utime(path, ns=(past, past))  # nothing racy
+
+    def settle(path: Path) -> None:  # (an in-place edit moves no folder's mtime)
+        os.utime(path, ns=(past, past + 1))
+
+    rc.recall(store, "cache")
+    searched.clear()
+    assert set(ids(rc.recall(store, "cache"))) == {"EXP-001", "K-001"}
+    assert searched == ["cache"]  # answered during the walk, and kept
+    # an edit in the child's share (the smaller folders): the early answer is dropped
+    assert _index(store)._fork_share(["flywheel/experiments", "flywheel/knowledge"],
+                                     lexical.CHILD_SHARE) == [1]
+    path = project.root / "knowledge" / "K-001.md"
+    path.write_text(path.read_text().replace("on a timer", "on a quokka"))
+    settle(path)
+    searched.clear()
+    assert ids(rc.recall(store, "quokka")) == ["K-001"]
+    assert searched == ["quokka", "quokka"]
+    # an edit in this process's share: no early answer at all
+    path = project.root / "experiments" / "EXP-001.md"
+    path.write_text(path.read_text().replace("stale reads", "stale quokka"))
+    settle(path)
+    searched.clear()
+    assert set(ids(rc.recall(store, "quokka"))) == {"EXP-001", "K-001"}
+    assert searched == ["quokka"]
