@@ -51,12 +51,11 @@ class Folder:
 
 
 def listing(path: os.PathLike[str] | str, kind: Kind,
-            known: Folder | None = None) -> tuple[list[str], np.ndarray, list[int],
-                                                  tuple[int, int]]:
+            known: Folder | None = None) -> tuple[list[str], np.ndarray, tuple[int, int]]:
     """The folder as the loader's walk sees it (`cortexfs.loader.walk_folder`, not listed
     again while its `listed` stamp holds): the atom-named entries' names, their stamps as
-    rows, their st_mode (a link, folder or FIFO is reported, not read), the folder's
-    `listed` stamp."""
+    rows, the folder's `listed` stamp. (A link, folder or FIFO so named is listed: the
+    builder reports it, never reads it.)"""
     walked = walk_folder(path, kind, None if known is None
                          else AtomFolder(known.names, [], [], known.listed))
     stats = walked.stats
@@ -64,7 +63,7 @@ def listing(path: os.PathLike[str] | str, kind: Kind,
     rows[:, 0] = [s.st_mtime_ns for s in stats]
     rows[:, 1] = [s.st_size for s in stats]
     rows[:, 2] = [s.st_ino for s in stats]
-    return walked.names, rows, [s.st_mode for s in stats], walked.listed
+    return walked.names, rows, walked.listed
 
 
 class FileTable:

@@ -263,7 +263,7 @@ class LexicalIndex:
     def _walk(self, projects: list[Project],
               gap: Callable[[], None] | None = None) -> dict[str, tuple[Any, ...]]:
         """The folders whose listing or stat data differ from the table's (or that are
-        gone): folder key → (project, kind, names, stamps, modes, listed).
+        gone): folder key → (project, kind, names, stamps, listed).
 
         A big walk (FORK_MIN_FILES files in the table, on two cores or more) is shared with
         one forked process (`cortexfs.forked`), which sends back only the folders that
@@ -293,15 +293,14 @@ class LexicalIndex:
                 for j, diff in zip(theirs, shared, strict=True):
                     found[j] = None if diff is None else (
                         jobs[j][1], jobs[j][2], diff[0],
-                        np.frombuffer(diff[1], np.int64).reshape(-1, 3).copy(), diff[2],
-                        tuple(diff[3]))
+                        np.frombuffer(diff[1], np.int64).reshape(-1, 3).copy(), tuple(diff[2]))
             else:  # the child failed: its share is walked here
                 found.update((j, self._walk_folder(*jobs[j])) for j in theirs)
         out = {jobs[j][0]: w for j, w in sorted(found.items()) if w is not None}
         seen = {fkey for fkey, _, _ in jobs}
         for fkey in self.files.folders:
             if fkey not in seen:
-                out[fkey] = (None, None, [], np.zeros((0, 3), np.int64), [], (0, 0))
+                out[fkey] = (None, None, [], np.zeros((0, 3), np.int64), (0, 0))
         return out
 
     def _fork_share(self, fkeys: list[str], share_of_files: float) -> list[int]:
@@ -329,19 +328,18 @@ class LexicalIndex:
         folder = project.folder(kind)
         names: list[str] = []
         stamps = np.zeros((0, 3), np.int64)
-        modes: list[int] = []
         listed = (0, 0)
         if not wall.reason(self.store.context, folder):  # (a linked project or
             # folder is not part of the store: cortexfs.wall)
-            names, stamps, modes, listed = files.listing(folder, kind, old)
+            names, stamps, listed = files.listing(folder, kind, old)
         if old is not None and old.names == names and old.listed == listed and \
                 np.array_equal(old.stamps, stamps) and not old.racy.any():
             return None
         if old is None and not names:
             return None
         if compact:
-            return [names, stamps.tobytes(), modes, listed]
-        return (project, kind, names, stamps, modes, listed)
+            return [names, stamps.tobytes(), listed]
+        return (project, kind, names, stamps, listed)
 
     def _apply(self, walked: dict[str, tuple[Any, ...]], projects: list[Project],
                progress: Progress | None, walked_at: int) -> bool:
@@ -350,7 +348,7 @@ class LexicalIndex:
         total = sum(len(w[2]) for w in walked.values())
         builder = Builder(self, total, progress)
         changed = False
-        for fkey, (project, kind, names, stamps, modes, listed) in walked.items():
+        for fkey, (project, kind, names, stamps, listed) in walked.items():
             old = self.files.folders.get(fkey, Folder.empty())
             if project is None:
                 self.files.folders.pop(fkey, None)
@@ -358,7 +356,7 @@ class LexicalIndex:
                     self.skipped.pop(f"{fkey}/{name}", None)
                 changed = True
                 continue
-            new = self._update(project, kind, fkey, names, stamps, modes, old, builder,
+            new = self._update(project, kind, fkey, names, stamps, old, builder,
                                walked_at)
             new.listed = listed
             changed = changed or not old.same(new)
@@ -377,7 +375,7 @@ class LexicalIndex:
         return True
 
     def _update(self, project: Project, kind: Kind, fkey: str, names: list[str],
-                stamps: np.ndarray, modes: list[int], old: Folder, builder: Builder,
+                stamps: np.ndarray, old: Folder, builder: Builder,
                 walked_at: int) -> Folder:
         """The folder's new row of the table: unchanged files keep their doc (found with
         array comparisons: a folder of 10,000 files with one change costs no loop over

@@ -364,8 +364,8 @@ def _walk_both(index: LexicalIndex, monkeypatch: pytest.MonkeyPatch) -> dict[str
     assert started  # (the fork path was taken)
 
     def plain(w: dict[str, tuple[Any, ...]]) -> dict[str, Any]:
-        return {k: (p and p.name, kind and kind.folder, names, stamps.tolist(), modes,
-                    tuple(listed)) for k, (p, kind, names, stamps, modes, listed) in w.items()}
+        return {k: (p and p.name, kind and kind.folder, names, stamps.tolist(), tuple(listed))
+                for k, (p, kind, names, stamps, listed) in w.items()}
 
     assert plain(shared) == plain(serial)
     return plain(serial)
