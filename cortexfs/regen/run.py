@@ -7,6 +7,7 @@ import contextlib
 import datetime as dt
 import marshal
 import os
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,11 +138,13 @@ class Run:
         found = self.digests.get((project.name, kind.prefix))
         if found is None:
             sc, stats = self.scan(project), self.access(project)
-            files = sc.digest_input(kind)
             count, newest = stats.counts.get, stats.newest.get
-            counts = [(n, c, newest(n)) for n, _, _, _ in files if (c := count(n)) is not None]
+            # (the files' names that have counts, found in C: a folder has thousands)
+            read = stats.counts.keys() & map(itemgetter(0), sc.folders.get(kind.folder, []))
+            counts = sorted((n, count(n), newest(n)) for n in read)
             # marshal format 2 has no back-references: equal values always give equal bytes
-            data = marshal.dumps((self.identity(), project.name, kind.prefix, files, counts), 2)
+            data = marshal.dumps((self.identity(), project.name, kind.prefix,
+                                  sc.inputs_digest(kind), counts), 2)
             found = self.digests[(project.name, kind.prefix)] = cache.digest(data).hex()
         if not dated:
             return found
