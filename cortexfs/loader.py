@@ -306,13 +306,16 @@ def scan(project: Project, *, save: bool = True) -> ProjectScan:
     return scan_many([project], save=save)[0]
 
 
-def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan]:
+def scan_many(projects: list[Project], *, save: bool = True,
+              meanwhile: Callable[[], None] | None = None) -> list[ProjectScan]:
     """`scan` for several projects, parsing all their stale files in one batch.
 
     A big walk (FORK_MIN_FILES files or more at the last walk, on two cores or more) is
-    shared with one forked process: the child stats its share of the folders and compares
-    them with the cached records itself, so that only what changed crosses the pipe. Any
-    failure of the child costs its share walked here, never a different answer."""
+    shared with one forked process (cortexfs.forked.share: each takes the next folder when
+    free): the child stats its folders and compares them with the cached records itself,
+    so that only what changed crosses the pipe. A failure of the child costs its folders
+    walked here, never a different answer. `meanwhile` is called once the walk has
+    started (after the fork: a thread may be started there)."""
     now = time.time_ns()
     scans = []
     jobs: list[tuple[int, Kind, Cached]] = []
@@ -327,33 +330,25 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
         scans.append(sc)
         jobs.extend((i, kind, _folder_entry(known.get(kind.folder))) for kind in KINDS)
     diffs: dict[int, FolderDiff] = {}
-    queue = _fork_queue([len(before[1]) for _, _, before in jobs])
-
-    def walk(compact: bool) -> list[tuple[int, Any]]:
-        out = []
-        while queue is not None and len(taken := os.read(queue, 2)) == 2:
-            j = int.from_bytes(taken, "big")
-            i, kind, before = jobs[j]
-            out.append((j, _folder_diff(projects[i], kind, before, now, compact=compact)))
-        return out
-
-    child = forked.start(lambda: walk(True)) if queue is not None else None
-    try:
-        if child is not None:
-            diffs.update(walk(False))
-            shared = child.join()  # (a folder it did not report is walked here)
-            with contextlib.suppress(TypeError, ValueError, IndexError, KeyError):
-                for j, diff in shared or ():
-                    diffs[j] = _unpack(diff, jobs[j][2])
-    except BaseException:
-        if child is not None:
-            child.stop()
-        raise
-    finally:
-        if queue is not None:
-            os.close(queue)
+    weights = [len(before[1]) for _, _, before in jobs]
+    shared = forked.share(sorted(range(len(jobs)), key=lambda j: -weights[j]),
+                          lambda j: _folder_diff(projects[jobs[j][0]], jobs[j][1], jobs[j][2],
+                                                 now, compact=True)) \
+        if sum(weights) >= FORK_MIN_FILES else None
+    if meanwhile is not None:
+        meanwhile()
+    if shared is not None:
+        try:
+            for j in shared.mine():
+                i, kind, before = jobs[j]
+                diffs[j] = _folder_diff(projects[i], kind, before, now)
+            for j, diff in shared.join().items():
+                diffs[j] = _unpack(diff, jobs[j][2])
+        except BaseException:
+            shared.stop()
+            raise
     for j, (i, kind, before) in enumerate(jobs):
-        if j not in diffs:
+        if j not in diffs:  # (not shared, or the child failed)
             diffs[j] = _folder_diff(projects[i], kind, before, now)
     stale: list[tuple[ProjectScan, str, str, str, Stat]] = []
     for j, (i, kind, _) in enumerate(jobs):
@@ -455,26 +450,6 @@ def _unpack(diff: Any, cached: Cached) -> FolderDiff:
     if files is None:
         return FolderDiff(cached[1], [], others, tuple(listed), dirty, digest=cached[2])
     return FolderDiff(files, [tuple(s) for s in stale], others, tuple(listed), True)
-
-
-def _fork_queue(weights: list[int]) -> int | None:
-    """When a walk is big enough to gain from a second core (FORK_MIN_FILES files or more
-    at the last walk) and a process can be forked safely: the read end of a pipe holding
-    the folders' numbers, biggest first, from which the two processes take one at a time
-    (a read of two bytes from a pipe is whole), so that a child that gets no CPU leaves
-    its share to the parent."""
-    if sum(weights) < FORK_MIN_FILES or len(weights) >= 1 << 14 or not forked.can_fork():
-        return None
-    order = sorted(range(len(weights)), key=lambda j: -weights[j])
-    try:
-        read_fd, write_fd = os.pipe()
-    except OSError:
-        return None
-    try:
-        os.write(write_fd, b"".join(j.to_bytes(2, "big") for j in order))
-    finally:
-        os.close(write_fd)
-    return read_fd
 
 
 def cache_kind() -> tuple[str, tuple[str, ...]]:
