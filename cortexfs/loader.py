@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import gc
 import marshal
 import os
@@ -30,7 +31,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -110,14 +111,18 @@ def walk_folder(folder: str | os.PathLike[str], kind: Kind,
             others.sort()
         if not stat:
             return AtomFolder(names, [], others, listed)
+        stat_at = functools.partial(os.stat, dir_fd=fd, follow_symlinks=False)
+        try:  # (map: no Python loop around the stats)
+            return AtomFolder(names, list(map(stat_at, names)), others, listed)
+        except OSError:  # one was deleted since the listing
+            pass
         stats = []
         kept = []
-        stat_at = os.stat
         for name in names:
             try:
-                stats.append(stat_at(name, dir_fd=fd, follow_symlinks=False))
+                stats.append(stat_at(name))
                 kept.append(name)
-            except OSError:  # deleted since the listing
+            except OSError:
                 continue
     finally:
         os.close(fd)
@@ -412,7 +417,12 @@ def _folder_diff(project: Project, kind: Kind, before: Cached, now: int,
     dirty = (before[0] is None or listing.listed != before[0].listed
              or listing.others != before[0].others)
     same = before[0] is not None and listing.names == before[0].names
-    # the same names as last time (the usual case): the records side by side
+    if same and _unchanged(before[1], listing.stats):  # the usual folder, checked in C
+        if compact:
+            return (False, listing.others, listing.listed, dirty, None, [])
+        return FolderDiff(before[1], [], listing.others, listing.listed, dirty,
+                          digest=before[2])
+    # the same names as last time: the records side by side
     records: Any = before[1] if same else None
     if records is None:
         dirty = True  # files were created or deleted
@@ -440,6 +450,22 @@ def _folder_diff(project: Project, kind: Kind, before: Cached, now: int,
         return FolderDiff(before[1], stale, listing.others, listing.listed, dirty,
                           digest=before[2])
     return FolderDiff(files, stale, listing.others, listing.listed, True)
+
+
+_STAT_STAMP = attrgetter("st_mtime_ns", "st_size", "st_ino")
+_STAMP = itemgetter(MTIME, SIZE, INO)
+_RACY = itemgetter(RACY)
+
+
+def _unchanged(files: list[tuple[str, Record]], stats: list[os.stat_result]) -> bool:
+    """Whether no record of `files` is racy and each one's stamp is its file's stat data
+    (the same names, in the same order): the folder is as cached."""
+    try:
+        stamps = list(map(itemgetter(1), files))
+        return not any(map(_RACY, stamps)) and \
+            list(map(_STAMP, stamps)) == list(map(_STAT_STAMP, stats))
+    except IndexError:  # a placeholder record
+        return False
 
 
 def _unpack(diff: Any, cached: Cached) -> FolderDiff:

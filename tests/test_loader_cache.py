@@ -294,6 +294,12 @@ def test_forked_walk_gives_the_serial_walks_records(
     loader.scan_many(store.projects())  # (saved: the next walks compare with these records)
     os.utime(other.root / "knowledge" / "K-002.md", ns=(1, 1_000_000_000))
     same()
+    with monkeypatch.context() as m:  # records saved settled: whole folders compared at once
+        m.setattr(cache, "RACY_NS", 0)
+        loader.scan_many(store.projects())
+    same()
+    os.utime(exp / "EXP-005.md", ns=(1, 2_000_000_000))
+    same()
 
     def broken(*args: object, compact: bool = False, **kwargs: object) -> object:
         if compact:  # the child fails part-way: its share is walked by the parent
