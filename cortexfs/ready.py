@@ -139,13 +139,17 @@ def check(store: Store, project: str | None = None, *, use_cache: bool = True) -
 def _file_checks(store: Store, project: str | None, projects: list[Project],
                  state: Any, scans: Sequence[ProjectScan]) -> tuple[list[Gap], list[Gap]]:
     """The checks that read files: (gaps listed before the git ones, gaps listed after)."""
+    from cortexfs import validate
+
+    # the atoms' checks start (on both cores when there are many) while the rest is done
+    findings = validate.many_findings(scans)
     loaded = {sc.project.name: sc.loaded() for sc in scans}
     ids = _all_ids(store, loaded)
     before: list[Gap] = []
     after: list[Gap] = []
     evidence_paths = _knowledge_evidence(store, loaded, before)
-    # the atoms' checks start (on both cores when there are many) while the rest is done
-    validation = _validation(store, scans, loaded, evidence_paths, whole=project is None)
+    validation = _validation(store, findings, scans, loaded, evidence_paths,
+                             whole=project is None)
     derived: list[Gap] = []
     stale = _derived(store, project, derived, scans)
     _status_freshness(store, projects, loaded, state, after)
@@ -367,13 +371,13 @@ def _knowledge_evidence(store: Store, loaded: dict[str, LoadedProject],
     return flagged
 
 
-def _validation(store: Store, scans: Sequence[ProjectScan], loaded: dict[str, LoadedProject],
+def _validation(store: Store, started: Callable[[dict[str, LoadedProject]], list[list[Any]]],
+                scans: Sequence[ProjectScan], loaded: dict[str, LoadedProject],
                 skip: set[str], whole: bool = True) -> Callable[[], list[Gap]]:
-    """The validation gaps, started (the atoms' checks: validate.many_findings) and the
-    store's checks done: the returned function finishes them."""
+    """The validation gaps: the store's checks done, and the atoms' (`started`:
+    validate.many_findings) finished by the returned function."""
     from cortexfs import validate
 
-    started = validate.many_findings(scans, loaded)
     extra: list[validate.Finding] = []
     projects = [sc.project for sc in scans]
     for spec in validate.EXTRA_CHECKS:
@@ -382,8 +386,8 @@ def _validation(store: Store, scans: Sequence[ProjectScan], loaded: dict[str, Lo
     for spec in validate.STORE_CHECKS if whole else []:  # (a project's readiness: not these)
         module, _, name = spec.partition(":")
         extra.extend(getattr(importlib.import_module(module), name)(store))
-    return lambda: _validation_gaps(store, [f for found in started() for f in found] + extra,
-                                    skip)
+    return lambda: _validation_gaps(
+        store, [f for found in started(loaded) for f in found] + extra, skip)
 
 
 def _validation_gaps(store: Store, findings: list[Any], skip: set[str]) -> list[Gap]:

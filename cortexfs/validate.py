@@ -739,28 +739,28 @@ def project_findings(sc: ProjectScan, loaded: LoadedProject | None = None) -> li
 FORK_MIN_ATOMS = 5000  # atoms to check below which a second process costs more than it saves
 
 
-def many_findings(scans: Sequence[ProjectScan], loaded: Mapping[str, LoadedProject],
-                  ) -> Callable[[], list[list[Finding]]]:
-    """`project_findings` of each scanned project, already loaded, started now: the
-    returned function finishes and returns them. When those whose findings are not cached
-    hold FORK_MIN_ATOMS or more, a forked process (cortexfs.forked.share) starts checking
-    them at once, largest first, on the second core; the caller may do other work before
-    finishing, then takes what is left (100,000 atoms, checked from scratch, were 2.4 s of
-    a first `cortex ready`)."""
+def many_findings(scans: Sequence[ProjectScan],
+                  ) -> Callable[[Mapping[str, LoadedProject]], list[list[Finding]]]:
+    """`project_findings` of each scanned project, started now: the returned function,
+    given the projects' loaded atoms, finishes and returns them. When those whose findings
+    are not cached hold FORK_MIN_ATOMS files or more, a forked process
+    (cortexfs.forked.share) starts at once, largest project first, on the second core: it
+    loads and checks the projects it takes while the caller loads the atoms and does other
+    work; finishing takes the projects still queued (100,000 atoms, checked from scratch,
+    were 2.4 s of a first `cortex ready`)."""
     from cortexfs import forked
 
     keys = [_findings_key(sc) for sc in scans]
     out = [_cached_findings(sc.project, key) for sc, key in zip(scans, keys, strict=True)]
-    sizes = [len(loaded[sc.project.name].atoms) for sc in scans]
+    sizes = [sum(map(len, sc.folders.values())) for sc in scans]
     todo = sorted((i for i, found in enumerate(out) if found is None), key=lambda i: -sizes[i])
-
-    def check(i: int) -> list[Finding]:
-        return _check(scans[i], keys[i], loaded[scans[i].project.name])
-
-    shared = forked.share(todo, lambda i: _rows(check(i))) \
+    shared = forked.share(todo, lambda i: _rows(_check(scans[i], keys[i], None))) \
         if len(todo) > 1 and sum(sizes[i] for i in todo) >= FORK_MIN_ATOMS else None
 
-    def finish() -> list[list[Finding]]:
+    def finish(loaded: Mapping[str, LoadedProject]) -> list[list[Finding]]:
+        def check(i: int) -> list[Finding]:
+            return _check(scans[i], keys[i], loaded.get(scans[i].project.name))
+
         if shared is not None:
             try:
                 for i in shared.mine():
