@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import functools
 import gc
 import marshal
 import os
@@ -31,11 +30,11 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from cortexfs import cache, forked, wall
+from cortexfs import cache, wall
 from cortexfs.atoms import KINDS, Atom, Kind
 from cortexfs.errors import AtomParseError
 from cortexfs.frontmatter import (
@@ -111,18 +110,14 @@ def walk_folder(folder: str | os.PathLike[str], kind: Kind,
             others.sort()
         if not stat:
             return AtomFolder(names, [], others, listed)
-        stat_at = functools.partial(os.stat, dir_fd=fd, follow_symlinks=False)
-        try:  # (map: no Python loop around the stats)
-            return AtomFolder(names, list(map(stat_at, names)), others, listed)
-        except OSError:  # one was deleted since the listing
-            pass
         stats = []
         kept = []
+        stat_at = os.stat
         for name in names:
             try:
-                stats.append(stat_at(name))
+                stats.append(stat_at(name, dir_fd=fd, follow_symlinks=False))
                 kept.append(name)
-            except OSError:
+            except OSError:  # deleted since the listing
                 continue
     finally:
         os.close(fd)
@@ -336,10 +331,13 @@ def scan_many(projects: list[Project], *, save: bool = True,
         jobs.extend((i, kind, _folder_entry(known.get(kind.folder))) for kind in KINDS)
     diffs: dict[int, FolderDiff] = {}
     weights = [len(before[1]) for _, _, before in jobs]
-    shared = forked.share(sorted(range(len(jobs)), key=lambda j: -weights[j]),
-                          lambda j: _folder_diff(projects[jobs[j][0]], jobs[j][1], jobs[j][2],
-                                                 now, compact=True)) \
-        if sum(weights) >= FORK_MIN_FILES else None
+    shared = None
+    if sum(weights) >= FORK_MIN_FILES:
+        from cortexfs import forked  # (threading with it: not on a small store's path)
+
+        shared = forked.share(sorted(range(len(jobs)), key=lambda j: -weights[j]),
+                              lambda j: _folder_diff(projects[jobs[j][0]], jobs[j][1],
+                                                     jobs[j][2], now, compact=True))
     if meanwhile is not None:
         meanwhile()
     if shared is not None:
@@ -417,12 +415,7 @@ def _folder_diff(project: Project, kind: Kind, before: Cached, now: int,
     dirty = (before[0] is None or listing.listed != before[0].listed
              or listing.others != before[0].others)
     same = before[0] is not None and listing.names == before[0].names
-    if same and _unchanged(before[1], listing.stats):  # the usual folder, checked in C
-        if compact:
-            return (False, listing.others, listing.listed, dirty, None, [])
-        return FolderDiff(before[1], [], listing.others, listing.listed, dirty,
-                          digest=before[2])
-    # the same names as last time: the records side by side
+    # the same names as last time (the usual case): the records side by side
     records: Any = before[1] if same else None
     if records is None:
         dirty = True  # files were created or deleted
@@ -450,22 +443,6 @@ def _folder_diff(project: Project, kind: Kind, before: Cached, now: int,
         return FolderDiff(before[1], stale, listing.others, listing.listed, dirty,
                           digest=before[2])
     return FolderDiff(files, stale, listing.others, listing.listed, True)
-
-
-_STAT_STAMP = attrgetter("st_mtime_ns", "st_size", "st_ino")
-_STAMP = itemgetter(MTIME, SIZE, INO)
-_RACY = itemgetter(RACY)
-
-
-def _unchanged(files: list[tuple[str, Record]], stats: list[os.stat_result]) -> bool:
-    """Whether no record of `files` is racy and each one's stamp is its file's stat data
-    (the same names, in the same order): the folder is as cached."""
-    try:
-        stamps = list(map(itemgetter(1), files))
-        return not any(map(_RACY, stamps)) and \
-            list(map(_STAMP, stamps)) == list(map(_STAT_STAMP, stats))
-    except IndexError:  # a placeholder record
-        return False
 
 
 def _unpack(diff: Any, cached: Cached) -> FolderDiff:
