@@ -138,13 +138,16 @@ class Run:
         found = self.digests.get((project.name, kind.prefix))
         if found is None:
             sc, stats = self.scan(project), self.access(project)
-            count, newest = stats.counts.get, stats.newest.get
-            # (the files' names that have counts, found in C: a folder has thousands)
-            read = stats.counts.keys() & map(itemgetter(0), sc.folders.get(kind.folder, []))
-            counts = sorted((n, count(n), newest(n)) for n in read)
+            # the files that were read, their counts and newest reads (in C, by map and
+            # filter: a folder has thousands of files)
+            counts = stats.counts
+            read = list(filter(counts.__contains__,
+                               map(itemgetter(0), sc.folders.get(kind.folder, []))))
+            reads = (read, list(map(counts.__getitem__, read)),
+                     list(map(stats.newest.get, read)))
             # marshal format 2 has no back-references: equal values always give equal bytes
             data = marshal.dumps((self.identity(), project.name, kind.prefix,
-                                  sc.inputs_digest(kind), counts), 2)
+                                  sc.inputs_digest(kind), reads), 2)
             found = self.digests[(project.name, kind.prefix)] = cache.digest(data).hex()
         if not dated:
             return found
