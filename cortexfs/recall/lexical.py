@@ -51,7 +51,6 @@ BM25_B = 0.75
 MAX_SMALL = 4  # small segments (under SEGMENT_DOCS / 4 docs) allowed before they merge
 DEAD_SHARE = 0.25  # a segment with more dead docs than this is rewritten
 FORK_MIN_FILES = 20_000  # atom files below which a forked walk costs more than it saves
-CHILD_SHARE = 0.6  # of the files, for the child when this process has a query to answer
 Progress = Callable[[str, int, int], None]  # (what, done, total)
 
 
@@ -266,59 +265,39 @@ class LexicalIndex:
         gone): folder key → (project, kind, names, stamps, listed).
 
         A big walk (FORK_MIN_FILES files in the table, on two cores or more) is shared with
-        one forked process (`cortexfs.forked`), which sends back only the folders that
-        differ. Should it fail, its share is walked here: the answer is the same either
-        way. While it walks, and if this process's share is unchanged, `gap` is called
-        (work that does not change the index; the child's share is the larger for it)."""
+        one forked process (`cortexfs.forked.share`: each side takes the next folder when
+        it is free); the child sends back only the folders that differ, and what it did not
+        report is walked here: the answer is the same either way. `gap` (work that does not
+        change the index) is done first, while the child starts on the folders."""
         jobs = [(f"{project.name}/{kind.folder}", project, kind)
                 for project in projects for kind in KINDS]
-        theirs = self._fork_share([fkey for fkey, _, _ in jobs],
-                                  CHILD_SHARE if gap is not None else 0.5)
-        child = forked.start(lambda: [self._walk_folder(*jobs[j], compact=True)
-                                      for j in theirs]) if theirs else None
+        sizes = [len(f.names) if (f := self.files.folders.get(fkey)) else 0
+                 for fkey, _, _ in jobs]
+        shared = forked.share(sorted(range(len(jobs)), key=lambda j: -sizes[j]),
+                              lambda j: self._walk_folder(*jobs[j], compact=True)) \
+            if sum(sizes) >= FORK_MIN_FILES else None
         found: dict[int, tuple[Any, ...] | None] = {}
         try:
-            for j, job in enumerate(jobs):
-                if child is None or j not in theirs:
-                    found[j] = self._walk_folder(*job)
-            if child is not None and gap is not None and not any(found.values()):
+            if shared is not None and gap is not None:
                 gap()
+            for j in shared.mine() if shared is not None else range(len(jobs)):
+                found[j] = self._walk_folder(*jobs[j])
         except BaseException:
-            if child is not None:
-                child.stop()
+            if shared is not None:
+                shared.stop()
             raise
-        if child is not None:
-            shared = child.join()
-            if isinstance(shared, list) and len(shared) == len(theirs):
-                for j, diff in zip(theirs, shared, strict=True):
-                    found[j] = None if diff is None else (
-                        jobs[j][1], jobs[j][2], diff[0],
-                        np.frombuffer(diff[1], np.int64).reshape(-1, 3).copy(), tuple(diff[2]))
-            else:  # the child failed: its share is walked here
-                found.update((j, self._walk_folder(*jobs[j])) for j in theirs)
+        if shared is not None:
+            for j, diff in shared.join().items():
+                found[j] = None if diff is None else (
+                    jobs[j][1], jobs[j][2], diff[0],
+                    np.frombuffer(diff[1], np.int64).reshape(-1, 3).copy(), tuple(diff[2]))
+            found.update((j, self._walk_folder(*jobs[j])) for j in shared.missing())
         out = {jobs[j][0]: w for j, w in sorted(found.items()) if w is not None}
         seen = {fkey for fkey, _, _ in jobs}
         for fkey in self.files.folders:
             if fkey not in seen:
                 out[fkey] = (None, None, [], np.zeros((0, 3), np.int64), (0, 0))
         return out
-
-    def _fork_share(self, fkeys: list[str], share_of_files: float) -> list[int]:
-        """Which folders (by index) a forked child walks: about `share_of_files` of the
-        files, when the table is big enough for a second core to pay for the fork, and one
-        can be forked."""
-        sizes = [len(f.names) if (f := self.files.folders.get(k)) else 0 for k in fkeys]
-        if sum(sizes) < FORK_MIN_FILES or not forked.can_fork():
-            return []
-        mine = theirs = 0.0
-        share = []
-        for j in sorted(range(len(sizes)), key=lambda j: -sizes[j]):
-            if theirs * (1 - share_of_files) < mine * share_of_files:
-                share.append(j)
-                theirs += sizes[j]
-            else:
-                mine += sizes[j]
-        return sorted(share)
 
     def _walk_folder(self, fkey: str, project: Project, kind: Kind, *,
                      compact: bool = False) -> Any:

@@ -347,10 +347,16 @@ def test_a_settled_folder_is_not_listed_again_until_it_changes(
 
 
 def _walk_both(index: LexicalIndex, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """The index's walk done serially and shared with a forked child: the same answer."""
+    """The index's walk done serially, shared with a forked child, and left to the child
+    alone: the same answer."""
     projects = index.store.projects()
+
+    def plain(w: dict[str, tuple[Any, ...]]) -> dict[str, Any]:
+        return {k: (p and p.name, kind and kind.folder, names, stamps.tolist(), tuple(listed))
+                for k, (p, kind, names, stamps, listed) in w.items()}
+
     monkeypatch.setattr(lexical, "FORK_MIN_FILES", 10**9)
-    serial = index._walk(projects)
+    serial = plain(index._walk(projects))
     monkeypatch.setattr(lexical, "FORK_MIN_FILES", 0)
     started = []
     start = lexical.forked.start
@@ -360,15 +366,14 @@ def _walk_both(index: LexicalIndex, monkeypatch: pytest.MonkeyPatch) -> dict[str
         return start(work)
 
     monkeypatch.setattr(lexical.forked, "start", spy)
-    shared = index._walk(projects)
+    assert plain(index._walk(projects)) == serial
     assert started  # (the fork path was taken)
-
-    def plain(w: dict[str, tuple[Any, ...]]) -> dict[str, Any]:
-        return {k: (p and p.name, kind and kind.folder, names, stamps.tolist(), tuple(listed))
-                for k, (p, kind, names, stamps, listed) in w.items()}
-
-    assert plain(shared) == plain(serial)
-    return plain(serial)
+    mine = lexical.forked.Shared.mine
+    monkeypatch.setattr(lexical.forked.Shared, "mine", lambda self: iter(()))
+    assert plain(index._walk(projects)) == serial
+    monkeypatch.setattr(lexical.forked.Shared, "mine", mine)
+    monkeypatch.setattr(lexical.forked, "start", start)
+    return serial
 
 
 def test_a_forked_walk_finds_what_the_serial_walk_finds(
@@ -413,13 +418,14 @@ def test_a_failed_forked_walk_is_done_here(store: Store, atoms: Callable[..., Pa
     monkeypatch.setattr(lexical, "FORK_MIN_FILES", 0)
     index = _index(store)
     index.refresh()
-    atoms("K-002", summary="Quokka census", extra="evidence: []\n")  # (in the child's share)
+    atoms("K-002", summary="Quokka census", extra="evidence: []\n")
 
     def lost(child: lexical.forked.Child) -> None:  # the child's answer never arrives
         os.close(child.fd)
         os.waitpid(child.pid, 0)
 
     monkeypatch.setattr(lexical.forked.Child, "join", lost)
+    monkeypatch.setattr(lexical.forked.Shared, "mine", lambda self: iter(()))  # (all its)
     assert ids(rc.recall(store, "quokka")) == ["K-002"]
 
 
@@ -450,19 +456,16 @@ def test_a_query_answered_during_a_forked_walk_counts_only_if_nothing_changed(
     searched.clear()
     assert set(ids(rc.recall(store, "cache"))) == {"EXP-001", "K-001"}
     assert searched == ["cache"]  # answered during the walk, and kept
-    # an edit in the child's share (the smaller folders): the early answer is dropped
-    assert _index(store)._fork_share(["flywheel/experiments", "flywheel/knowledge"],
-                                     lexical.CHILD_SHARE) == [1]
+    # an edit: the early answer is dropped, and the query asked again
     path = project.root / "knowledge" / "K-001.md"
     path.write_text(path.read_text().replace("on a timer", "on a quokka"))
     settle(path)
     searched.clear()
     assert ids(rc.recall(store, "quokka")) == ["K-001"]
     assert searched == ["quokka", "quokka"]
-    # an edit in this process's share: no early answer at all
     path = project.root / "experiments" / "EXP-001.md"
     path.write_text(path.read_text().replace("stale reads", "stale quokka"))
     settle(path)
     searched.clear()
     assert set(ids(rc.recall(store, "quokka"))) == {"EXP-001", "K-001"}
-    assert searched == ["quokka"]
+    assert searched == ["quokka", "quokka"]
