@@ -3,9 +3,11 @@
 `refresh()` brings it up to date with the atom files: the folders' stat data is compared
 with what was indexed (`cortexfs.recall.files`), changed files are read through
 `cortexfs.loader` and tokenized into new segments (`cortexfs.recall.segment`), a first
-build streaming them SEGMENT_DOCS at a time. Docs of changed or deleted files stay behind,
-dead, until their segment is merged: when small segments pile up (MAX_SMALL) or a
-segment's dead share passes DEAD_SHARE.
+build streaming them SEGMENT_DOCS at a time. One stat per file is most of a warm query at
+100,000 atoms, so a big store's walk is shared with a forked process, and the query is
+answered on the index as loaded meanwhile — kept only if the walk finds nothing changed.
+Docs of changed or deleted files stay behind, dead, until their segment is merged: when
+small segments pile up (MAX_SMALL) or a segment's dead share passes DEAD_SHARE.
 
 BM25 (Lucene's variant) is computed at query time from the stored term counts, so an
 edit changes no other doc's rows: `bm25` scores whole atoms, `cortexfs.recall.passages`
