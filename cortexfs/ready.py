@@ -141,9 +141,11 @@ def _file_checks(store: Store, project: str | None, projects: list[Project],
     """The checks that read files: (gaps listed before the git ones, gaps listed after)."""
     from cortexfs import validate
 
-    # the atoms' checks start (on both cores when there are many) while the rest is done
-    findings = validate.many_findings(scans)
     loaded = {sc.project.name: sc.loaded() for sc in scans}
+    # the atoms' checks start (on both cores when there are many) while the rest is done
+    # (forked before loading instead, the child loads its projects' infos again: 0.3 s more
+    # CPU at 100k, and no faster, measured at load 1.3-1.8)
+    findings = validate.many_findings(scans)
     ids = _all_ids(store, loaded)
     everywhere = set().union(*ids.values())
     before: list[Gap] = []
