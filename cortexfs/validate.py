@@ -745,9 +745,9 @@ def many_findings(scans: Sequence[ProjectScan],
     given the projects' loaded atoms, finishes and returns them. When those whose findings
     are not cached hold FORK_MIN_ATOMS files or more, a forked process
     (cortexfs.forked.share) starts at once, largest project first, on the second core: it
-    loads and checks the projects it takes while the caller loads the atoms and does other
-    work; finishing takes the projects still queued (100,000 atoms, checked from scratch,
-    were 2.4 s of a first `cortex ready`)."""
+    loads (from the scans' infos, when the caller has read them) and checks the projects it
+    takes while the caller does other work; finishing takes the projects still queued
+    (100,000 atoms, checked from scratch, were 2.4 s of a first `cortex ready`)."""
     from cortexfs import forked
 
     keys = [_findings_key(sc) for sc in scans]
