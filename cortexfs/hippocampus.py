@@ -45,7 +45,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,7 +97,7 @@ class MemoryEntry:
 
     __slots__ = ("key", "project", "kind", "pointer", "summary", "status", "created",
                  "accessed_day", "event_us", "event_day", "event_month", "hits", "rel", "tags",
-                 "topic", "priority", "src", "strength", "atom", "_entry", "_line")
+                 "topic", "priority", "src", "strength", "atom", "_line")
 
     def __init__(self, key: str, project: str, kind: str, pointer: str, summary: str,
                  status: str, created: dt.date | None, accessed: dt.datetime | None, hits: int,
@@ -126,8 +126,7 @@ class MemoryEntry:
         self.src = src
         self.strength = 1.0
         self.atom = atom
-        self._entry: tuple[str, str] | None = None  # the first two pieces, once made
-        self._line: str | None = None  # the third
+        self._line: str | None = None  # the third piece, once made
 
     @property
     def id(self) -> str:
@@ -135,26 +134,25 @@ class MemoryEntry:
 
     def pieces(self) -> tuple[str, str, str]:
         """(entry text up to its strength, the rest of it, its one-liner up to the detail):
-        see `render_entry` and `one_liner`. Made when first needed: most entries of a
-        large store are rendered in full only when their project or the clock moves."""
-        if self._entry is None:
-            hx = [f"id={self.key}", f"created={_day(self.created)}",
-                  f"accessed={self.accessed_day}", f"hits={self.hits}"]
-            rest = []
-            if self.tags:
-                rest.append("tags=" + ",".join(self.tags))
-            if self.rel:
-                shown = self.rel[:MAX_REL_SHOWN]
-                more = len(self.rel) - len(shown)
-                rest.append("rel=" + ",".join(shown) + (f",+{more}" if more else ""))
-            if self.priority:
-                rest.append(f"pri={_memo(_SAFE_WORDS, self.priority, escape.comment)}")
-            rest.append(f"src={_memo(_SAFE_WORDS, self.src, escape.comment)}")
-            self._entry = (
-                f"{self.key}\n{clean_text(self.summary)}\n→ {self.pointer}\n"
+        see `render_entry` and `one_liner`. The first two are made afresh each time: an entry
+        is rendered in full once per run (in its topic file) at most, save the few of Quick
+        Access, and keeping them would hold ~1 KB per entry until the run ends (~100 MB of
+        a 100,000-atom store's peak)."""
+        hx = [f"id={self.key}", f"created={_day(self.created)}",
+              f"accessed={self.accessed_day}", f"hits={self.hits}"]
+        rest = []
+        if self.tags:
+            rest.append("tags=" + ",".join(self.tags))
+        if self.rel:
+            shown = self.rel[:MAX_REL_SHOWN]
+            more = len(self.rel) - len(shown)
+            rest.append("rel=" + ",".join(shown) + (f",+{more}" if more else ""))
+        if self.priority:
+            rest.append(f"pri={_memo(_SAFE_WORDS, self.priority, escape.comment)}")
+        rest.append(f"src={_memo(_SAFE_WORDS, self.src, escape.comment)}")
+        return (f"{self.key}\n{clean_text(self.summary)}\n→ {self.pointer}\n"
                 f"<!-- hx: {' | '.join(hx)} | str=",
-                "".join(f" | {part}" for part in rest) + " -->\n")
-        return (*self._entry, self.line())
+                "".join(f" | {part}" for part in rest) + " -->\n", self.line())
 
     def line(self) -> str:
         """The one-liner up to its detail (the third piece; cached with the entry, as every
@@ -187,7 +185,6 @@ class MemoryEntry:
         self.created = dt.date.fromordinal(created) if created else None
         self.strength = 1.0
         self.atom = None
-        self._entry = None
         self._line = line
         return self
 
@@ -604,11 +601,12 @@ def topic_path(project: str) -> str:
     return f"{HIPPOCAMPUS_DIR}/topics/{project}.md"
 
 
-def render_hierarchical(index: MemoryIndex, known_topics: Iterable[str] = ()) -> dict[str, str]:
-    """Master HIPPOCAMPUS.md plus the `.hippocampus/` files, keyed by path relative to the
-    knowledge root; the topic files of `known_topics` (projects whose topic file the
-    caller knows to be up to date) are left out."""
-    files: dict[str, str] = {}
+def render_hierarchical(index: MemoryIndex, known_topics: Iterable[str] = ()) \
+        -> Iterator[tuple[str, str]]:
+    """Master HIPPOCAMPUS.md plus the `.hippocampus/` files, as (path relative to the
+    knowledge root, text), one at a time: a writer holds one file's text, not all of them
+    (30 MB of topic files at 100,000 atoms). The topic files of `known_topics` (projects
+    whose topic file the caller knows to be up to date) are left out."""
     by_project: dict[str, list[MemoryEntry]] = {}
     for e in index.entries:
         by_project.setdefault(e.project, []).append(e)
@@ -620,24 +618,23 @@ def render_hierarchical(index: MemoryIndex, known_topics: Iterable[str] = ()) ->
                                                  key=_strength_order)
         else:
             strongest[project] = _by_strength(members)
-            files[topic_path(project)] = _topic_file(index, project, strongest[project])
+            yield topic_path(project), _topic_file(index, project, strongest[project])
     recent = _recent_first(index.entries)
     by_month: dict[str, list[MemoryEntry]] = {}
     for e in recent:
         by_month.setdefault(e.event_month, []).append(e)
     for month, members in by_month.items():
-        files[f"{HIPPOCAMPUS_DIR}/temporal/{month}.md"] = _temporal_file(index, month, members)
+        yield f"{HIPPOCAMPUS_DIR}/temporal/{month}.md", _temporal_file(index, month, members)
     queue = decay_queue(index)
-    files[f"{HIPPOCAMPUS_DIR}/decay-queue.md"] = _decay_file(index, queue)
+    yield f"{HIPPOCAMPUS_DIR}/decay-queue.md", _decay_file(index, queue)
     stats = _meta_json(index, by_project, by_month, queue)
-    files[f"{HIPPOCAMPUS_DIR}/meta.json"] = json.dumps(stats, indent=1, sort_keys=True) + "\n"
+    yield f"{HIPPOCAMPUS_DIR}/meta.json", json.dumps(stats, indent=1, sort_keys=True) + "\n"
     master = _Master(index, strongest, recent, queue)
     for cap in MASTER_CAPS:
         text = master.render(cap)
         if estimate(text) <= MASTER_MAX_TOKENS:
             break
-    files[HIPPOCAMPUS_MD] = text
-    return files
+    yield HIPPOCAMPUS_MD, text
 
 
 def _meta_json(index: MemoryIndex, by_project: dict[str, list[MemoryEntry]],
@@ -752,13 +749,13 @@ def surely_hierarchical(index: MemoryIndex) -> bool:
     return sum(2 * len(e.pointer) + 60 for e in index.entries) > chars_for(MAX_TOKENS)
 
 
-def render(index: MemoryIndex, known_topics: Iterable[str] = ()) -> dict[str, str]:
-    """Every generated file (path relative to the knowledge root → text); in the
-    hierarchical layout, without the topic files of `known_topics`."""
+def render(index: MemoryIndex, known_topics: Iterable[str] = ()) -> Iterable[tuple[str, str]]:
+    """Every generated file, as (path relative to the knowledge root, text), made as they
+    are taken; in the hierarchical layout, without the topic files of `known_topics`."""
     if not surely_hierarchical(index):
         single = render_single(index)
         if estimate(single) <= MAX_TOKENS:
-            return {HIPPOCAMPUS_MD: single}
+            return [(HIPPOCAMPUS_MD, single)]
     return render_hierarchical(index, known_topics)
 
 
@@ -783,23 +780,26 @@ def _existing_generated(context: Path) -> list[Path]:
     return found
 
 
-def _write_files(context: Path, files: dict[str, str], dry_run: bool,
+def _write_files(context: Path, files: Iterable[tuple[str, str]], dry_run: bool,
                  known: Mapping[str, Any], kept: AbstractSet[str] = frozenset()) \
         -> tuple[list[Path], dict[str, list[Any]]]:
-    """Write the files that differ from what is on disk and delete stale `.hippocampus/`
-    ones: (paths written or deleted — in a dry run, that would be —, the state of every
-    generated file as left on disk). `known` is that state from the last run: a file whose
+    """Write the files (path relative to `context`, text: each written as it comes, then
+    let go) that differ from what is on disk and delete stale `.hippocampus/` ones: (paths
+    written or deleted — in a dry run, that would be —, the state of every generated file
+    as left on disk). `known` is that state from the last run: a file whose
     text and stat data both match it is not even read. `kept`: files known to be up to
     date, left as they are."""
     import time
 
     from cortexfs.cache import FileState, digest, file_state, still
-    from cortexfs.fsutil import write_if_changed
+    from cortexfs.fsutil import atomic_write
 
-    changed: list[Path] = []
+    written: list[tuple[str, Path]] = []
     states: dict[str, FileState] = {}
     now_ns = time.time_ns()
-    for rel, text in sorted(files.items()):
+    made: list[str] = []
+    for rel, text in files:
+        made.append(rel)
         path = context / rel
         data = text.encode("utf-8")
         hexdigest = digest(data).hex()
@@ -811,16 +811,18 @@ def _write_files(context: Path, files: dict[str, str], dry_run: bool,
             except OSError:  # missing, or a link (never read; replaced by the write)
                 same = False
         if not same:
-            changed.append(path)
-            if dry_run:
-                continue
-            write_if_changed(path, text, root=context)
-        state = file_state(path, hexdigest, now_ns)
+            written.append((rel, path))
+            if not dry_run:
+                atomic_write(path, data, root=context)  # (compared already: not again)
+        del text, data  # (the next file is made once this one is let go)
+        state = file_state(path, hexdigest, now_ns) if same or not dry_run else None
         if state is not None:
             states[rel] = state
+    changed = [path for _, path in sorted(written)]
+    states = dict(sorted(states.items()))
     for rel in kept:
         states[rel] = known[rel]
-    wanted = {context / rel for rel in (*files, *kept)}
+    wanted = {context / rel for rel in (*made, *kept)}
     for stale in sorted(set(_existing_generated(context)) - wanted):
         changed.append(stale)
         if not dry_run:
