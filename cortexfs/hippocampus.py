@@ -48,6 +48,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +84,9 @@ _DATETIME = dt.datetime  # (remembered: what is parsed once may outlive a patche
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _US = dt.timedelta(microseconds=1)
 _US_PER_DAY = 86_400_000_000
+_KEY = attrgetter("key")
+_HITS = attrgetter("hits")
+_STRENGTH = attrgetter("strength")
 
 
 class MemoryEntry:
@@ -377,7 +381,7 @@ def assemble(parts: Iterable[Part]) -> MemoryIndex:
             else 0.0
         entry.strength = strength(hours, priority=entry.priority, src=entry.src,
                                   related=len(entry.rel))
-    entries.sort(key=lambda e: e.key)
+    entries.sort(key=_KEY)
     reference = _EPOCH + ref_us * _US if ref_us is not None else None
     return MemoryIndex(entries, reference, +skipped, reads)
 
@@ -451,16 +455,30 @@ def _strength_order(e: MemoryEntry) -> tuple[float, int, str]:
     return (-e.strength, -e.hits, e.key)
 
 
+# The orders below sort in stable passes on one plain key each, from the last tie-breaker to
+# the first (the key order is one cheap pass over the entries, which come in it): the same
+# order as one sort on a tuple key, ~3x faster (tuples made and compared per entry: 0.17 s
+# of a 100,000-atom regeneration went to `_recent_first` alone).
 def _by_strength(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
-    return sorted(entries, key=_strength_order)
+    """In `_strength_order`."""
+    out = sorted(entries, key=_KEY)
+    out.sort(key=_HITS, reverse=True)  # (reverse keeps equal ones in their order)
+    out.sort(key=_STRENGTH, reverse=True)
+    return out
 
 
 _NEVER_US = (dt.datetime.min.replace(tzinfo=dt.UTC) - _EPOCH) // _US
 
 
+def _event_us(e: MemoryEntry) -> int:
+    return e.event_us if e.event_us is not None else _NEVER_US
+
+
 def _recent_first(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
-    return sorted(entries, key=lambda e: (-(e.event_us if e.event_us is not None
-                                            else _NEVER_US), e.key))
+    """Newest event first, then by key."""
+    out = sorted(entries, key=_KEY)
+    out.sort(key=_event_us, reverse=True)
+    return out
 
 
 def time_buckets(index: MemoryIndex, recent: list[MemoryEntry] | None = None) \
@@ -479,8 +497,10 @@ def time_buckets(index: MemoryIndex, recent: list[MemoryEntry] | None = None) \
 
 
 def decay_queue(index: MemoryIndex) -> list[MemoryEntry]:
-    weak = [e for e in index.entries if e.strength < DECAY_THRESHOLD]
-    return sorted(weak, key=lambda e: (e.strength, e.key))
+    """The entries below DECAY_THRESHOLD, weakest first, then by key."""
+    weak = sorted((e for e in index.entries if e.strength < DECAY_THRESHOLD), key=_KEY)
+    weak.sort(key=_STRENGTH)
+    return weak
 
 
 def _header(index: MemoryIndex, extra: str = "") -> str:

@@ -317,8 +317,9 @@ def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
         entries.append(f"- [{escape.cell(name)}]({escape.link(name)})"
                        + (f" — {escape.line(desc)}" if desc else ""))
     if kind is not None and atom_count:
-        ordered = sorted(atom_ids, key=_id_sort)
-        span = ordered[0] if atom_count == 1 else f"{ordered[0]} … {ordered[-1]}"
+        keys = [_id_sort(atom_id) for atom_id in atom_ids]  # (unique: no ties to order)
+        first, last = min(keys)[1], max(keys)[1]
+        span = first if atom_count == 1 else f"{first} … {last}"
         entries.append(f"- {atom_count} {kind.name} atom{'s' if atom_count != 1 else ''} "
                        f"`{kind.prefix}-NNN.md` ({span}): find them through index.md")
     for name in dirs:
@@ -335,8 +336,11 @@ def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
     return "\n".join(lines)
 
 
+_ID_NUMBER = re.compile(r"-(\d+)")
+
+
 def _id_sort(atom_id: str) -> tuple[int, str]:
-    m = re.search(r"-(\d+)", atom_id)
+    m = _ID_NUMBER.search(atom_id)
     return (int(m.group(1)) if m else 0, atom_id)
 
 
