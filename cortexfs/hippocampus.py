@@ -142,21 +142,17 @@ class MemoryEntry:
         is rendered in full once per run (in its topic file) at most, save the few of Quick
         Access, and keeping them would hold ~1 KB per entry until the run ends (~100 MB of
         a 100,000-atom store's peak)."""
-        hx = [f"id={self.key}", f"created={_day(self.created)}",
-              f"accessed={self.accessed_day}", f"hits={self.hits}"]
-        rest = []
-        if self.tags:
-            rest.append("tags=" + ",".join(self.tags))
+        tail = " | tags=" + ",".join(self.tags) if self.tags else ""
         if self.rel:
             shown = self.rel[:MAX_REL_SHOWN]
             more = len(self.rel) - len(shown)
-            rest.append("rel=" + ",".join(shown) + (f",+{more}" if more else ""))
+            tail += " | rel=" + ",".join(shown) + (f",+{more}" if more else "")
         if self.priority:
-            rest.append(f"pri={_memo(_SAFE_WORDS, self.priority, escape.comment)}")
-        rest.append(f"src={_memo(_SAFE_WORDS, self.src, escape.comment)}")
-        return (f"{self.key}\n{clean_text(self.summary)}\n→ {self.pointer}\n"
-                f"<!-- hx: {' | '.join(hx)} | str=",
-                "".join(f" | {part}" for part in rest) + " -->\n", self.line())
+            tail += f" | pri={_memo(_SAFE_WORDS, self.priority, escape.comment)}"
+        return (f"{self.key}\n{clean_text(self.summary)}\n→ {self.pointer}\n<!-- hx: id={self.key}"
+                f" | created={_day(self.created)} | accessed={self.accessed_day} | hits="
+                f"{self.hits} | str=",
+                f"{tail} | src={_memo(_SAFE_WORDS, self.src, escape.comment)} -->\n", self.line())
 
     def line(self) -> str:
         """The one-liner up to its detail (the third piece; cached with the entry, as every
