@@ -114,14 +114,14 @@ class MemoryEntry:
         self.summary = " ".join(summary.split())  # on one line
         self.status = status
         self.created = created
-        self.accessed_day = _day(accessed)
-        event = accessed if accessed is not None else _midnight(created) if created else None
+        event = accessed if accessed is not None else _day_start(created) if created else None
         if event is None:
             self.event_us, self.event_day, self.event_month = None, "never", "undated"
-        else:
-            self.event_us = (event - _EPOCH) // _US
-            self.event_day = day = event.date().isoformat()
-            self.event_month = day[:7] if event.year >= 1000 else event.strftime("%Y-%m")
+        else:  # (the times a store repeats — dates, reads — worked out once)
+            self.event_us, self.event_day, self.event_month = \
+                _memo(_EVENTS, event, _event_fields) if event.tzinfo is dt.UTC \
+                else _event_fields(event)
+        self.accessed_day = self.event_day if accessed is not None else "never"
         self.hits = hits
         self.rel = rel
         self.tags = tags  # made safe for the hx comment
@@ -245,6 +245,19 @@ def _midnight(day: dt.date) -> dt.datetime:
     return dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
 
 
+def _day_start(day: dt.date) -> dt.datetime:
+    """_midnight, remembered per day."""
+    found: dt.datetime = _memo(_MIDNIGHTS, day, _midnight)
+    return found
+
+
+def _event_fields(event: dt.datetime) -> tuple[int, str, str]:
+    """(µs since the epoch, day, month) of an entry's event."""
+    day = event.date().isoformat()
+    return ((event - _EPOCH) // _US, day,
+            day[:7] if event.year >= 1000 else event.strftime("%Y-%m"))
+
+
 def parse_time(value: object) -> dt.datetime | None:
     """An access-log `ts`, `last-ref` or date as an aware UTC datetime; None if not one."""
     if isinstance(value, _DATETIME):
@@ -265,6 +278,9 @@ _MEMO_MAX = 50_000  # per memo: a long-running watcher keeps its memory bounded
 _DATES: dict[str, dt.date | None] = {}
 _STATUSES: dict[str | None, tuple[str, str]] = {}
 _TIMES: dict[str, dt.datetime | None] = {}
+_MIDNIGHTS: dict[dt.date, dt.datetime] = {}
+_EVENTS: dict[dt.datetime, tuple[int, str, str]] = {}  # (UTC times only: equal instants in
+# other zones fall on other days)
 
 
 def _memo(table: dict[Any, Any], key: Any, make: Any) -> Any:
@@ -325,7 +341,7 @@ def project_part(name: str, atoms: Iterable[Atom], stats: AccessStats | None) ->
         if accessed is not None and (newest is None or accessed > newest):
             newest = accessed
         if created is not None:
-            midnight = _midnight(created)
+            midnight = _day_start(created)
             if newest is None or midnight > newest:
                 newest = midnight
         status, group = _atom_status(meta)
