@@ -26,7 +26,7 @@ import marshal
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -375,15 +375,21 @@ def has_broken_markers(text: str) -> bool:
     return splice_block(text, "") is None
 
 
-def cortex_md_updates(store: Store, folders: Mapping[Path, Listing] | None = None) \
-        -> dict[Path, str]:
+def cortex_md_updates(store: Store, folders: Mapping[Path, Listing] | None = None,
+                      only: Iterable[Path] | None = None) -> dict[Path, str]:
     """Every CORTEX.md whose text would change, with its new text (`folders`: what `walk`
-    returns, when the caller has it)."""
+    returns, when the caller has it; `only`: of those, the folders to look at — the
+    CORTEX.md of their sub-folders is read too, for its title)."""
     if folders is None:
         folders = walk(store)
+    todo = list(folders) if only is None else list(only)
+    needed = set(todo) | {folder / name for folder in todo if folder in folders
+                          for name in folders[folder].dirs}
     texts: dict[Path, str] = {}
     new: set[Path] = set()
     for folder in folders:
+        if folder not in needed:
+            continue
         path = folder / CORTEX_MD
         try:
             texts[path] = wall.read_bytes(store.context, path, 10 * wall.MAX_TEXT).decode()
@@ -396,7 +402,8 @@ def cortex_md_updates(store: Store, folders: Mapping[Path, Listing] | None = Non
             continue  # not a text file we can edit: leave it to the user
     plan = _Plan(store, texts, new)
     changes: dict[Path, str] = {}
-    for folder, listing in folders.items():
+    for folder in todo:
+        listing = folders[folder]
         path = folder / CORTEX_MD
         if path not in texts:
             continue
@@ -552,11 +559,11 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
     with the regeneration fingerprint it was computed from (`.cache/overview/`, see
     `prepare`) and its phase with the stat data of its STATUS.md; OVERVIEW.md is rendered
     only when those rows, the scans or the template moved (or the file itself changed);
-    and the CORTEX.md blocks are recomputed only when the signature of everything they are
-    made from — every folder's entries, the stat data of each file a description is read
-    from and of each CORTEX.md — moved. Stat data younger than cache.RACY_NS vouches for
-    nothing: what rests on it is recomputed next time. Nothing is ever remembered from a
-    dry run that would change something.
+    and a folder's CORTEX.md block is recomputed only when the signature of everything it
+    is made from — the folder's entries, the stat data of each file a description is read
+    from, of its CORTEX.md and of its sub-folders' — moved (`_block_signatures`). Stat data
+    younger than cache.RACY_NS vouches for nothing: what rests on it is recomputed next
+    time. Nothing is ever remembered from a dry run that would change something.
     """
     store = ctx.store
     now = time.time_ns()
@@ -597,14 +604,18 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
     listings = state.get("listings")
     new["listings"] = dict(listings) if isinstance(listings, dict) else {}
     folders = walk(store, listings=new["listings"])
-    signature = _blocks_signature(store, folders, now)
-    if signature is None or signature != state.get("blocks"):
-        blocks = cortex_md_updates(store, folders)
+    signatures = _block_signatures(store, folders, now)
+    old_signatures = state.get("blocks")
+    if not isinstance(old_signatures, dict):
+        old_signatures = {}
+    todo = [folder for folder in folders if str(folder) not in signatures
+            or old_signatures.get(str(folder)) != signatures[str(folder)]]
+    if todo:
+        blocks = cortex_md_updates(store, folders, todo)
         changes.update(blocks)
-        if blocks:
-            signature = None  # the files it writes are new: vouch for them next time
-    if signature is not None:
-        new["blocks"] = signature
+        for written_md in blocks:  # the files it writes are new: vouch for them next time
+            signatures.pop(str(written_md.parent), None)
+    new["blocks"] = signatures
 
     if dry_run:
         remember = not changes
@@ -672,25 +683,33 @@ def _overview_key(store: Store, lines: list[ProjectLine], now: int) -> str | Non
     return cache.digest(marshal.dumps(data, 2)).hex()
 
 
-def _blocks_signature(store: Store, folders: Mapping[Path, Listing], now: int) -> str | None:
-    """A digest of everything the CORTEX.md blocks are made from; None when some file
-    changed too recently for its stat data to vouch for its content."""
+def _block_signatures(store: Store, folders: Mapping[Path, Listing], now: int) -> dict[str, str]:
+    """Per folder (by path), a digest of everything its CORTEX.md block is made from: its
+    entries, the stat data of the files it describes, of its CORTEX.md and of its
+    sub-folders' (their titles), the templates. A folder is left out when one of those
+    files is missing or changed too recently for its stat data to vouch for its content.
+    (Per folder: a new atom changes one folder's block, and the other ~50 are not read.)"""
     from cortexfs import derived
 
     stamps = templates.stamps(store, now)
     if stamps is None:
-        return None
-    parts: list[Any] = [stamps, list(derived.GENERATORS)]
+        return {}
+    common = cache.digest(marshal.dumps([stamps, list(derived.GENERATORS)], 2)).hex()
+    own = {folder: cache.stamp(folder / CORTEX_MD, now) for folder in folders}
+    out: dict[str, str] = {}
     for folder, listing in folders.items():
-        own = cache.stamp(folder / CORTEX_MD, now)
-        if own is None:
-            return None
+        titles = [own.get(folder / name) for name in listing.dirs]
+        if own[folder] is None or None in titles:
+            continue
         described = []
         for name in _other_files(folder, listing):  # atoms are counted, not read
             if _reads_content(name):
                 stamp = cache.stamp(folder / name, now)
                 if stamp is None:
-                    return None
+                    break
                 described.append((name, stamp))
-        parts.append((str(folder), listing.files, listing.dirs, own, described))
-    return cache.digest(marshal.dumps(parts, 2)).hex()
+        else:
+            out[str(folder)] = cache.digest(marshal.dumps(
+                (common, str(folder), listing.files, listing.dirs, own[folder], titles,
+                 described), 2)).hex()
+    return out
