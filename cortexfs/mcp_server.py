@@ -29,7 +29,6 @@ from pydantic import Field
 
 from cortexfs.brief import MIN_BUDGET  # (in an annotation: the SDK evaluates it here)
 from cortexfs.errors import CortexError, from_os_error
-from cortexfs.layout import TASKS_ARCHIVE, TASKS_FILE
 from cortexfs.store import Store
 
 REFRESH_INTERVAL = 1.0  # seconds during which recall trusts its last look at the files
@@ -67,6 +66,16 @@ def _tool_errors(fn: F) -> F:
             raise ToolError(for_agent(str(problem))) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _tool_of(server: Any) -> Callable[[F], F]:
+    """A decorator that makes a function one of `server`'s tools (named after it, less a
+    `_tool` suffix), its errors turned into one line (`_tool_errors`)."""
+    def tool(fn: F) -> F:
+        server.tool(name=fn.__name__.removesuffix("_tool"))(_tool_errors(fn))
+        return fn
+
+    return tool
 
 
 # What the CLI's messages name, in the words of this server's tools. A message keeps saying
@@ -209,9 +218,9 @@ def build_server(store: Store) -> Any:
     server = _server_class()("cortex", instructions=INSTRUCTIONS, version=__version__,
                              log_level="WARNING")
     session = f"mcp-{os.getpid()}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
+    tool = _tool_of(server)
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def recall(
         query: Annotated[str, Field(description="What to look for: plain words or atom ids.")],
         project: Annotated[str | None, Field(
@@ -244,8 +253,7 @@ def build_server(store: Store) -> Any:
             hit["path"] = _rel(store, hit["path"])
         return out
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def read_atom(
         atom_id: Annotated[str, Field(description="The atom id, e.g. EXP-042, K-007, PAT-003.")],
         project: Annotated[str | None, Field(
@@ -258,8 +266,7 @@ def build_server(store: Store) -> Any:
 
         return read(store, atom_id, project, session=session).text
 
-    @server.tool(name="add_atom")
-    @_tool_errors
+    @tool
     def add_atom_tool(
         kind: Annotated[Literal["exp", "k", "pat"], Field(
             description="exp = experiment, k = knowledge, pat = pattern.")],
@@ -287,8 +294,7 @@ def build_server(store: Store) -> Any:
         return add_atom(store, kind, project, summary, tags, evidence, sources, links, body,
                         strict, executor=executor)
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def validate(
         projects: Annotated[list[str] | None, Field(
             description="Projects to check (default: all).")] = None,
@@ -300,8 +306,7 @@ def build_server(store: Store) -> Any:
 
         return run(store, store.select(projects) if projects else None).to_dict()
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def regenerate(
         projects: Annotated[list[str] | None, Field(
             description="Projects to regenerate (default: all).")] = None,
@@ -325,8 +330,7 @@ def build_server(store: Store) -> Any:
                             for e in result.skipped],
                 "committed": committed}
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def ready(
         project: Annotated[str | None, Field(
             description="Project to check (default: the whole store).")] = None,
@@ -337,8 +341,7 @@ def build_server(store: Store) -> Any:
 
         return check(store, project).to_json()
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def brief(
         project: Annotated[str | None, Field(
             description="Project to brief (default: the only project, else the store).")]
@@ -358,6 +361,10 @@ def build_server(store: Store) -> Any:
     return server
 
 
+OnlyProject = Annotated[str | None, Field(
+    description="The project (may be left out when the store has only one).")]
+AnyProject = Annotated[str | None, Field(
+    description="Only this project (default: every project).")]
 AtomId = Annotated[str, Field(description="The atom id, e.g. EXP-042, K-007, PAT-003.")]
 ProjectArg = Annotated[str | None, Field(
     description="The atom's project (needed only when several projects have this id).")]
@@ -365,9 +372,9 @@ ProjectArg = Annotated[str | None, Field(
 
 def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
     """show, list, update, status, supersede, invalidate, move, remove, projects, commit."""
+    tool = _tool_of(server)
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def show_atom(atom_id: AtomId, project: ProjectArg = None) -> dict[str, Any]:
         """An atom as data: frontmatter, body, the atoms it cites and that cite it (by
         evidence, source-experiments, links, status), the atoms whose body mentions it, its
@@ -377,11 +384,9 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         loc = lifecycle.locate(store, atom_id, project)
         return lifecycle.show(store, loc, session=session, tool="mcp").to_json()
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def list_atoms(
-        project: Annotated[str | None, Field(
-            description="Only this project (default: every project).")] = None,
+        project: AnyProject = None,
         kind: Annotated[Literal["exp", "k", "pat"] | None, Field(
             description="Only this kind: exp, k or pat.")] = None,
         status: Annotated[str | None, Field(
@@ -405,8 +410,7 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
             lifecycle.parse_since(since) if since else None)
         return {"atoms": [r.to_json() for r in rows[:limit]], "total": len(rows)}
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def update_atom(
         atom_id: AtomId,
         project: ProjectArg = None,
@@ -429,8 +433,7 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
                                                         summary=summary, tags=tags,
                                                         links=links))
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def set_status(
         atom_id: AtomId,
         status: Annotated[str, Field(
@@ -449,8 +452,7 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         loc = lifecycle.locate(store, atom_id, project)
         return run_plan(store, lambda: lifecycle.set_status(store, loc, status, reason))
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def supersede(
         atom_id: AtomId,
         by: Annotated[str, Field(description="The active atom that replaces it.")],
@@ -463,8 +465,7 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         loc = lifecycle.locate(store, atom_id, project)
         return run_plan(store, lambda: lifecycle.supersede(store, loc, by))
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def invalidate(
         atom_id: AtomId,
         reason: Annotated[str, Field(description="Why it is wrong, in one line.")],
@@ -480,8 +481,7 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         loc = lifecycle.locate(store, atom_id, project)
         return run_plan(store, lambda: lifecycle.invalidate(store, loc, reason, by))
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def move_atoms(
         atom_ids: Annotated[list[str], Field(
             min_length=1, description="The atoms to move, all from one project.")],
@@ -498,8 +498,7 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
                    for i in atom_ids]
         return run_plan(store, lambda: lifecycle.move(store, located, to_project))
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def remove_atom(
         atom_id: AtomId,
         project: ProjectArg = None,
@@ -515,8 +514,7 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         loc = lifecycle.locate(store, atom_id, project)
         return run_plan(store, lambda: lifecycle.remove(store, loc, force=force))
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def list_projects(
         archived: Annotated[bool, Field(description="Also the archived projects.")] = False,
     ) -> list[dict[str, Any]]:
@@ -526,8 +524,7 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
 
         return [p for p in lifecycle.projects(store) if archived or not p["archived"]]
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def commit(
         message: Annotated[str | None, Field(
             description="The commit message (default: one naming what changed).")] = None,
@@ -556,12 +553,11 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
 
 def _task_tools(server: Any, store: Store) -> None:
     """list_tasks, add_task, complete_task (TASKS.yaml)."""
+    tool = _tool_of(server)
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def list_tasks(
-        project: Annotated[str | None, Field(
-            description="Only this project (default: every project).")] = None,
+        project: AnyProject = None,
         status: Annotated[Literal["todo", "doing", "done", "blocked"] | None, Field(
             description="Only tasks with this status.")] = None,
         include_done: Annotated[bool, Field(description="Also done tasks.")] = False,
@@ -574,12 +570,10 @@ def _task_tools(server: Any, store: Store) -> None:
         return tasks.listing(projects, status, include_done,
                              strict=project is not None).to_json()
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def add_task(
         text: Annotated[str, Field(description="What to do, in one line.")],
-        project: Annotated[str | None, Field(
-            description="The project (may be left out when the store has only one).")] = None,
+        project: OnlyProject = None,
         priority: Annotated[str | None, Field(description="P0 (highest) … P3.")] = None,
         why: Annotated[str | None, Field(description="Why it matters.")] = None,
         done_when: Annotated[str | None, Field(
@@ -589,41 +583,36 @@ def _task_tools(server: Any, store: Store) -> None:
     ) -> dict[str, Any]:
         """Add a task to the project's queue with the next id (T-N) and commit. Use it for
         work that a later session should pick up."""
-        from cortexfs import lifecycle, tasks
-        from cortexfs.commit import Change, transaction
+        from cortexfs import tasks
 
-        proj = lifecycle.only_project(store, project)
-        files = [proj.root / TASKS_FILE, proj.root / TASKS_ARCHIVE]
-        with transaction(store) as txn:
-            txn.keep(*files)
-            result = tasks.add_task(proj, text, priority=priority, why=why,
-                                    done_when=done_when, depends_on=list(depends_on or []))
-            task = result.tasks[0]
-            txn.add(Change(result.paths, f"tasks: add {task.id} — {task.text}"))
-        return {"project": proj.name, **task.to_json(),
-                "commit": txn.result.commit if txn.result else None}
+        return _task_change(store, project, "add", lambda proj: tasks.add_task(
+            proj, text, priority=priority, why=why, done_when=done_when,
+            depends_on=list(depends_on or [])))
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def complete_task(
         task_id: Annotated[str, Field(description="The task's id, e.g. T-3.")],
-        project: Annotated[str | None, Field(
-            description="The project (may be left out when the store has only one).")] = None,
+        project: OnlyProject = None,
     ) -> dict[str, Any]:
         """Mark a task done (completed-at today) and commit. Use it when the task's
         done-when condition holds."""
-        from cortexfs import lifecycle, tasks
-        from cortexfs.commit import Change, transaction
+        from cortexfs import tasks
 
-        proj = lifecycle.only_project(store, project)
-        files = [proj.root / TASKS_FILE, proj.root / TASKS_ARCHIVE]
-        with transaction(store) as txn:
-            txn.keep(*files)
-            result = tasks.set_status(proj, task_id, "done")
-            task = result.tasks[0]
-            txn.add(Change(result.paths, f"tasks: done {task.id} — {task.text}"))
-        return {"project": proj.name, **task.to_json(),
-                "commit": txn.result.commit if txn.result else None}
+        return _task_change(store, project, "done",
+                            lambda proj: tasks.set_status(proj, task_id, "done"))
+
+
+def _task_change(store: Store, project: str | None, verb: str,
+                 change: Callable[[Any], Any]) -> dict[str, Any]:
+    """A task edit as a tool does it (`tasks.change_one`, committed): its report."""
+    from cortexfs import lifecycle, tasks
+    from cortexfs.commit import transaction
+
+    proj = lifecycle.only_project(store, project)
+    with transaction(store) as txn:
+        task = tasks.change_one(txn, proj, verb, change).tasks[0]
+    return {"project": proj.name, **task.to_json(),
+            "commit": txn.result.commit if txn.result else None}
 
 
 def _server_class() -> Any:

@@ -42,6 +42,8 @@ from cortexfs.store import Project
 if TYPE_CHECKING:
     import yaml
 
+    from cortexfs.commit import Transaction
+
 TASK_KEYS = ("id", "text", "status", "priority", "why", "done-when", "depends-on",
              "completed-at")
 TASK_STATUSES = ("todo", "doing", "done", "blocked")
@@ -461,6 +463,24 @@ class EditResult:
     paths: list[Path]
     rewritten: bool = False
     tasks: list[Task] = field(default_factory=list)
+
+
+def files(project: Project) -> list[Path]:
+    """The files a task edit may rewrite (put back as they were if its command fails)."""
+    return [project.root / layout.TASKS_FILE, project.root / layout.TASKS_ARCHIVE]
+
+
+def change_one(txn: Transaction, project: Project, verb: str,
+               change: Callable[[Project], EditResult]) -> EditResult:
+    """Run `change` on one project's TASKS.yaml inside `txn`, as one commit
+    ("tasks: VERB T-N — text"): the CLI's and the MCP tools' one way to edit a task."""
+    from cortexfs.commit import Change
+
+    txn.keep(*files(project))
+    result = change(project)
+    task = result.tasks[0]
+    txn.add(Change(result.paths, f"tasks: {verb} {task.id} — {task.text}"))
+    return result
 
 
 @contextmanager
