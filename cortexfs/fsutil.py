@@ -134,7 +134,8 @@ def _exchange(a: bytes, b: bytes) -> None:
         raise OSError(err, os.strerror(err), os.fsdecode(a), None, os.fsdecode(b))
 
 
-def _read(path: str | bytes | Path) -> bytes | None:
+def read_file(path: str | bytes | Path) -> bytes | None:
+    """The file's bytes; None when there is none, or a link is there (no file's content)."""
     try:
         with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
             return f.read()
@@ -195,7 +196,7 @@ def swap_in(temp: str, path: Path, expected: bytes, new: bytes,
         os.unlink(t)
         _count("saved-before")
         return False
-    if moved == ino and _read(t) == expected:
+    if moved == ino and read_file(t) == expected:
         remove(t)  # the file that was there
         _count("replaced")
         return True
@@ -203,7 +204,7 @@ def swap_in(temp: str, path: Path, expected: bytes, new: bytes,
     # this one): it goes back into place
     _exchange(t, p)
     _count("put-back")
-    if os.lstat(t).st_ino != ours or _read(t) != new:
+    if os.lstat(t).st_ino != ours or read_file(t) != new:
         # a save landed between the two exchanges as well: newer still, so it is the one
         _exchange(t, p)
         _count("newer-kept")
@@ -263,21 +264,25 @@ def file_lock(path: Path, timeout: float = 30.0, what: str = "the store") -> Ite
     """Hold an exclusive flock on `path` (created if needed) for the body of the block."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    deadline = time.monotonic() + timeout
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as e:
-                if e.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise LockTimeoutError(
-                        f"another cortex process has held the lock on {what} for {timeout:.0f}s "
-                        f"({path}); wait for it to finish and try again"
-                    ) from None
-                time.sleep(0.01)
+        flock(fd, time.monotonic() + timeout,
+              f"another cortex process has held the lock on {what} for {timeout:.0f}s "
+              f"({path}); wait for it to finish and try again")
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def flock(fd: int, deadline: float, refusal: str) -> None:
+    """Take an exclusive flock of the open file `fd`, waiting until `deadline`
+    (time.monotonic); past it, LockTimeoutError(`refusal`)."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            if time.monotonic() >= deadline:
+                raise LockTimeoutError(refusal) from None
+            time.sleep(0.01)

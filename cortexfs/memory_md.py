@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import os
 import re
 import time
@@ -44,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cortexfs.errors import InvalidInputError, LockTimeoutError
+from cortexfs.errors import InvalidInputError
 from cortexfs.frontmatter import split_lines, text_problem
-from cortexfs.fsutil import atomic_write
+from cortexfs.fsutil import atomic_write, flock
 from cortexfs.tokens import estimate
 
 FORMAT_VERSION = "1.0"
@@ -1029,16 +1028,8 @@ def _lock(path: Path, timeout: float = 30.0) -> Iterator[None]:
             read(path)  # raises the one-line message for a missing or unreadable file
             raise
         try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise LockTimeoutError(
-                            f"another cortex process has been changing {path} for "
-                            f"{timeout:.0f}s; wait for it to finish and try again") from None
-                    time.sleep(0.01)
+            flock(fd, deadline, f"another cortex process has been changing {path} for "
+                                f"{timeout:.0f}s; wait for it to finish and try again")
             locked = os.fstat(fd)
             try:
                 now = os.stat(path)

@@ -200,15 +200,18 @@ def rewrite_log(path: Path, skip_bytes: int, rename: dict[str, str]) -> bool:
     Lines the hook appends while this runs are kept: the old file is read again after the
     rename and whatever reached it late is appended (renamed too) to the new one.
     """
-    def transform(data: bytes) -> bytes:
-        return b"".join(_rename_line(line, rename) for line in data.splitlines(keepends=True))
+    def whole(data: bytes) -> bytes:
+        return data[:skip_bytes] + _rename_lines(data[skip_bytes:], rename)
 
-    return replace_log(path, lambda data: data[:skip_bytes] + transform(data[skip_bytes:]),
-                       transform)
+    return replace_log(path, whole, lambda data: _rename_lines(data, rename))
 
 
 def _rename_line(line: bytes, rename: dict[str, str]) -> bytes:
     return accesslog.renamed(line, rename) or line
+
+
+def _rename_lines(data: bytes, rename: dict[str, str]) -> bytes:
+    return b"".join(_rename_line(line, rename) for line in data.splitlines(keepends=True))
 
 
 def replace_log(path: Path, whole: Callable[[bytes], bytes],
@@ -363,10 +366,7 @@ def _rewrite_log_unordered(log: Path, base_log: bytes, rename: dict[str, str]) -
                 out.append(_rename_line(line, rename))
         return b"".join(out)
 
-    def tail(data: bytes) -> bytes:
-        return b"".join(_rename_line(line, rename) for line in data.splitlines(keepends=True))
-
-    replace_log(log, whole, tail)
+    replace_log(log, whole, lambda data: _rename_lines(data, rename))
 
 
 def describe(renumberings: list[Renumbering]) -> str:

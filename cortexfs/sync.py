@@ -49,7 +49,7 @@ from cortexfs import accesslog, git, layout, renumber, wall
 from cortexfs.atoms import KINDS, kind_of_filename
 from cortexfs.commit import commit_paths, is_log, lists_atoms
 from cortexfs.errors import AtomParseError, CortexError, GitError, InvalidInputError
-from cortexfs.fsutil import atomic_write, file_lock
+from cortexfs.fsutil import atomic_write, file_lock, read_file
 from cortexfs.loader import atom_paths
 from cortexfs.store import Store
 
@@ -887,7 +887,7 @@ def _restore_aside(store: Store) -> None:
         if wall.reason(_wall_root(home, rel), path):
             continue  # a link now: not part of the store, never written through
         data = git.git_blob(home, blob) if isinstance(blob, str) else None
-        current = _read(path)
+        current = read_file(path)
         if is_log(rel):
             # only the lines that neither side has: the merge's own lines are not the user's
             sides = (git.git_blob(home, "HEAD", rel) or b"") + \
@@ -905,15 +905,6 @@ def _restore_aside(store: Store) -> None:
             else:
                 atomic_write(path, data, root=_wall_root(home, rel))
     git.write_sync_state(home, aside=None)
-
-
-def _read(path: Path) -> bytes | None:
-    """The file's bytes; None when there is none (callers skip links: cortexfs.wall)."""
-    try:
-        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
-            return f.read()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
 
 
 def _z(out: str) -> list[str]:
@@ -945,7 +936,7 @@ def _undo_partial_checkout(store: Store, head: str, upstream: str) -> bool:
         path = home / rel
         if wall.reason(_wall_root(home, rel), path):
             continue  # a link: not part of the store, never written through
-        current = _read(path)
+        current = read_file(path)
         mine = git.git_blob(home, now, rel)
         if current == mine:
             continue
