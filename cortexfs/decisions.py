@@ -35,7 +35,6 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "Decision": ("decision",),
     "Consequences": ("consequences",),
 }
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _FIELD = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?(?:\*\*|__)?(date|status)(?:\*\*|__)?[ \t]*:"
                     r"(?:\*\*|__)?[ \t]*(.*)$", re.I)
 _LIST_ITEM = re.compile(r"^ {0,1}(?:[-*+]|\d+[.)])[ \t]+\S")
@@ -81,7 +80,7 @@ def check_record(text: str) -> list[RecordProblem]:
                 fields.setdefault(key.lower(), (key_lines.get(key), str(value).strip()))
     headings: list[tuple[int, int, str]] = []  # (line index, level, normalised title)
     for i in range(start, len(lines)):
-        m = _HEADING.match(lines[i])
+        m = frontmatter.HEADING.match(lines[i])
         if m:
             title = re.sub(r"[^a-z0-9 ]+", " ", m.group(2).lower())
             headings.append((i, len(m.group(1)), " ".join(title.split())))

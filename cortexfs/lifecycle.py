@@ -408,7 +408,7 @@ def projects(store: Store) -> list[dict[str, Any]]:
             phase = None
         try:
             open_tasks = sum(1 for t in tasks.load(project).tasks
-                             if t.status in ("todo", "doing", "blocked"))
+                             if t.status in tasks.OPEN_STATUSES)
         except InvalidInputError:
             open_tasks = None
         out.append({"name": project.name, "archived": False, "atoms": counts,

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from cortexfs.errors import InvalidInputError
-from cortexfs.frontmatter import split_lines, text_problem
+from cortexfs.frontmatter import HEADING, split_lines, text_problem
 from cortexfs.fsutil import atomic_write, flock
 from cortexfs.tokens import estimate
 
@@ -85,7 +85,6 @@ _COMMENT_RE = re.compile(r"^<!--(.*)-->$")
 _HEADER_FIELD_RE = re.compile(r"^([A-Za-z][\w-]*)\s*:\s*(.*)$")
 _COUNT_RE = re.compile(r"^~?\s*(\d[\d,]*(?:\.\d+)?)\s*([kK])?$")
 _BULLET_RE = re.compile(r"^[-*+](?:[ \t]|$)")
-_HEADING_RE = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _RULE_RE = re.compile(r"^(?:-{3,}|\*{3,}|_{3,})[ \t]*$")
 _FENCE_RE = re.compile(r"^[ \t]*(```|~~~)")
 _NX_OPEN = "<!-- nx:"
@@ -411,7 +410,7 @@ def _parse_body(doc: MemoryDoc, start: int) -> None:
             if "-->" not in bare:
                 st.in_comment, st.comment_in_entry = True, True
             continue
-        heading = _HEADING_RE.match(bare)
+        heading = HEADING.match(bare)
         if heading and not indented:
             level, name = len(heading.group(1)), heading.group(2).strip()
             if level == 1:
@@ -956,9 +955,6 @@ class PrunePlan:
         updated = meta.updated if meta else None
         year = updated.year if updated else self.today.year
         return archive_dir(self.doc.path) / f"{year}.md"
-
-    def archive_files(self) -> list[Path]:
-        return sorted({self.archive_path(j.entry) for j in self.archive})
 
     def to_json(self) -> dict[str, Any]:
         return {"path": str(self.doc.path), "today": self.today.isoformat(),

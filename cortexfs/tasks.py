@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 TASK_KEYS = ("id", "text", "status", "priority", "why", "done-when", "depends-on",
              "completed-at")
 TASK_STATUSES = ("todo", "doing", "done", "blocked")
+OPEN_STATUSES = ("todo", "doing", "blocked")
 ARCHIVE_AFTER_DAYS = 3
 MAX_TEXT = 300
 TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
@@ -424,9 +425,8 @@ def listing(projects: list[Project], status: str | None = None, include_done: bo
     """Tasks of `projects`, doing first, then todo, blocked (and done with `include_done`),
     by priority; each row carries its project and the open tasks it waits for. `strict`
     (one project named): an unreadable file is an error rather than a problem listed."""
-    if status is not None and status not in TASK_STATUSES:
-        raise InvalidInputError(f"unknown --status {status!r}: use one of "
-                                f"{'|'.join(TASK_STATUSES)}")
+    if status is not None:
+        _check_status(status, "--status")
     out = Listing()
     for proj in projects:
         try:
@@ -451,6 +451,12 @@ def listing(projects: list[Project], status: str | None = None, include_done: bo
             waiting = [d for d in task.depends_on if d not in done and tf.get(d) is not None]
             out.rows.append({"project": proj.name, **task.to_json(), "waiting-for": waiting})
     return out
+
+
+def _check_status(status: str, name: str = "status") -> None:
+    if status not in TASK_STATUSES:
+        raise InvalidInputError(f"unknown {name} {status!r}: use one of "
+                                f"{'|'.join(TASK_STATUSES)}")
 
 
 # --- editing -----------------------------------------------------------------------------------
@@ -518,9 +524,7 @@ def add_task(project: Project, text: str, *, priority: str | None = None,
     if "\n" in text or len(text) > MAX_TEXT:
         raise InvalidInputError(f"the task text must be one line under {MAX_TEXT} characters: "
                                 "put the reason in --why")
-    if status not in TASK_STATUSES:
-        raise InvalidInputError(f"unknown status {status!r}: use one of "
-                                f"{'|'.join(TASK_STATUSES)}")
+    _check_status(status)
     with _locked(project):
         tf = _load_for_edit(project)
         archive = _read(project.root / layout.TASKS_ARCHIVE, project.store.context)
@@ -552,9 +556,7 @@ def add_task(project: Project, text: str, *, priority: str | None = None,
 def set_status(project: Project, task_id: str, status: str,
                today: dt.date | None = None) -> EditResult:
     """Set a task's status; `done` also stamps completed-at (today) unless it has one."""
-    if status not in TASK_STATUSES:
-        raise InvalidInputError(f"unknown status {status!r}: use one of "
-                                f"{'|'.join(TASK_STATUSES)}")
+    _check_status(status)
     with _locked(project):
         tf = _load_for_edit(project)
         task = tf.get(task_id)

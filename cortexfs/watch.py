@@ -417,7 +417,7 @@ class Watcher:
             if key in seen or self._logged_elsewhere(r):
                 continue
             seen.add(key)
-            ts = _iso(r.wall)
+            ts = accesslog.timestamp(r.wall)
             lines.setdefault(r.project, []).append(
                 accesslog.format_line(r.name, WATCH_TOOL, "", ts))
         for project, project_lines in lines.items():
@@ -492,11 +492,6 @@ class Watcher:
             else:
                 del recent[name]
         return recent
-
-
-def _iso(wall: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall)) + \
-        f".{int(wall % 1 * 1000):03d}Z"
 
 
 def _parse_iso(ts: str) -> float:

@@ -72,10 +72,6 @@ def output_format(*, ids: bool = False) -> str:
     return str(fmt)
 
 
-def set_home(home: str | None) -> None:
-    _state["home"] = home
-
-
 def open_store() -> Store:
     """The store named by --home / CORTEX_HOME / ~/.cortex; errors if not initialised."""
     return Store.open(_state["home"])
@@ -146,8 +142,6 @@ def ok(message: str) -> None:
 
 def warn(message: str) -> None:
     typer.secho(f"warning: {message}", fg="yellow", err=True)
-
-
 
 
 def run_plan(store: Store, make: Callable[[], Plan], no_commit: bool = False,

@@ -20,6 +20,7 @@ from cortexfs import cache, wall
 from cortexfs.atoms import ATOM_ID, KINDS, Atom, kind_of_id, split_status, status_group
 from cortexfs.errors import AtomParseError, CortexError
 from cortexfs.layout import MISSION_MD, ROADMAP_MD, STATUS_MD, TASKS_ARCHIVE, TASKS_FILE
+from cortexfs.tasks import OPEN_STATUSES
 from cortexfs.view.history import Days, daily_reads
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from cortexfs.tasks import TaskFile
 
 GOVERNANCE_TEXTS = (STATUS_MD, MISSION_MD, ROADMAP_MD)
-OPEN_TASKS = ("todo", "doing", "blocked")
 # how an atom names another: the relation as seen from the atom named
 RELATIONS = {"evidence": "cited as evidence by", "source": "a source experiment of",
              "link": "linked from", "status": "named in the status of"}
@@ -149,7 +149,7 @@ class ProjectModel:
                 self.backlinks.setdefault(target.stem, []).append((relation, am))
 
     def open_tasks(self) -> int:
-        return sum(1 for t in self.tasks.tasks if t.status in OPEN_TASKS) if self.tasks else 0
+        return sum(1 for t in self.tasks.tasks if t.status in OPEN_STATUSES) if self.tasks else 0
 
     def last_activity(self) -> str | None:
         """The newest of the newest atom's date and the newest read (a day)."""
