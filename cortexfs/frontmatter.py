@@ -50,7 +50,6 @@ BOM = "\ufeff"
 MAX_ATOM_BYTES = 1_000_000  # bigger files are not atoms someone wrote by hand: skip them
 
 _FENCE = re.compile(r"^---[ \t]*\r?$")
-_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$")
 _CLOSE_LINE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")  # a markdown heading: (#s, title)
 _TOP_KEY = re.compile(r"^([A-Za-z_][\w.-]*)[ \t]*:(?:[ \t]|$)")
