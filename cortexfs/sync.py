@@ -52,6 +52,7 @@ from cortexfs.errors import AtomParseError, CortexError, GitError, InvalidInputE
 from cortexfs.fsutil import atomic_write, file_lock, read_file
 from cortexfs.loader import atom_paths
 from cortexfs.store import Store
+from cortexfs.wording import some
 
 NETWORK_TIMEOUT = 300.0  # seconds a fetch or push may take
 MAX_ATTEMPTS = 5  # fetch–merge–push cycles before giving up on a remote that keeps moving
@@ -286,13 +287,8 @@ def _refuse_staged(home: Path) -> None:
     out = git.git_run(home, "diff", "--cached", "--name-only", "-z").stdout
     staged = [p for p in out.split("\0") if p and not p.startswith(layout.CONTEXT_PREFIX)]
     if staged:
-        raise GitError(f"staged changes outside context/ ({_names(staged)}): commit them or "
+        raise GitError(f"staged changes outside context/ ({some(staged, 5)}): commit them or "
                        "unstage them (`git restore --staged FILE`), then run `cortex sync` again")
-
-
-def _names(paths: list[str], limit: int = 5) -> str:
-    shown = ", ".join(paths[:limit])
-    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
 def commit_pending(store: Store, only_logs: bool = False) -> list[str]:
@@ -308,7 +304,7 @@ def commit_pending(store: Store, only_logs: bool = False) -> list[str]:
         projects = sorted({p.split("/")[2] for p in generated if p.count("/") >= 3})
         groups += [(generated, f"index: regenerate {', '.join(projects) or 'store files'}"),
                    (others, "sync: commit local changes to "
-                            f"{_names([p.rsplit('/', 1)[-1] for p in others])}")]
+                            f"{some([p.rsplit('/', 1)[-1] for p in others], 5)}")]
     messages = []
     for rels, message in groups:
         if rels and commit_paths(store, [store.home / p for p in rels], message):
@@ -393,7 +389,7 @@ def _refuse_private_files(home: Path, base: str | None, upstream: str, tgt: Targ
     brought = _z(git.git_run(home, "diff", "--name-only", "-z", "--no-renames",
                              base or renumber.EMPTY_TREE, upstream, "--", *private).stdout)
     if brought:
-        raise GitError(f"cannot merge {tgt.display}: it tracks {_names(brought)} under "
+        raise GitError(f"cannot merge {tgt.display}: it tracks {some(brought, 5)} under "
                        f"{', '.join(p + '/' for p in private)}, which cortex keeps out of git; "
                        "remove them from that remote (`git rm -r --cached`, commit, push), then "
                        "run `cortex sync` again")
@@ -471,7 +467,7 @@ def _merge(store: Store, tgt: Target, head: str, upstream: str, unrelated: bool)
             commit_pending(store, only_logs=True)
             continue
         raise GitError(f"cannot merge {tgt.display}: it would overwrite your uncommitted "
-                       f"{_names(blocked)}; commit or move them, then run `cortex sync` again")
+                       f"{some(blocked, 5)}; commit or move them, then run `cortex sync` again")
     else:
         raise GitError("access logs kept changing while cortex merged: run `cortex sync` again")
     _checkpoint("merge-started")
@@ -481,7 +477,7 @@ def _merge(store: Store, tgt: Target, head: str, upstream: str, unrelated: bool)
             _abort_merge(store, head, upstream)
             _journal(home)
             raise SyncConflictError(
-                f"sync stopped: {_names(unresolved)} changed on both sides (here and on "
+                f"sync stopped: {some(unresolved, 5)} changed on both sides (here and on "
                 f"{tgt.display}); nothing was lost and the repo is as before the sync. To "
                 f"resolve: `git merge {tgt.display}`, edit the files, `git add` them, "
                 "`git commit`, then `cortex sync`", unresolved)

@@ -12,6 +12,7 @@ import typer
 
 from cortexfs.layout import CONTEXT_PREFIX
 from cortexfs.store import Store
+from cortexfs.wording import some
 
 if TYPE_CHECKING:
     from cortexfs.commit import Transaction
@@ -115,10 +116,8 @@ def report(txn: Transaction) -> None:
     if done is None:
         return
     if done.pending:
-        shown = ", ".join(p.removeprefix(CONTEXT_PREFIX) for p in done.pending[:3])
-        more = f" and {len(done.pending) - 3} more" if len(done.pending) > 3 else ""
-        typer.secho(f"also committed what was pending under context/: {shown}{more}",
-                    err=True)
+        shown = some([p.removeprefix(CONTEXT_PREFIX) for p in done.pending], 3)
+        typer.secho(f"also committed what was pending under context/: {shown}", err=True)
     if done.warning:
         warn(done.warning)
 
