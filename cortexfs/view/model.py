@@ -126,6 +126,11 @@ class ProjectModel:
         """The atom an id names in this project (any spelling of its number)."""
         return self.by_id.get(canonical_id(atom_id))
 
+    def href(self, atom_id: str) -> str | None:
+        """The page of the atom an id names in this project (for links in markdown)."""
+        target = self.resolve(atom_id)
+        return target.href if target is not None else None
+
     def link(self) -> None:
         """Work out what each atom names (`cited`) and what names it (`backlinks`)."""
         for am in self.atoms:

@@ -204,13 +204,9 @@ def render_atom(md: MarkdownIt, pm: ProjectModel, data: dict[str, Any], body: st
     kind) around its main part, assembled here as strings (atom_main)."""
     from cortexfs.view.markdown import render as render_md
 
-    def resolve(atom_id: str) -> str | None:
-        target = pm.resolve(atom_id)
-        return target.href if target is not None else None
-
     if body is not None:
         body = _without_title(body, data["id"])
-    body_html = render_md(md, body, resolve) if body and body.strip() else ""
+    body_html = render_md(md, body, pm.href) if body and body.strip() else ""
     title = html(data["id"])
     frame = _atom_frame(pm.name, data["kind"])
     return "".join((frame[0], title, frame[1], title, frame[2], atom_main(data, body_html),
@@ -438,15 +434,11 @@ def _linked(pm: ProjectModel, text: str) -> list[dict[str, Any]]:
 def render_project(md: MarkdownIt, pm: ProjectModel, data: dict[str, Any]) -> str:
     from cortexfs.view.markdown import render as render_md
 
-    def resolve(atom_id: str) -> str | None:
-        target = pm.resolve(atom_id)
-        return target.href if target is not None else None
-
     texts = {}
     for name, key in ((STATUS_MD, "status_html"), (MISSION_MD, "mission_html"),
                       ("roadmap.md", "roadmap_html")):
         text = data["texts"].get(name)
-        texts[key] = Markup(render_md(md, text, resolve)) if text and text.strip() else ""
+        texts[key] = Markup(render_md(md, text, pm.href)) if text and text.strip() else ""
     return render("project", root="../../", crumbs=[(pm.name, None)],
                   timeline=charts.timeline(data["experiments"]), **texts, **data)
 
