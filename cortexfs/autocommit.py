@@ -29,11 +29,12 @@ MAX_DELAY = 60.0  # commit at least this often while reads keep coming
 RETRY_FOR = 600.0  # a committer gives up (to be restarted by the next read) after this
 
 
-def debounce_seconds() -> float:
+def debounce_seconds(env: str = DEBOUNCE_ENV, default: float = DEFAULT_DEBOUNCE) -> float:
+    """Seconds of quiet to wait, from the environment variable `env` (the watcher's too)."""
     try:
-        return max(0.0, float(os.environ.get(DEBOUNCE_ENV, DEFAULT_DEBOUNCE)))
+        return max(0.0, float(os.environ.get(env, default)))
     except ValueError:
-        return DEFAULT_DEBOUNCE
+        return default
 
 
 def _lock_path(home: str) -> str:

@@ -39,7 +39,7 @@ from typing import Any
 
 from cortexfs import accesslog, layout
 from cortexfs.atoms import KINDS, kind_of_filename
-from cortexfs.autocommit import is_locked, try_lock
+from cortexfs.autocommit import debounce_seconds, is_locked, try_lock
 from cortexfs.errors import CortexError, LockTimeoutError
 from cortexfs.store import Project, Store
 
@@ -93,13 +93,6 @@ def lock_file(store: Store) -> Path:
     return store.locks_dir / layout.WATCH_LOCK
 
 
-def debounce_seconds() -> float:
-    try:
-        return max(0.0, float(os.environ.get(DEBOUNCE_ENV, DEBOUNCE)))
-    except ValueError:
-        return DEBOUNCE
-
-
 def running_pid(store: Store) -> int | None:
     """The pid of the watcher running for this store, or None."""
     if not is_locked(lock_file(store)):
@@ -124,7 +117,8 @@ class Watcher:
                  echo: Callable[[str], None] | None = None,
                  regenerate: Callable[[Store, list[str] | None], Any] | None = None) -> None:
         self.store = store
-        self.debounce = debounce_seconds() if debounce is None else debounce
+        self.debounce = debounce_seconds(DEBOUNCE_ENV, DEBOUNCE) if debounce is None \
+            else debounce
         self.log_debounce = log_debounce
         self.record_reads = record_reads and sys.platform.startswith("linux")
         self.echo = echo
