@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cortexfs import accesslog, layout
+from cortexfs import accesslog, autocommit, layout
 from cortexfs.atoms import KINDS, kind_of_filename
 from cortexfs.autocommit import debounce_seconds, is_locked, try_lock
 from cortexfs.errors import CortexError, LockTimeoutError
@@ -139,12 +139,7 @@ class Watcher:
     # --- logging -------------------------------------------------------------------------
 
     def log(self, message: str) -> None:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        line = f"{stamp} {message}"
-        with contextlib.suppress(OSError):
-            self.store.logs_dir.mkdir(parents=True, exist_ok=True)
-            with open(self.store.logs_dir / layout.WATCH_LOG, "a", encoding="utf-8") as f:
-                f.write(line + "\n")
+        line = autocommit.log(str(self.store.home), layout.WATCH_LOG, message)
         if self.echo is not None:
             self.echo(line)
 
