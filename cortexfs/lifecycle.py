@@ -419,11 +419,7 @@ def projects(store: Store) -> list[dict[str, Any]]:
 
 def archived(store: Store) -> list[str]:
     """Names of the archived projects."""
-    folder = store.context / layout.ARCHIVE
-    if wall.reason(store.context, folder) or not folder.is_dir():
-        return []
-    return sorted(e.name for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)
-                  and not e.name.startswith((".", "_")))
+    return store.folder_projects(store.context / layout.ARCHIVE)
 
 
 # --- plans -----------------------------------------------------------------------------------

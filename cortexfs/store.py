@@ -74,13 +74,17 @@ class Store:
 
     def project_names(self) -> list[str]:
         """Names of the projects, sorted (a linked folder is not one: cortexfs.wall)."""
+        return self.folder_projects(self.projects_dir)
+
+    def folder_projects(self, folder: Path) -> list[str]:
+        """Names of the projects in `folder` of context/ (projects/, archive/), sorted."""
         from cortexfs import wall
 
-        if wall.reason(self.context, self.projects_dir) or not self.projects_dir.is_dir():
+        if wall.reason(self.context, folder) or not folder.is_dir():
             return []
-        with os.scandir(self.projects_dir) as it:
+        with os.scandir(folder) as it:
             return sorted(e.name for e in it if e.is_dir(follow_symlinks=False)
-                          and not e.name.startswith((".", "_")))
+                          and layout.is_project_folder(e.name))
 
     def projects(self) -> list[Project]:
         return [Project(self, name) for name in self.project_names()]

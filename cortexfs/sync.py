@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cortexfs import accesslog, autocommit, git, layout, renumber, wall
+from cortexfs import accesslog, git, layout, renumber, wall
 from cortexfs.atoms import KINDS, kind_of_filename
 from cortexfs.commit import commit_paths, is_log, lists_atoms
 from cortexfs.errors import AtomParseError, CortexError, GitError, InvalidInputError
@@ -603,7 +603,7 @@ def keep_log_appends(store: Store, since_head: bool = False) -> Iterator[None]:
     """
     with accesslog.Replacing(store.home):
         held: list[tuple[Path, int, int, int]] = []
-        for path in map(Path, autocommit.access_logs(str(store.home))):
+        for path in _logs(store):
             try:
                 fd = accesslog.open_log(path, os.O_RDONLY)
             except OSError:
@@ -976,6 +976,12 @@ def _merge_output(home: Path, current: bytes, upstream: str, base: bytes | None,
     if ours is None or theirs is None:
         return False
     return git.merge_file(home, base or b"", ours, theirs) == current
+
+
+def _logs(store: Store) -> list[Path]:
+    """The projects' access logs that are part of the store (cortexfs.wall: no link)."""
+    return [p for p in store.projects_dir.glob(f"*/{layout.META}/{layout.ACCESS_LOG}")
+            if not wall.reason(store.context, p)]
 
 
 def _wall_root(home: Path, rel: str) -> Path:

@@ -154,7 +154,7 @@ class Watcher:
         if parts[0] != "projects" or len(parts) not in (3, 4):
             return None
         project, folder = parts[1], parts[2]
-        if not project or project.startswith((".", "_")) or folder not in _FOLDERS:
+        if not layout.is_project_folder(project) or folder not in _FOLDERS:
             return None
         return project, folder, parts[3] if len(parts) == 4 else ""
 
