@@ -652,13 +652,8 @@ def update(store: Store, located: Located, *, body: str | None = None,
         authoring.check_anti_pattern(located.kind, new_summary, completed)
     if not updates and body is None:
         raise InvalidInputError("nothing to change: give a body, summary, tags or links")
-    new = text
-    if updates:
-        try:
-            new = set_keys(text, updates, located.rel)
-        except AtomParseError as e:
-            raise InvalidInputError(f"{e}: edit it by hand (`cortex edit {located.id}`)") \
-                from None
+    new = _set_keys(text, updates, located.rel, f"`cortex edit {located.id}`") if updates \
+        else text
     if body is not None:
         if not body.strip():
             raise InvalidInputError("the body is empty: give the text of the atom (its "
@@ -688,6 +683,16 @@ def replace(store: Store, located: Located, old: str, new: str) -> Plan:
     plan.notes = [f"warning: {f.message}" for f in warnings]
     plan.result = {"id": located.id, "project": located.project.name, "unchanged": new == old}
     return plan
+
+
+def _set_keys(text: str, updates: dict[str, Any], path: str, how: str | None = None) -> str:
+    """frontmatter.set_keys, refused in one line that says to edit the file by hand (`how`)
+    when its frontmatter has a shape set_keys does not rewrite."""
+    try:
+        return set_keys(text, updates, path)
+    except AtomParseError as e:
+        raise InvalidInputError(f"{e}: edit it by hand {f'({how})' if how else 'first'}") \
+            from None
 
 
 def _check_size(text: str) -> None:
@@ -740,10 +745,7 @@ def set_status(store: Store, located: Located, status: str, reason: str | None =
         for key in ("invalidated-date", "invalidated-reason"):
             if key in doc.meta:
                 updates[key] = None
-    try:
-        new = set_keys(text, updates, located.rel)
-    except AtomParseError as e:
-        raise InvalidInputError(f"{e}: edit it by hand (`cortex edit {located.id}`)") from None
+    new = _set_keys(text, updates, located.rel, f"`cortex edit {located.id}`")
     plan = Plan(message or f"atom: {located.id} status {value}",
                 regenerate=[located.project.name])
     plan.rewrite(located.path, text, new)
@@ -826,10 +828,7 @@ def remove(store: Store, located: Located, *, force: bool = False) -> Plan:
         name, cause = split_status(cdoc.meta.get("status"))
         if cause and canonical(cause) in me:
             updates["status"] = name
-        try:
-            new = set_keys(text, updates, str(atom.path))
-        except AtomParseError as e:
-            raise InvalidInputError(f"{e}: edit it by hand first") from None
+        new = _set_keys(text, updates, str(atom.path))
         plan.rewrite(atom.path, text, new)
         plan.notes.append(f"rewrote {atom.file_id}: took {located.id} out of "
                           f"{', '.join(updates)}")
@@ -902,10 +901,7 @@ def move(store: Store, atoms: list[Located], target: str) -> Plan:
     for a in atoms:
         text, _ = read(store, a)
         moved = renumber.rewrite_text(text, mapping, a.rel)
-        try:
-            moved = set_keys(moved, {"project": dest.name}, a.rel)
-        except AtomParseError as e:
-            raise InvalidInputError(f"{e}: edit it by hand first") from None
+        moved = _set_keys(moved, {"project": dest.name}, a.rel)
         plan.creates[dest.folder(a.kind) / f"{mapping[a.id]}.md"] = moved
         plan.deletes.append(a.path)
     pointers = {old: f"{dest.name}/{new}" for old, new in mapping.items()}
