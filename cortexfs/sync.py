@@ -635,18 +635,11 @@ def keep_log_appends(store: Store, since_head: bool = False) -> Iterator[None]:
 
 def _regenerate(store: Store, projects: list[str], result: SyncResult) -> None:
     """Regenerate what the merge made stale and commit it."""
-    try:
-        from cortexfs.regen import regenerate
-    except ImportError:
-        result.regen_skipped = "index regeneration is not available in this version"
-        return
+    from cortexfs.regen import regenerate
+
     _journal(store.home, op="regenerate", projects=projects)
     try:
         regen = regenerate(store, projects or None)
-    except NotImplementedError:
-        _journal(store.home)
-        result.regen_skipped = "index regeneration is not available in this version"
-        return
     except CortexError as e:
         # the merge is committed and can be pushed; the journal makes the next sync retry
         result.regen_skipped = f"indexes not regenerated ({e}): run `cortex index regen --all`"

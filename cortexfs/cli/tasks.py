@@ -13,20 +13,13 @@ from cortexfs.wording import plural
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from cortexfs.store import Project, Store
+    from cortexfs.store import Project
     from cortexfs.tasks import EditResult, Task
 
 tasks_app = typer.Typer(help="The project's task queue (TASKS.yaml).", no_args_is_help=True)
 
 ProjectOpt = common.ProjectOpt
 NoCommit = common.NoCommit
-
-
-def _one_project(store: Store, name: str | None) -> Project:
-    """The named project, or the store's only project when none is named."""
-    from cortexfs.lifecycle import only_project
-
-    return only_project(store, name)
 
 
 def _rewritten_note(rewritten: bool, project: Project) -> None:
@@ -41,9 +34,10 @@ def _change_one_task(project: str | None, no_commit: bool, verb: str,
     """`tasks.change_one` as a command; the task it changed, or None when the JSON report
     was printed instead."""
     from cortexfs import tasks
+    from cortexfs.lifecycle import only_project
 
     store = common.open_store()
-    proj = _one_project(store, project)
+    proj = only_project(store, project)
     with common.writing(store, no_commit) as txn:
         result = tasks.change_one(txn, proj, verb, change)
     task = result.tasks[0]
