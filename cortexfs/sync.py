@@ -69,12 +69,6 @@ class SyncConflictError(GitError):
         self.files = files
 
 
-def is_generated(rel: str) -> bool:
-    """Whole files regeneration writes — index.md, OVERVIEW.md, HIPPOCAMPUS.md and the
-    `.hippocampus/` files (CORTEX.md has only a generated block)."""
-    return lists_atoms(rel)
-
-
 # --- the remote --------------------------------------------------------------------------------
 
 def set_remote(store: Store, url: str, name: str = "origin") -> str:
@@ -297,7 +291,7 @@ def commit_pending(store: Store, only_logs: bool = False) -> list[str]:
     state = git.worktree_state(store)
     paths = [p for p in state.dirty if p.startswith(layout.CONTEXT_PREFIX)]
     logs = [p for p in paths if is_log(p)]
-    generated = [p for p in paths if is_generated(p)]
+    generated = [p for p in paths if lists_atoms(p)]  # whole files regeneration writes
     others = [p for p in paths if p not in logs and p not in generated]
     groups = [(logs, "chore: update access log")]
     if not only_logs:
@@ -530,7 +524,7 @@ def _resolve(store: Store) -> list[str]:
             accesslog.drain(home / rel)
             git.git_run(home, "add", "--", rel)
             continue
-        if is_generated(rel):
+        if lists_atoms(rel):  # (CORTEX.md has only a generated block: below)
             merged = theirs if theirs is not None else ours  # regeneration rewrites it
         elif rel.endswith("/CORTEX.md") and ours is not None and theirs is not None:
             merged = _merge_cortex_md(home, base, ours, theirs)

@@ -646,7 +646,8 @@ def _item_index(tf: TaskFile, task: Task) -> int:
 
 def render_archive_entry(task: Task) -> str:
     """A task as tasks-archive.md records it: heading, then one bullet per field."""
-    lines = [f"### {task.id}: {_one_line(task.text)}", ""]
+    # tasks-archive.md is markdown: each value one line, its markup made literal
+    lines = [f"### {task.id}: {escape.line(task.text)}", ""]
     facts = [f"status: {task.status}"]
     for key in ("completed-at", "priority", "depends-on"):
         value = task.data.get(key)
@@ -662,12 +663,8 @@ def render_archive_entry(task: Task) -> str:
             lines.extend(f"  {rest}" if rest.strip() else "" for rest in body[1:])
     for key, value in task.data.items():
         if key not in TASK_KEYS and value not in (None, ""):
-            lines.append(f"- {key}: {_one_line(str(value))}")
+            lines.append(f"- {key}: {escape.line(str(value))}")
     return "\n".join(lines) + "\n"
-
-
-def _one_line(text: str) -> str:
-    return escape.line(text)  # tasks-archive.md is markdown: one line, markup made literal
 
 
 def _append_archive(text: str, tasks: list[Task], today: dt.date) -> str:
