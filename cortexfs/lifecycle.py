@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import accesslog, cache, interrupt, layout, wall
+from cortexfs import accesslog, cache, interrupt, layout, renumber, wall
 from cortexfs.atoms import (
     ATOM_ID,
     EXPERIMENT,
@@ -70,7 +70,6 @@ if TYPE_CHECKING:
 MAX_REASON = 300  # characters of an invalidated-reason (one line of an index cell)
 # frontmatter keys that name other atoms of the project, and how `show` calls each
 REFERENCE_KEYS = ("evidence", "source-experiments", "links", "status")
-_TEXT_SUFFIXES = (".md", ".yaml", ".yml", ".txt", ".json")
 _GENERATED = (layout.INDEX, layout.CORTEX_MD)  # files regeneration writes: no mention is rewritten
 _ID = re.compile(rf"(?i)({layout.PREFIX_PATTERN})-(\d{{1,9}})([a-z]?)")
 
@@ -540,16 +539,11 @@ def _rel(store: Store, path: Path) -> str:
 
 def _drop_log_lines(log: Path, files: set[str]) -> None:
     """Remove the access-log lines about `files` (a late append is dropped too)."""
-    from cortexfs.renumber import replace_log
-
     def keep(data: bytes) -> bytes:
-        out = []
-        for line in data.splitlines(keepends=True):
-            if accesslog.entry_file(line) not in files:
-                out.append(line)
-        return b"".join(out)
+        return b"".join(line for line in data.splitlines(keepends=True)
+                        if accesslog.entry_file(line) not in files)
 
-    replace_log(log, keep, keep)
+    renumber.replace_log(log, keep, keep)
 
 
 def _log_lines(log: Path, files: dict[str, str]) -> list[bytes]:
@@ -860,7 +854,6 @@ def move(store: Store, atoms: list[Located], target: str) -> Plan:
     `TARGET/NEW-ID`. Their access-log lines move with them. Refused while a frontmatter
     reference would cross projects (a moved atom citing one that stays, or the other way
     round): move those together."""
-    from cortexfs import renumber
     from cortexfs.authoring import next_number
     from cortexfs.loader import load_project
 
@@ -930,7 +923,7 @@ def _project_texts(project: Project, skip: set[Path]) -> list[Path]:
     out = []
     for path in _tree_files(project.root):
         if path in skip or path.name in _GENERATED or path.name == layout.ACCESS_LOG \
-                or not path.name.endswith(_TEXT_SUFFIXES) \
+                or not path.name.endswith(renumber.TEXT_SUFFIXES) \
                 or wall.reason(project.store.context, path):
             continue
         out.append(path)

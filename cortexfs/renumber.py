@@ -34,7 +34,7 @@ from cortexfs.store import Store
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 LOG_LOCK_WAIT = 5.0  # seconds a rewrite of a log waits for the appends under way
-_TEXT_SUFFIXES = (".md", ".yaml", ".yml", ".txt", ".json")
+TEXT_SUFFIXES = (".md", ".yaml", ".yml", ".txt", ".json")  # files an id is rewritten in
 # Generated files: regenerated after the merge, so rewriting them would only make conflicts.
 _SKIP_NAMES = (layout.INDEX,)
 
@@ -317,7 +317,7 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
         for rel in _changed_since(home, base, tip, project):
             path = home / rel
             name = path.name
-            if name in _SKIP_NAMES or not name.endswith(_TEXT_SUFFIXES) or not path.is_file() \
+            if name in _SKIP_NAMES or not name.endswith(TEXT_SUFFIXES) or not path.is_file() \
                     or wall.reason(store.context, path):  # a link: not part of the store
                 continue
             if name == layout.ACCESS_LOG:
