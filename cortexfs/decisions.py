@@ -38,7 +38,6 @@ SECTIONS: dict[str, tuple[str, ...]] = {
 _FIELD = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?(?:\*\*|__)?(date|status)(?:\*\*|__)?[ \t]*:"
                     r"(?:\*\*|__)?[ \t]*(.*)$", re.I)
 _LIST_ITEM = re.compile(r"^ {0,1}(?:[-*+]|\d+[.)])[ \t]+\S")
-_COMMENT = re.compile(r"<!--.*?-->", re.S)
 _ISO_DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
 
 
@@ -52,7 +51,7 @@ class RecordProblem:
 
 def _blank_comments(text: str) -> str:
     """`text` with HTML comments replaced by spaces (line numbers stay the same)."""
-    return _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    return frontmatter.HTML_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
 
 
 def check_record(text: str) -> list[RecordProblem]:

@@ -52,6 +52,7 @@ MAX_ATOM_BYTES = 1_000_000  # bigger files are not atoms someone wrote by hand: 
 _FENCE = re.compile(r"^---[ \t]*\r?$")
 _CLOSE_LINE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")  # a markdown heading: (#s, title)
+HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _TOP_KEY = re.compile(r"^([A-Za-z_][\w.-]*)[ \t]*:(?:[ \t]|$)")
 
 

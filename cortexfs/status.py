@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from cortexfs.frontmatter import HEADING
+from cortexfs.frontmatter import HEADING, HTML_COMMENT
 
 # The four STATUS.md sections, each with the words one of its headings must contain.
 # Headings match case-insensitively and loosely: "## Current Phase", "## Phase 2: build",
@@ -57,7 +57,7 @@ def _phase_line(lines: list[str], heading: int, title: str) -> str | None:
         if HEADING.match(line):
             break
         text = re.sub(r"^\s*(?:[-*+]|\d+[.)])\s+", "", line).strip()
-        text = re.sub(r"<!--.*?-->", "", text).strip()
+        text = HTML_COMMENT.sub("", text).strip()
         if text:
             return " ".join(text.split())
     tail = re.split(r"(?i)current phase|phase", title, maxsplit=1)[-1].strip(" :—-")
