@@ -53,8 +53,15 @@ def atomic_write(path: Path, data: str | bytes, *, root: Path | None = None) -> 
     for note in getattr(_watchers, "stack", ()):
         note(path)
     tmp = write_temp(path, raw)
-    try:
+    with removed_on_error(tmp):
         os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def removed_on_error(tmp: str) -> Iterator[None]:
+    """Remove the temporary file `tmp` if the block fails (or is interrupted)."""
+    try:
+        yield
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -66,7 +73,7 @@ def write_temp(path: Path, raw: bytes, durable: bool = True) -> str:
     new file); fsynced unless `durable` is False (the caller syncs). Its name."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=".tmp")
-    try:
+    with removed_on_error(tmp):
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
             if durable:
@@ -77,10 +84,6 @@ def write_temp(path: Path, raw: bytes, durable: bool = True) -> str:
             os.chmod(tmp, os.stat(path).st_mode & 0o7777)
         except FileNotFoundError:
             os.chmod(tmp, 0o644 & ~_umask())
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
     return tmp
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from cortexfs import accesslog, frontmatter, layout, wall
 from cortexfs.atoms import Kind, kind_of_filename
 from cortexfs.errors import AtomParseError
-from cortexfs.fsutil import rewrite, write_temp
+from cortexfs.fsutil import removed_on_error, rewrite, write_temp
 from cortexfs.git import git_blob, git_run
 from cortexfs.store import Store
 
@@ -249,17 +249,13 @@ def _replace_log(path: Path, whole: Callable[[bytes], bytes],
         # a log elsewhere may still get an unlocked append past the bound: what such an
         # append wrote is read back after the rename.)
         tmp = write_temp(path, new)
-        try:
+        with removed_on_error(tmp):
             accesslog.lock(fd, LOG_LOCK_WAIT)
             more = read_from(fd, end)
             if more:
                 with open(tmp, "ab") as f:
                     f.write(tail(more))
             os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
         time.sleep(0.005)  # let an unlocked append that opened the old file finish writing
         late = read_from(fd, end + len(more))
         if late:
