@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import accesslog, cache, interrupt, layout, renumber, wall
+from cortexfs import accesslog, autocommit, cache, interrupt, layout, renumber, tasks, wall
 from cortexfs.atoms import (
     ATOM_ID,
     EXPERIMENT,
@@ -307,8 +307,6 @@ def show(store: Store, located: Located, *, session: str = "cli", tool: str = "s
             accesslog.append(project.access_log,
                              [accesslog.format_line(located.path.name, tool, session)])
             if os.environ.get("CORTEX_AUTOCOMMIT", "1") != "0":
-                from cortexfs import autocommit
-
                 autocommit.request(str(store.home))  # committed as the hook's reads are
     return Shown(located, text, doc.meta, doc.body, refs, last, cites, cited_by, mentioned)
 
@@ -394,7 +392,6 @@ def list_atoms(store: Store, project: str | None = None, kind: Kind | None = Non
 def projects(store: Store) -> list[dict[str, Any]]:
     """Each project with its atom counts, phase (STATUS.md) and open tasks; then the
     archived ones (name and `archived: true`)."""
-    from cortexfs import tasks
     from cortexfs.status import read_status
 
     out: list[dict[str, Any]] = []
@@ -951,8 +948,6 @@ def remove_project(store: Store, name: str, *, force: bool = False) -> Plan:
 
 
 def _contents(project: Project) -> tuple[int, int]:
-    from cortexfs import tasks
-
     atoms = sum(1 for _ in atom_paths(project))
     try:
         open_tasks = sum(1 for t in tasks.load(project).tasks if t.status != "done")

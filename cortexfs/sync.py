@@ -551,11 +551,9 @@ def _union(ours: bytes, theirs: bytes, path: Path) -> bytes:
 def _merge_cortex_md(home: Path, base: bytes | None, ours: bytes,
                      theirs: bytes) -> bytes | None:
     """Merge the hand-written text of a CORTEX.md; its generated block is regenerated."""
-    from cortexfs.layout import EMPTY_BLOCK, GENERATED_END, GENERATED_START
-
-    block = re.compile(re.escape(GENERATED_START).encode() + rb".*?" +
-                       re.escape(GENERATED_END).encode(), re.S)
-    empty = EMPTY_BLOCK.encode()
+    block = re.compile(re.escape(layout.GENERATED_START).encode() + rb".*?" +
+                       re.escape(layout.GENERATED_END).encode(), re.S)
+    empty = layout.EMPTY_BLOCK.encode()
 
     def blank(data: bytes) -> bytes:
         return block.sub(lambda _m: empty, data)
@@ -878,15 +876,9 @@ def _restore_aside(store: Store) -> None:
             extra = accesslog.missing_lines(current or b"",
                                            accesslog.missing_lines(sides, data or b""))
             if extra:
-                from cortexfs.accesslog import append
-
-                append(path, [extra])
+                accesslog.append(path, [extra])
         elif current != data and current == git.git_blob(home, "HEAD", rel):
-            # (a file edited yet again since the abort keeps that newer edit)
-            if data is None:
-                path.unlink(missing_ok=True)
-            else:
-                atomic_write(path, data, root=_wall_root(home, rel))
+            _put_back(home, rel, data)  # (a file edited again since the abort keeps that edit)
     git.write_sync_state(home, aside=None)
 
 
@@ -930,10 +922,7 @@ def _undo_partial_checkout(store: Store, head: str, upstream: str) -> bool:
         elif current is None or current == theirs or _merge_output(
                 home, current, upstream, base and git.git_blob(home, base, rel),
                 git.git_blob(home, head, rel), theirs):
-            if mine is None:
-                path.unlink(missing_ok=True)
-            else:
-                atomic_write(path, mine, root=_wall_root(home, rel))
+            _put_back(home, rel, mine)
             undone = True
     lagging = git.git_run(home, "diff", "--cached", "--quiet", now, "--", *changed,
                           check=False).returncode if changed else 0
@@ -969,6 +958,14 @@ def _logs(store: Store) -> list[Path]:
     """The projects' access logs that are part of the store (cortexfs.wall: no link)."""
     return [p for p in store.projects_dir.glob(f"*/{layout.META}/{layout.ACCESS_LOG}")
             if not wall.reason(store.context, p)]
+
+
+def _put_back(home: Path, rel: str, data: bytes | None) -> None:
+    """Make the file at `rel` hold `data` again (None: no file)."""
+    if data is None:
+        (home / rel).unlink(missing_ok=True)
+    else:
+        atomic_write(home / rel, data, root=_wall_root(home, rel))
 
 
 def _wall_root(home: Path, rel: str) -> Path:

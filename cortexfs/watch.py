@@ -373,8 +373,6 @@ class Watcher:
         self._retry_at = time.monotonic() + max(self.debounce, 5.0)
 
     def _commit_logs(self) -> None:
-        from cortexfs import autocommit
-
         try:
             autocommit.commit_logs(str(self.store.home))
             self._logs_dirty_since = None
