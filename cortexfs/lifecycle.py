@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import accesslog, autocommit, cache, interrupt, layout, renumber, tasks, wall
+from cortexfs import accesslog, authoring, autocommit, cache, interrupt, layout, renumber, wall
 from cortexfs.atoms import (
     ATOM_ID,
     EXPERIMENT,
@@ -59,8 +59,11 @@ from cortexfs.errors import AtomParseError, InvalidInputError, OutsideStoreError
 from cortexfs.frontmatter import MAX_ATOM_BYTES, Document, decode, parse, set_keys
 from cortexfs.frontmatter import locate as locate_parts
 from cortexfs.fsutil import atomic_write
-from cortexfs.loader import atom_paths
-from cortexfs.store import Project, Store
+from cortexfs.loader import atom_paths, load_project
+from cortexfs.status import read_status
+from cortexfs.store import Project, Store, check_project_name
+from cortexfs.tasks import OPEN_STATUSES
+from cortexfs.tasks import load as load_tasks
 from cortexfs.wording import plural
 
 if TYPE_CHECKING:
@@ -284,8 +287,6 @@ def show(store: Store, located: Located, *, session: str = "cli", tool: str = "s
          count: bool = True) -> Shown:
     """The atom whole, what it cites, what cites it, its reads; `count` records the read
     in the project's access log (a read like any other)."""
-    from cortexfs.loader import load_project
-
     text, doc = read(store, located)
     project = located.project
     atoms = load_project(project, bodies=False).atoms
@@ -392,7 +393,6 @@ def list_atoms(store: Store, project: str | None = None, kind: Kind | None = Non
 def projects(store: Store) -> list[dict[str, Any]]:
     """Each project with its atom counts, phase (STATUS.md) and open tasks; then the
     archived ones (name and `archived: true`)."""
-    from cortexfs.status import read_status
 
     out: list[dict[str, Any]] = []
     for project in store.projects():
@@ -403,8 +403,7 @@ def projects(store: Store) -> list[dict[str, Any]]:
         except (OSError, InvalidInputError):
             phase = None
         try:
-            open_tasks = sum(1 for t in tasks.load(project).tasks
-                             if t.status in tasks.OPEN_STATUSES)
+            open_tasks = sum(1 for t in load_tasks(project).tasks if t.status in OPEN_STATUSES)
         except InvalidInputError:
             open_tasks = None
         out.append({"name": project.name, "archived": False, "atoms": counts,
@@ -447,8 +446,6 @@ class Plan:
 def apply(store: Store, plan: Plan, txn: Transaction) -> Change:
     """Carry `plan` out inside `txn` (each file snapshotted first, so that a failure puts it
     back), then regenerate the projects it touched; the change for the commit."""
-    from cortexfs import authoring
-
     change = Change(message=plan.message)
     for path, (text, stamp) in plan.writes.items():
         interrupt.check()
@@ -585,7 +582,7 @@ def check_text(store: Store, located: Located, text: str, *, new: bool = False) 
     """Validate `text` as the new content of `located` (with the rest of its project as it
     is): refuse with the first error, in one line; the warnings. `new`: as `cortex new`
     does, an empty, multi-line or over-long summary is refused too."""
-    from cortexfs.loader import LoadedProject, load_project
+    from cortexfs.loader import LoadedProject
     from cortexfs.validate import ERROR, check_project
 
     project = located.project
@@ -618,8 +615,6 @@ def update(store: Store, located: Located, *, body: str | None = None,
            summary: str | None = None, tags: list[str] | None = None,
            links: list[str] | None = None) -> Plan:
     """Change an atom's body, summary, tags or links (only those keys; the body whole)."""
-    from cortexfs import authoring
-
     text, doc = read(store, located)
     updates: dict[str, Any] = {}
     notes: list[str] = []
@@ -789,8 +784,6 @@ def remove(store: Store, located: Located, *, force: bool = False) -> Plan:
     atoms' frontmatter names it, unless `force`: then the id is taken out of their lists and
     status causes (refused still where that would leave knowledge without evidence or a
     pattern without sources). Body mentions are reported, not rewritten."""
-    from cortexfs.loader import load_project
-
     _, doc = read(store, located)
     project = located.project
     atoms = load_project(project, bodies=False).atoms
@@ -851,9 +844,6 @@ def move(store: Store, atoms: list[Located], target: str) -> Plan:
     `TARGET/NEW-ID`. Their access-log lines move with them. Refused while a frontmatter
     reference would cross projects (a moved atom citing one that stays, or the other way
     round): move those together."""
-    from cortexfs.authoring import next_number
-    from cortexfs.loader import load_project
-
     if not atoms:
         raise InvalidInputError("name the atoms to move")
     source = atoms[0].project
@@ -883,7 +873,7 @@ def move(store: Store, atoms: list[Located], target: str) -> Plan:
     mapping: dict[str, str] = {}
     taken: dict[str, int] = {}
     for a in sorted(atoms, key=lambda x: (x.kind.prefix, canonical(x.id))):
-        number = taken.get(a.kind.prefix) or next_number(dest, a.kind)
+        number = taken.get(a.kind.prefix) or authoring.next_number(dest, a.kind)
         taken[a.kind.prefix] = number + 1
         mapping[a.id] = a.kind.format_id(number)
     plan = Plan(f"atom: move {', '.join(f'{k} → {v}' for k, v in mapping.items())} "
@@ -950,7 +940,7 @@ def remove_project(store: Store, name: str, *, force: bool = False) -> Plan:
 def _contents(project: Project) -> tuple[int, int]:
     atoms = sum(1 for _ in atom_paths(project))
     try:
-        open_tasks = sum(1 for t in tasks.load(project).tasks if t.status != "done")
+        open_tasks = sum(1 for t in load_tasks(project).tasks if t.status != "done")
     except InvalidInputError:
         open_tasks = 0
     return atoms, open_tasks
@@ -971,8 +961,6 @@ def archive_project(store: Store, name: str) -> Plan:
 
 def unarchive_project(store: Store, name: str) -> Plan:
     """Move an archived project back to context/projects/."""
-    from cortexfs.store import check_project_name
-
     check_project_name(name)
     source = store.context / layout.ARCHIVE / name
     if wall.reason(store.context, source) or not source.is_dir():
