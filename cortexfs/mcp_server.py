@@ -372,6 +372,8 @@ ProjectArg = Annotated[str | None, Field(
 
 def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
     """show, list, update, status, supersede, invalidate, move, remove, projects, commit."""
+    from cortexfs import lifecycle  # (+30 ms at the server's start, once: not in each tool)
+
     tool = _tool_of(server)
 
     @tool
@@ -379,8 +381,6 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         """An atom as data: frontmatter, body, the atoms it cites and that cite it (by
         evidence, source-experiments, links, status), the atoms whose body mentions it, its
         reads. Use it before changing, superseding or removing an atom; counted as a read."""
-        from cortexfs import lifecycle
-
         loc = lifecycle.locate(store, atom_id, project)
         return lifecycle.show(store, loc, session=session, tool="mcp").to_json()
 
@@ -402,7 +402,6 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         invalidated, superseded; each by reads, newest, id): id, summary, status, tags,
         refs. Use it to browse or audit a project; to find atoms about a topic use recall.
         Listing is not a read."""
-        from cortexfs import lifecycle
         from cortexfs.authoring import kind_named
 
         rows = lifecycle.list_atoms(
@@ -426,8 +425,6 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         other keys stay byte for byte) — validate, regenerate and commit. Use it to correct
         or complete an atom, e.g. the near-duplicate add_atom pointed at; to retire an
         atom use supersede or invalidate."""
-        from cortexfs import lifecycle
-
         loc = lifecycle.locate(store, atom_id, project)
         return run_plan(store, lambda: lifecycle.update(store, loc, body=body,
                                                         summary=summary, tags=tags,
@@ -447,8 +444,6 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         """Set an atom's status (that key only; invalidated also writes invalidated-date
         and -reason, leaving it removes them), regenerate and commit. Use it when new
         evidence challenges, corrects or partly confirms an atom."""
-        from cortexfs import lifecycle
-
         loc = lifecycle.locate(store, atom_id, project)
         return run_plan(store, lambda: lifecycle.set_status(store, loc, status, reason))
 
@@ -460,8 +455,6 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
     ) -> dict[str, Any]:
         """Mark an atom superseded by a newer one (status superseded:BY), regenerate and
         commit. Use it when a newer atom replaces an older one that was right in its time."""
-        from cortexfs import lifecycle
-
         loc = lifecycle.locate(store, atom_id, project)
         return run_plan(store, lambda: lifecycle.supersede(store, loc, by))
 
@@ -476,8 +469,6 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         """Mark an atom invalidated — a tombstone that stays so nobody relies on it again —
         with the date and reason, regenerate and commit. Use it when an atom turns out
         wrong (not merely outdated: that is supersede)."""
-        from cortexfs import lifecycle
-
         loc = lifecycle.locate(store, atom_id, project)
         return run_plan(store, lambda: lifecycle.invalidate(store, loc, reason, by))
 
@@ -492,8 +483,6 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         """Move atoms to another project: new ids there, every mention rewritten, their
         reads moved along; one commit. Use it when atoms were filed in the wrong project.
         Refused while a reference would cross projects: move those atoms together."""
-        from cortexfs import lifecycle
-
         located = [lifecycle.locate(store, i, from_project, besides=to_project)
                    for i in atom_ids]
         return run_plan(store, lambda: lifecycle.move(store, located, to_project))
@@ -509,8 +498,6 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         have been written (a mistake, a duplicate); to retire knowledge use supersede or
         invalidate, which keep it visible. Refused while other atoms cite it (force rewrites
         them and says which)."""
-        from cortexfs import lifecycle
-
         loc = lifecycle.locate(store, atom_id, project)
         return run_plan(store, lambda: lifecycle.remove(store, loc, force=force))
 
@@ -520,8 +507,6 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
     ) -> list[dict[str, Any]]:
         """The store's projects with their atom counts, phase (from STATUS.md) and open
         tasks. Use it to learn which project names the other tools take."""
-        from cortexfs import lifecycle
-
         return [p for p in lifecycle.projects(store) if archived or not p["archived"]]
 
     @tool
@@ -553,6 +538,8 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
 
 def _task_tools(server: Any, store: Store) -> None:
     """list_tasks, add_task, complete_task (TASKS.yaml)."""
+    from cortexfs import tasks
+
     tool = _tool_of(server)
 
     @tool
@@ -564,8 +551,6 @@ def _task_tools(server: Any, store: Store) -> None:
     ) -> dict[str, Any]:
         """The task queue (TASKS.yaml): doing first, then todo, blocked, by priority, with
         what each waits for. Use it to pick the next thing to work on."""
-        from cortexfs import tasks
-
         projects = [store.project(project)] if project else store.projects()
         return tasks.listing(projects, status, include_done,
                              strict=project is not None).to_json()
@@ -583,8 +568,6 @@ def _task_tools(server: Any, store: Store) -> None:
     ) -> dict[str, Any]:
         """Add a task to the project's queue with the next id (T-N) and commit. Use it for
         work that a later session should pick up."""
-        from cortexfs import tasks
-
         return _task_change(store, project, "add", lambda proj: tasks.add_task(
             proj, text, priority=priority, why=why, done_when=done_when,
             depends_on=list(depends_on or [])))
@@ -596,8 +579,6 @@ def _task_tools(server: Any, store: Store) -> None:
     ) -> dict[str, Any]:
         """Mark a task done (completed-at today) and commit. Use it when the task's
         done-when condition holds."""
-        from cortexfs import tasks
-
         return _task_change(store, project, "done",
                             lambda proj: tasks.set_status(proj, task_id, "done"))
 
