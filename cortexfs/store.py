@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cortexfs import layout
+from cortexfs import layout, wall
 from cortexfs.atoms import Kind
 from cortexfs.errors import InvalidInputError, NotAStoreError, ProjectNotFoundError
 
@@ -68,9 +68,8 @@ class Store:
             )
         if self.context.is_symlink():  # (context/ is the wall's root: cortexfs.wall)
             from cortexfs.errors import OutsideStoreError
-            from cortexfs.wall import LINK
 
-            raise OutsideStoreError(str(self.context), LINK)
+            raise OutsideStoreError(str(self.context), wall.LINK)
 
     def project_names(self) -> list[str]:
         """Names of the projects, sorted (a linked folder is not one: cortexfs.wall)."""
@@ -78,8 +77,6 @@ class Store:
 
     def folder_projects(self, folder: Path) -> list[str]:
         """Names of the projects in `folder` of context/ (projects/, archive/), sorted."""
-        from cortexfs import wall
-
         if wall.reason(self.context, folder) or not folder.is_dir():
             return []
         with os.scandir(folder) as it:
@@ -91,8 +88,6 @@ class Store:
 
     def project(self, name: str) -> Project:
         """The existing project `name`; a clear error when there is none."""
-        from cortexfs import wall
-
         check_project_name(name)
         project = Project(self, name)
         wall.check(self.context, project.root)
