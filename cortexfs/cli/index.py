@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.errors import InvalidInputError
 from cortexfs.wording import plural, some
 
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ def regen(
     Also folds the access logs into refs / last-ref and refreshes the store-wide files
     (OVERVIEW.md, HIPPOCAMPUS.md, the CORTEX.md blocks)."""
     from cortexfs.commit import Change
-    from cortexfs.errors import InvalidInputError
     from cortexfs.regen import regenerate
 
     fmt = common.output_format()
