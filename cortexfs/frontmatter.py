@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cortexfs.errors import AtomParseError
+from cortexfs.errors import AtomParseError, InvalidInputError
 from cortexfs.escape import yaml_scalar
 
 BOM = "\ufeff"
@@ -169,7 +169,6 @@ def decode(raw: bytes, path: str) -> str:
 def decode_text(raw: bytes, path: str) -> str:
     """Bytes of a text file cortex edits (TASKS.yaml …) as text; InvalidInputError naming
     the real problem (UTF-16, a binary file, bare CR line endings, not UTF-8)."""
-    from cortexfs.errors import InvalidInputError
 
     problem = text_problem(raw, "a binary file (it holds NUL bytes), not text: replace it "
                            "with a text file")

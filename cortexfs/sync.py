@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cortexfs import accesslog, git, layout, renumber, wall
+from cortexfs import accesslog, frontmatter, git, layout, renumber, wall
 from cortexfs.atoms import KINDS, kind_of_filename
 from cortexfs.commit import commit_paths, is_log, lists_atoms
 from cortexfs.errors import AtomParseError, CortexError, GitError, InvalidInputError
@@ -564,7 +564,6 @@ def _merge_cortex_md(home: Path, base: bytes | None, ours: bytes,
 def _merge_atom(home: Path, rel: str, base: bytes | None, ours: bytes,
                 theirs: bytes) -> bytes | None:
     """Merge an atom whose tool-written keys (refs, last-ref) differ: ours win, regen refreshes."""
-    from cortexfs import frontmatter
 
     try:
         ours_meta = frontmatter.parse(ours.decode("utf-8"), rel).meta

@@ -16,10 +16,12 @@ import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import cache, wall
+from cortexfs import cache, tasks, wall
 from cortexfs.atoms import ATOM_ID, KINDS, Atom, kind_of_id, split_status, status_group
 from cortexfs.errors import AtomParseError, CortexError
+from cortexfs.frontmatter import decode, locate, read_bytes
 from cortexfs.layout import MISSION_MD, ROADMAP_MD, STATUS_MD, TASKS_ARCHIVE, TASKS_FILE
+from cortexfs.store import PROJECT_NAME
 from cortexfs.tasks import OPEN_STATUSES
 from cortexfs.view.history import Days, daily_reads
 
@@ -165,7 +167,6 @@ class ProjectModel:
 
 def select(store: Store, names: list[str] | None) -> tuple[list[Project], list[str]]:
     """The projects to show (`names`, or all) and why others are not shown."""
-    from cortexfs.store import PROJECT_NAME
 
     shown, skipped = [], []
     for project in store.select(names):
@@ -245,8 +246,6 @@ def _phase(status: str | None) -> str:
 
 
 def _tasks(project: Project) -> tuple[TaskFile | None, str | None]:
-    from cortexfs import tasks
-
     path = project.root / TASKS_FILE
     if os.path.islink(path):
         return None, f"{TASKS_FILE} is a symlink: not part of the store, not shown"
@@ -259,7 +258,6 @@ def _tasks(project: Project) -> tuple[TaskFile | None, str | None]:
 def read_body(am: AtomModel) -> str | None:
     """The atom's body (after the frontmatter) as its file holds it now; None when the file
     is gone, a symlink, or no longer parses."""
-    from cortexfs.frontmatter import decode, locate, read_bytes
 
     path = am.atom.path
     try:

@@ -31,6 +31,7 @@ from cortexfs.atoms import ATOM_ID, KINDS
 from cortexfs.escape import html, url_part
 from cortexfs.layout import MISSION_MD, STATUS_MD
 from cortexfs.regen.render import COLD_DAYS, HOT_REFS
+from cortexfs.tasks import TASK_STATUSES, sort_key
 from cortexfs.templates import package_dir
 from cortexfs.view import CSP, charts
 from cortexfs.view.markdown import render as render_md
@@ -389,8 +390,6 @@ def _neg_day(day: str) -> str:
 
 
 def _tasks(pm: ProjectModel) -> dict[str, Any]:
-    from cortexfs.tasks import TASK_STATUSES, sort_key
-
     tf = pm.tasks
     if tf is None:
         return {"task_columns": [], "task_problems": []}
