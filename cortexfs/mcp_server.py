@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import Field
 
 from cortexfs.brief import MIN_BUDGET  # (in an annotation: the SDK evaluates it here)
-from cortexfs.errors import CortexError, from_os_error
+from cortexfs.errors import CortexError, InvalidInputError, from_os_error
 from cortexfs.store import Store
 
 REFRESH_INTERVAL = 1.0  # seconds during which recall trusts its last look at the files
@@ -164,8 +164,6 @@ def add_atom(store: Store, kind: str, project: str | None, summary: str, tags: l
                             list(sources or []), list(links or []), executor)
     authoring.check_request(proj, req)
     if body is not None and not body.strip():
-        from cortexfs.errors import InvalidInputError
-
         raise InvalidInputError("the body is empty: give the atom's text, or leave it out for "
                                 "the template's sections")
     warnings: list[str] = []
@@ -519,7 +517,6 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         changed. Every other tool commits its own change: use this one after editing files
         directly."""
         from cortexfs.commit import Change, transaction
-        from cortexfs.errors import InvalidInputError
         from cortexfs.git import remove_stale_temporaries
 
         if message is not None and not message.strip():
