@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cortexfs import escape, frontmatter, layout, templates, wall
+from cortexfs.atoms import as_date
 from cortexfs.errors import AtomParseError, InvalidInputError
 from cortexfs.fsutil import atomic_write, file_lock
 from cortexfs.store import Store
@@ -100,7 +101,7 @@ def check_record(text: str) -> list[RecordProblem]:
     if "date" in fields:
         line, value = fields["date"]
         found = _ISO_DATE.search(value)
-        if found is None or _as_date(found.group(1)) is None:
+        if found is None or as_date(found.group(1)) is None:
             problems.append(RecordProblem(line, f"Date {value!r} is not a date: write "
                                           "YYYY-MM-DD"))
     for name, starts in SECTIONS.items():
@@ -120,13 +121,6 @@ def check_record(text: str) -> list[RecordProblem]:
         elif not any(ln.strip() for ln in body):
             problems.append(RecordProblem(line, f"the {name} section is empty: write it"))
     return problems
-
-
-def _as_date(text: str) -> dt.date | None:
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        return None
 
 
 def _find_section(headings: list[tuple[int, int, str]], starts: tuple[str, ...]) -> int | None:
