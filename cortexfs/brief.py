@@ -452,8 +452,7 @@ def _inputs_key(scans: Sequence[ProjectScan], qualified: bool) -> bytes | None:
     for sc in scans:
         key.update(f"\0\0{sc.project.name}".encode())
         for kind in KINDS:
-            # marshal format 2 has no back-references: equal values always give equal bytes
-            key.update(marshal.dumps(sc.digest_input(kind), 2))
+            key.update(sc.inputs_digest(kind))
         try:
             st = os.stat(sc.project.access_log, follow_symlinks=False)
         except OSError:

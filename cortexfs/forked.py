@@ -12,7 +12,7 @@ import gc
 import marshal
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -95,3 +95,80 @@ def start(work: Callable[[], Any]) -> Child | None:
     gc.unfreeze()
     os.close(write_fd)
     return Child(pid, read_fd)
+
+
+class Shared:
+    """Numbered jobs shared with a forked process through a queue (a pipe holding their
+    numbers, two bytes each; a read that small from a pipe is whole): each side takes the
+    next job when it is free, so a child that gets no CPU (a busy machine) leaves the
+    jobs to the parent rather than holding half of them. `mine` yields the parent's jobs,
+    `join` gives the child's results; a job the child did not report is the parent's to
+    do (see `missing`)."""
+
+    LIMIT = 1 << 14  # jobs a queue holds (a pipe holds 64 KiB)
+
+    def __init__(self, queue: int, child: Child, jobs: list[int]) -> None:
+        self.queue, self.child, self.jobs = queue, child, jobs
+        self.done: set[int] = set()
+
+    def mine(self) -> Iterator[int]:
+        """The next jobs, taken from the queue until it is empty."""
+        while len(taken := os.read(self.queue, 2)) == 2:
+            job = int.from_bytes(taken, "big")
+            self.done.add(job)
+            yield job
+
+    def join(self) -> dict[int, Any]:
+        """The child's results by job (what it failed to send is missing)."""
+        with contextlib.suppress(OSError):
+            os.close(self.queue)
+        out: dict[int, Any] = {}
+        results = self.child.join()
+        with contextlib.suppress(TypeError, ValueError):
+            for job, result in results or ():
+                if job in self.jobs and job not in self.done:
+                    out[job] = result
+        self.done.update(out)
+        return out
+
+    def missing(self) -> list[int]:
+        """The jobs nobody reported (the child failed): the parent does them after `join`."""
+        return [job for job in self.jobs if job not in self.done]
+
+    def stop(self) -> None:
+        """On an error in the parent: stop the child."""
+        with contextlib.suppress(OSError):
+            os.close(self.queue)
+        self.child.stop()
+
+
+def share(order: list[int], work: Callable[[int], Any]) -> Shared | None:
+    """Start a forked process that runs `work(job)` (returning values marshal can write)
+    for jobs it takes from a queue holding `order` (job numbers, the costliest first);
+    None when none can be forked (the caller then does every job itself)."""
+    if not order or len(order) > Shared.LIMIT or not can_fork():
+        return None
+    try:
+        read_fd, write_fd = os.pipe()
+    except OSError:
+        return None
+    try:
+        os.write(write_fd, b"".join(job.to_bytes(2, "big") for job in order))
+    except OSError:
+        os.close(read_fd)
+        return None
+    finally:
+        os.close(write_fd)
+
+    def taken() -> list[tuple[int, Any]]:
+        out = []
+        while len(job := os.read(read_fd, 2)) == 2:
+            number = int.from_bytes(job, "big")
+            out.append((number, work(number)))
+        return out
+
+    child = start(taken)
+    if child is None:
+        os.close(read_fd)
+        return None
+    return Shared(read_fd, child, order)

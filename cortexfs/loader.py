@@ -30,6 +30,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,7 @@ class ProjectScan:
     folders: dict[str, list[tuple[str, Record]]]
     others: dict[str, list[str]] = field(default_factory=dict)  # kind folder → AtomFolder.others
     listed: dict[str, tuple[int, int]] = field(default_factory=dict)  # → AtomFolder.listed
+    digests: dict[str, bytes] = field(default_factory=dict)  # kind folder → inputs_digest
     parsed: int = 0  # files parsed (not served by the cache) in this scan
     dirty: bool = False  # the cache file needs saving
     saving: bool = False  # save it again after a load that had to parse files (`scan`'s save)
@@ -184,11 +186,17 @@ class ProjectScan:
                        for name, s in self.folders.get(kind.folder, []) if s[ERROR] is not None)
         return out
 
-    def digest_input(self, kind: Kind) -> list[tuple[str, int, int, int]]:
-        """(name, mtime_ns, size, crc32) of each file of a kind's folder: what its index is
-        built from, parse errors included."""
-        return [(name, s[MTIME], s[SIZE], s[CRC]) for name, s in self.folders.get(
-            kind.folder, [])]
+    def inputs_digest(self, kind: Kind) -> bytes:
+        """A digest of (name, mtime_ns, size, crc32) of each file of a kind's folder: what
+        its index is built from, parse errors included. Kept in the cache with the records,
+        so that a folder whose records did not change is not digested again."""
+        found = self.digests.get(kind.folder)
+        if found is None:
+            files = self.folders.get(kind.folder, [])
+            # marshal format 2 has no back-references: equal values always give equal bytes
+            found = self.digests[kind.folder] = cache.digest(marshal.dumps(
+                [(name, s[MTIME], s[SIZE], s[CRC]) for name, s in files], 2))
+        return found
 
     def info(self, kind: Kind, name: str) -> Info | None:
         """(meta, body_start, body_line) of a file that parsed; None for a bad one."""
@@ -250,6 +258,7 @@ class ProjectScan:
         """Re-read one file (after it was rewritten) and return its new stamp."""
         stamp, info, _ = _parse_file(str(self.project.folder(kind) / name), None)
         self._set(kind.folder, name, stamp, info)
+        self.digests.pop(kind.folder, None)
         files = self.folders.setdefault(kind.folder, [])
         # a binary search: a first fold rewrites tens of thousands of atoms, one at a time
         i = bisect.bisect_left(files, (name,))
@@ -283,8 +292,10 @@ class ProjectScan:
             if not cache.save(infos_path(self.project), infos_kind(), (token, blob)):
                 return
             self._token, self._infos, self._fresh = token, infos, {}
-        folders = {folder: (self.listed.get(folder, (0, 0)), self.others.get(folder, []), files)
-                   for folder, files in self.folders.items()}
+        folders = {kind.folder: (self.listed.get(kind.folder, (0, 0)),
+                                 self.others.get(kind.folder, []),
+                                 self.folders[kind.folder], self.inputs_digest(kind))
+                   for kind in KINDS if kind.folder in self.folders}
         cache.save(cache_path(self.project), cache_kind(), (folders, self._token))
         self.dirty = False
 
@@ -295,12 +306,20 @@ def scan(project: Project, *, save: bool = True) -> ProjectScan:
     return scan_many([project], save=save)[0]
 
 
-def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan]:
-    """`scan` for several projects, parsing all their stale files in one batch."""
+def scan_many(projects: list[Project], *, save: bool = True,
+              meanwhile: Callable[[], None] | None = None) -> list[ProjectScan]:
+    """`scan` for several projects, parsing all their stale files in one batch.
+
+    A big walk (FORK_MIN_FILES files or more at the last walk, on two cores or more) is
+    shared with one forked process (cortexfs.forked.share: each takes the next folder when
+    free): the child stats its folders and compares them with the cached records itself,
+    so that only what changed crosses the pipe. A failure of the child costs its folders
+    walked here, never a different answer. `meanwhile` is called once the walk has
+    started (after the fork: a thread may be started there)."""
     now = time.time_ns()
     scans = []
-    stale: list[tuple[ProjectScan, str, str, str, os.stat_result]] = []
-    for project in projects:
+    jobs: list[tuple[int, Kind, Cached]] = []
+    for i, project in enumerate(projects):
         sc = ProjectScan(project, {}, saving=save)
         saved = cache.load(cache_path(project), cache_kind())
         known: dict[str, Any] = {}
@@ -308,40 +327,45 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
                 and isinstance(saved[1], bytes)):
             known, sc._token = saved
         sc.dirty = set(known) != {kind.folder for kind in KINDS}
-        for kind in KINDS:
-            files: list[tuple[str, Record]] = []
-            sc.folders[kind.folder] = files
-            kind_folder = project.folder(kind)
-            if wall.reason(project.store.context, kind_folder):
-                continue  # a linked project or folder: not part of the store (validate says)
-            before = _folder_entry(known.get(kind.folder))
-            listing = walk_folder(kind_folder, kind, before[0])
-            sc.others[kind.folder] = listing.others
-            sc.listed[kind.folder] = listing.listed
-            if before[0] is None or listing.listed != before[0].listed \
-                    or listing.others != before[0].others:
-                sc.dirty = True
-            # the same names as last time (the usual case): the records side by side
-            records: Any = before[1] if before[0] is not None \
-                and listing.names == before[0].names else None
-            if records is None:
-                sc.dirty = True  # files were created or deleted
-                found = dict(before[1])
-                records = ((name, found.get(name, ())) for name in listing.names)
-            where = str(kind_folder) + os.sep
-            for (name, stamp), st in zip(records, listing.stats, strict=True):
-                if (len(stamp) == len(RECORD)
-                        and stamp[MTIME] == st.st_mtime_ns and stamp[SIZE] == st.st_size
-                        and stamp[INO] == st.st_ino
-                        and (not stamp[RACY] or _same_content(stamp, where + name))):
-                    if stamp[RACY] and not cache.racy(st.st_mtime_ns, now):
-                        stamp = (*stamp[:RACY], False, *stamp[RACY + 1:])
-                        sc.dirty = True
-                    files.append((name, stamp))
-                else:
-                    files.append((name, ()))  # a placeholder, filled in below
-                    stale.append((sc, kind.folder, name, where + name, st))
         scans.append(sc)
+        jobs.extend((i, kind, _folder_entry(known.get(kind.folder))) for kind in KINDS)
+    diffs: dict[int, FolderDiff] = {}
+    weights = [len(before[1]) for _, _, before in jobs]
+    shared = None
+    if sum(weights) >= FORK_MIN_FILES:
+        from cortexfs import forked  # (threading with it: not on a small store's path)
+
+        shared = forked.share(sorted(range(len(jobs)), key=lambda j: -weights[j]),
+                              lambda j: _folder_diff(projects[jobs[j][0]], jobs[j][1],
+                                                     jobs[j][2], now, compact=True))
+    if meanwhile is not None:
+        meanwhile()
+    if shared is not None:
+        try:
+            for j in shared.mine():
+                i, kind, before = jobs[j]
+                diffs[j] = _folder_diff(projects[i], kind, before, now)
+            for j, diff in shared.join().items():
+                diffs[j] = _unpack(diff, jobs[j][2])
+        except BaseException:
+            shared.stop()
+            raise
+    for j, (i, kind, before) in enumerate(jobs):
+        if j not in diffs:  # (not shared, or the child failed)
+            diffs[j] = _folder_diff(projects[i], kind, before, now)
+    stale: list[tuple[ProjectScan, str, str, str, Stat]] = []
+    for j, (i, kind, _) in enumerate(jobs):
+        sc, diff = scans[i], diffs[j]
+        sc.folders[kind.folder] = diff.files
+        if diff.digest is not None:
+            sc.digests[kind.folder] = diff.digest
+        if diff.walled:
+            continue
+        sc.others[kind.folder] = diff.others
+        sc.listed[kind.folder] = diff.listed
+        sc.dirty = sc.dirty or diff.dirty
+        where = str(projects[i].folder(kind)) + os.sep
+        stale.extend((sc, kind.folder, name, where + name, st) for name, st in diff.stale)
     if stale:
         parsed = _parse_many([(path, st) for _, _, _, path, st in stale])
         fresh: dict[tuple[int, str, str], Record] = {}
@@ -360,10 +384,82 @@ def scan_many(projects: list[Project], *, save: bool = True) -> list[ProjectScan
     return scans
 
 
+FORK_MIN_FILES = 20_000  # files (at the last walk) below which a forked walk costs more
+Stat = tuple[int, int, int, int]  # (mtime_ns, size, inode, mode) of a file to parse
+
+
+@dataclass
+class FolderDiff:
+    """One atom folder walked and compared with its cached records: its records (a stale
+    file's is a placeholder `()`, to be parsed), the stale files with their stat data, its
+    other entries and listing stamp, and whether the cache needs saving for it."""
+
+    files: list[tuple[str, Record]]
+    stale: list[tuple[str, Stat]] = field(default_factory=list)
+    others: list[str] = field(default_factory=list)
+    listed: tuple[int, int] = (0, 0)
+    dirty: bool = False
+    walled: bool = False  # a linked project or folder: not part of the store (validate says)
+    digest: bytes | None = None  # the records' inputs_digest when they are the cached ones
+
+
+def _folder_diff(project: Project, kind: Kind, before: Cached, now: int,
+                 *, compact: bool = False) -> Any:
+    """Walk one atom folder and compare it with its cached records (`_folder_entry`),
+    applying the racy-mtime rule. With `compact` (in the forked child), what crosses the
+    pipe: the records only when they are not exactly the cached ones (see `_unpack`)."""
+    kind_folder = project.folder(kind)
+    if wall.reason(project.store.context, kind_folder):
+        return (True,) if compact else FolderDiff([], walled=True)
+    listing = walk_folder(kind_folder, kind, before[0])
+    dirty = (before[0] is None or listing.listed != before[0].listed
+             or listing.others != before[0].others)
+    same = before[0] is not None and listing.names == before[0].names
+    # the same names as last time (the usual case): the records side by side
+    records: Any = before[1] if same else None
+    if records is None:
+        dirty = True  # files were created or deleted
+        found = dict(before[1])
+        records = [(name, found.get(name, ())) for name in listing.names]
+    files: list[tuple[str, Record]] = []
+    stale: list[tuple[str, Stat]] = []
+    where = str(kind_folder) + os.sep
+    for (name, stamp), st in zip(records, listing.stats, strict=True):
+        if (len(stamp) == len(RECORD)
+                and stamp[MTIME] == st.st_mtime_ns and stamp[SIZE] == st.st_size
+                and stamp[INO] == st.st_ino
+                and (not stamp[RACY] or _same_content(stamp, where + name))):
+            if stamp[RACY] and not cache.racy(st.st_mtime_ns, now):
+                stamp = (*stamp[:RACY], False, *stamp[RACY + 1:])
+                dirty, same = True, False
+            files.append((name, stamp))
+        else:
+            same = False
+            files.append((name, ()))  # a placeholder, filled in after parsing
+            stale.append((name, (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)))
+    if compact:
+        return (False, listing.others, listing.listed, dirty, None if same else files, stale)
+    if same:
+        return FolderDiff(before[1], stale, listing.others, listing.listed, dirty,
+                          digest=before[2])
+    return FolderDiff(files, stale, listing.others, listing.listed, True)
+
+
+def _unpack(diff: Any, cached: Cached) -> FolderDiff:
+    """A FolderDiff from the child's compact form (its records None: the cached ones)."""
+    if diff[0]:
+        return FolderDiff([], walled=True)
+    _, others, listed, dirty, files, stale = diff
+    if files is None:
+        return FolderDiff(cached[1], [], others, tuple(listed), dirty, digest=cached[2])
+    return FolderDiff(files, [tuple(s) for s in stale], others, tuple(listed), True)
+
+
 def cache_kind() -> tuple[str, tuple[str, ...]]:
     """What the atoms cache is saved under: its name and the fields of its rows. It holds,
     per atom folder, ((mtime_ns, inode) of the folder when listed, its other entries,
-    [(atom file name, record)]), and the token of the infos file that goes with it."""
+    [(atom file name, record)], their inputs_digest), and the token of the infos file that
+    goes with it."""
     return ("atoms", RECORD)
 
 
@@ -378,15 +474,19 @@ def infos_kind() -> tuple[str, tuple[str, ...]]:
     return ("atom-infos", INFO)
 
 
-def _folder_entry(saved: Any) -> tuple[AtomFolder | None, list[tuple[str, Record]]]:
-    """A folder's entry of the atoms cache as (its listing, its records); (None, []) when
-    it has none or one of another shape."""
+# a folder's entry of the atoms cache: its listing, its records, their inputs_digest
+Cached = tuple[AtomFolder | None, list[tuple[str, Record]], bytes | None]
+
+
+def _folder_entry(saved: Any) -> Cached:
+    """A folder's entry of the atoms cache as Cached; (None, [], None) when it has none or
+    one of another shape."""
     try:
-        (mtime, ino), others, files = saved
-        names = [name for name, _ in files]
+        (mtime, ino), others, files, digest = saved
+        names = list(map(itemgetter(0), files))
     except (TypeError, ValueError):
-        return None, []
-    return AtomFolder(names, [], others, (mtime, ino)), files
+        return None, [], None
+    return AtomFolder(names, [], others, (mtime, ino)), files, digest
 
 
 def _same_content(stamp: Record, path: str) -> bool:
@@ -429,30 +529,32 @@ def _read_text(path: Path, stamp: Record) -> str | None:
         return None
 
 
-def _parse_file(path: str, st: os.stat_result | None) \
+def _parse_file(path: str, st: Stat | None) \
         -> tuple[Record, Info | None, tuple[bytes, str] | None]:
-    """Read and parse one atom file: its stamp, its info and (bytes, text) unless it is not
-    a valid atom."""
+    """Read and parse one atom file (`st`: its lstat as the walk took it, else taken here):
+    its stamp, its info and (bytes, text) unless it is not a valid atom."""
     now = time.time_ns()
     if st is None:
         try:
-            st = os.lstat(path)
+            ls = os.lstat(path)
         except OSError as e:
             return (0, -1, 0, 0, True, f"cannot read: {e.strerror}", None), None, None
-    stamp = cache.stamp_of(st)
-    reason = not_a_file(st.st_mode)
+        st = (ls.st_mtime_ns, ls.st_size, ls.st_ino, ls.st_mode)
+    mtime_ns, size, _, mode = st
+    stamp = st[:3]
+    reason = not_a_file(mode)
     if reason:  # reading a FIFO would block for ever (and a link is never read through)
         return (*stamp, 0, True, reason, None), None, None
     try:
-        check_size(st.st_size, path)
+        check_size(size, path)
     except AtomParseError as e:
         return (*stamp, 0, False, e.reason, None), None, None
-    raw = _read(path, st.st_size)
+    raw = _read(path, size)
     if raw is None:
         # unreadable now (permissions, vanished): never trust this stamp, look again next time
         return (*stamp, 0, True, "cannot read the file: check its permissions", None), None, None
     crc = zlib.crc32(raw)
-    racy = cache.racy(st.st_mtime_ns, now) or len(raw) != st.st_size
+    racy = cache.racy(mtime_ns, now) or len(raw) != size
     try:
         text = decode(raw, path)
         span = locate(text, path)
@@ -477,7 +579,7 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _parse_many(items: list[tuple[str, os.stat_result]]) -> list[tuple[Record, Info | None]]:
+def _parse_many(items: list[tuple[str, Stat]]) -> list[tuple[Record, Info | None]]:
     """Parse files. (A cold regeneration splits its projects across two processes, see
     cortexfs.regen.worker; splitting here, after the heap has grown, costs more than it saves.)"""
     with collector_paused():

@@ -740,40 +740,42 @@ FORK_MIN_ATOMS = 5000  # atoms to check below which a second process costs more 
 
 
 def many_findings(scans: Sequence[ProjectScan],
-                  loaded: Mapping[str, LoadedProject]) -> list[list[Finding]]:
-    """`project_findings` of each scanned project, already loaded. When those whose findings
-    are not cached hold FORK_MIN_ATOMS or more, about half of their atoms are checked by a
-    forked process (cortexfs.forked), on the second core: 100,000 atoms, checked from
-    scratch, were 2.4 s of a first `cortex ready`."""
+                  ) -> Callable[[Mapping[str, LoadedProject]], list[list[Finding]]]:
+    """`project_findings` of each scanned project, started now: the returned function,
+    given the projects' loaded atoms, finishes and returns them. When those whose findings
+    are not cached hold FORK_MIN_ATOMS files or more, a forked process
+    (cortexfs.forked.share) starts at once, largest project first, on the second core: it
+    loads (from the scans' infos, when the caller has read them) and checks the projects it
+    takes while the caller does other work; finishing takes the projects still queued
+    (100,000 atoms, checked from scratch, were 2.4 s of a first `cortex ready`)."""
     from cortexfs import forked
 
     keys = [_findings_key(sc) for sc in scans]
     out = [_cached_findings(sc.project, key) for sc, key in zip(scans, keys, strict=True)]
-    todo = sorted((i for i, found in enumerate(out) if found is None),
-                  key=lambda i: -len(loaded[scans[i].project.name].atoms))
-    sizes = [0, 0]
-    theirs: list[int] = []
-    for i in todo:  # largest first, each to the side with fewer atoms so far
-        side = 0 if sizes[0] <= sizes[1] else 1
-        sizes[side] += len(loaded[scans[i].project.name].atoms)
-        if side:
-            theirs.append(i)
-    child = None
-    if theirs and sum(sizes) >= FORK_MIN_ATOMS and forked.can_fork():
-        child = forked.start(lambda: [_rows(_check(scans[i], keys[i],
-                                                   loaded[scans[i].project.name]))
-                                      for i in theirs])
-    for i in todo:
-        if child is None or i not in theirs:
-            out[i] = _check(scans[i], keys[i], loaded[scans[i].project.name])
-    if child is not None:
-        rows = child.join()
-        for n, i in enumerate(theirs):
+    sizes = [sum(map(len, sc.folders.values())) for sc in scans]
+    todo = sorted((i for i, found in enumerate(out) if found is None), key=lambda i: -sizes[i])
+    shared = forked.share(todo, lambda i: _rows(_check(scans[i], keys[i], None))) \
+        if len(todo) > 1 and sum(sizes[i] for i in todo) >= FORK_MIN_ATOMS else None
+
+    def finish(loaded: Mapping[str, LoadedProject]) -> list[list[Finding]]:
+        def check(i: int) -> list[Finding]:
+            return _check(scans[i], keys[i], loaded.get(scans[i].project.name))
+
+        if shared is not None:
             try:
-                out[i] = [Finding(*row) for row in rows[n]]
-            except (TypeError, IndexError):  # it failed: check them here
-                out[i] = _check(scans[i], keys[i], loaded[scans[i].project.name])
-    return [found or [] for found in out]
+                for i in shared.mine():
+                    out[i] = check(i)
+                for i, rows in shared.join().items():
+                    with contextlib.suppress(TypeError, ValueError):
+                        out[i] = [Finding(*row) for row in rows]
+            except BaseException:
+                shared.stop()
+                raise
+        for i in todo:
+            if out[i] is None:  # (not shared, or the child failed)
+                out[i] = check(i)
+        return [found or [] for found in out]
+    return finish
 
 
 def _findings_key(sc: ProjectScan) -> str:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from cortexfs import cache, loader
+from cortexfs import cache, forked, loader
+from cortexfs.atoms import KINDS
 from cortexfs.loader import load_project, scan
 from cortexfs.store import Project, Store
 
@@ -233,3 +235,85 @@ def test_scan_reports_the_other_entries(project: Project,
     others = load_project(project).others
     assert (KNOWLEDGE, "draft.md") in others
     assert all(name != "EXP-001.md" for _, name in others)
+
+
+def _scan_all(store: Store, forked_walk: bool, monkeypatch: pytest.MonkeyPatch) -> object:
+    """Everything a scan of every project says, walked by one process or shared with a
+    forked child (its threshold forced down), against the same cache (nothing saved)."""
+    monkeypatch.setattr(loader, "FORK_MIN_FILES", 0 if forked_walk else 1 << 62)
+    real_start, real_unpack, unpacked = forked.start, loader._unpack, []
+
+    def start(work: Callable[[], object]) -> object:
+        child = real_start(work)
+        time.sleep(0.2)  # the parent lags, so that the child takes the folders
+        return child
+
+    with monkeypatch.context() as m:
+        m.setattr(forked, "start", start)
+        m.setattr(loader, "_unpack", lambda *a: unpacked.append(a) or real_unpack(*a))
+        scans = loader.scan_many(store.projects(), save=False)
+    assert bool(unpacked) == forked_walk  # (folders the child walked)
+    return [(sc.project.name, sc.folders, sc.others, sc.listed, sc.dirty, sc.parsed,
+             [sc.inputs_digest(kind) for kind in KINDS],
+             [(a.path.name, a.meta, a.body) for a in sc.loaded(bodies=True).atoms],
+             [str(e) for e in sc.errors()]) for sc in scans]
+
+
+def test_forked_walk_gives_the_serial_walks_records(
+        store: Store, project: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from cortexfs import scaffold
+
+    other, _ = scaffold.new_project(store, "second")
+    for i in range(1, 9):
+        write_atom(f"EXP-{i:03d}", summary=f"s{i}")
+        write_atom(f"K-{i:03d}", target=other)
+    write_atom("PAT-001")
+    write_atom("K-001", frontmatter="id: [x\n")
+
+    def same() -> None:
+        serial = _scan_all(store, False, monkeypatch)
+        assert _scan_all(store, True, monkeypatch) == serial
+
+    with monkeypatch.context() as m:  # every record racy when saved: re-checked by content
+        m.setattr(cache, "RACY_NS", 1 << 62)
+        loader.scan_many(store.projects())
+    same()  # racy records whose files have settled since
+    exp = project.root / "experiments"
+    st = (exp / "EXP-001.md").stat()  # an edit that keeps the stamp: caught by content
+    (exp / "EXP-001.md").write_text((exp / "EXP-001.md").read_text().replace("s1", "x1"))
+    os.utime(exp / "EXP-001.md", ns=(st.st_atime_ns, st.st_mtime_ns))
+    (exp / "EXP-002.md").write_text((exp / "EXP-002.md").read_text() + "\nMore.\n")
+    os.rename(exp / "EXP-003.md", exp / "EXP-009.md")
+    (exp / "EXP-004.md").unlink()
+    (exp / "notes.txt").write_text("not an atom\n")
+    for path in (project.root / "patterns").iterdir():  # a folder that vanishes
+        path.unlink()
+    (project.root / "patterns").rmdir()
+    same()
+    loader.scan_many(store.projects())  # (saved: the next walks compare with these records)
+    os.utime(other.root / "knowledge" / "K-002.md", ns=(1, 1_000_000_000))
+    same()
+    with monkeypatch.context() as m:  # records saved settled: whole folders compared at once
+        m.setattr(cache, "RACY_NS", 0)
+        loader.scan_many(store.projects())
+    same()
+    os.utime(exp / "EXP-005.md", ns=(1, 2_000_000_000))
+    same()
+
+    def broken(*args: object, compact: bool = False, **kwargs: object) -> object:
+        if compact:  # the child fails part-way: its share is walked by the parent
+            os._exit(3)
+        return real_diff(*args, **kwargs)
+
+    real_diff = loader._folder_diff
+    serial = _scan_all(store, False, monkeypatch)
+    started: list[object] = []
+    real_start = forked.start
+    monkeypatch.setattr(forked, "start", lambda work: started.append(work) or real_start(work))
+    monkeypatch.setattr(loader, "_folder_diff", broken)
+    monkeypatch.setattr(loader, "FORK_MIN_FILES", 0)
+    assert [(sc.folders, sc.others, sc.listed, sc.dirty)
+            for sc in loader.scan_many(store.projects(), save=False)] == \
+        [(folders, others, listed, dirty) for _, folders, others, listed, dirty, *_ in serial]
+    assert started

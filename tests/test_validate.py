@@ -4,7 +4,10 @@ project with no finding, the extension point, and the command's output and exit 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -736,8 +739,26 @@ def test_many_findings_share_the_projects_with_a_forked_process(
     real_start = forked.start
     monkeypatch.setattr(forked, "start", lambda work: started.append(work) or real_start(work))
     monkeypatch.setattr(validation, "FORK_MIN_ATOMS", 0)
-    assert validation.many_findings(scans, loaded) == want
+    assert validation.many_findings(scans)(loaded) == want
     assert len(started) == 1 or not forked.can_fork()
     assert all((store.cache_dir / "validate" / f"{p.name}.bin").is_file() for p in projects)
+    shutil.rmtree(store.cache_dir / "validate")
+    finish = validation.many_findings(scans)
+    time.sleep(0.3)  # the caller works meanwhile: the child loads and checks the projects
+    assert finish(loaded) == want
+    assert all((store.cache_dir / "validate" / f"{p.name}.bin").is_file() for p in projects)
+    shutil.rmtree(store.cache_dir / "validate")
+    parent, real_check = os.getpid(), validation._check
+
+    def check_or_die(*args: object) -> object:
+        if os.getpid() != parent:  # the child dies at its first project
+            os._exit(3)
+        return real_check(*args)
+
+    with monkeypatch.context() as m:  # its projects are checked here
+        m.setattr(validation, "_check", check_or_die)
+        finish = validation.many_findings(scans)
+        time.sleep(0.3)
+        assert finish(loaded) == want
     monkeypatch.setattr(validation, "check_project", None)  # all cached now: no rule runs
-    assert validation.many_findings(scans, loaded) == want
+    assert validation.many_findings(scans)(loaded) == want

@@ -7,6 +7,7 @@ import contextlib
 import datetime as dt
 import marshal
 import os
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,11 +138,16 @@ class Run:
         found = self.digests.get((project.name, kind.prefix))
         if found is None:
             sc, stats = self.scan(project), self.access(project)
-            files = sc.digest_input(kind)
-            count, newest = stats.counts.get, stats.newest.get
-            counts = [(n, c, newest(n)) for n, _, _, _ in files if (c := count(n)) is not None]
+            # the files that were read, their counts and newest reads (in C, by map and
+            # filter: a folder has thousands of files)
+            counts = stats.counts
+            read = list(filter(counts.__contains__,
+                               map(itemgetter(0), sc.folders.get(kind.folder, []))))
+            reads = (read, list(map(counts.__getitem__, read)),
+                     list(map(stats.newest.get, read)))
             # marshal format 2 has no back-references: equal values always give equal bytes
-            data = marshal.dumps((self.identity(), project.name, kind.prefix, files, counts), 2)
+            data = marshal.dumps((self.identity(), project.name, kind.prefix,
+                                  sc.inputs_digest(kind), reads), 2)
             found = self.digests[(project.name, kind.prefix)] = cache.digest(data).hex()
         if not dated:
             return found
