@@ -38,8 +38,9 @@ and left untouched) instead of generating them: generation is not what is timed,
 `--paired OTHER_CORTEX` compares this checkout's `cortex` with another one's (for instance
 the `.venv/bin/cortex` of a checkout of the previous release) on two copies of the same
 store, their runs interleaved so that both sides meet the same load: cold, no-op, one atom
-changed and one access-log line added (both --no-commit) and --help, as median wall and CPU
-seconds, and the ratio of this side's to the other's.
+changed and one access-log line added (both --no-commit), --help, then (the tree committed
+clean first) one atom changed with its commit and `cortex new` with its commit, as median
+wall and CPU seconds, and the ratio of this side's to the other's.
 
 The machine's load is printed: figures taken on a shared machine are noisy, so run it more
 than once.
@@ -265,6 +266,8 @@ def paired(other: str, size: int, reps: int, source: Path | None, seed: int) -> 
         time.sleep(2.1)
         figures: dict[tuple[str, str], list[tuple[float, float]]] = {}
         loads = []
+        project = sorted(p.name for p in (pristine / "context" / "projects").iterdir()
+                         if p.is_dir())[0]
         for rep in range(reps):
             order = list(sides) if rep % 2 == 0 else list(reversed(sides))
             for name in order:
@@ -286,6 +289,15 @@ def paired(other: str, size: int, reps: int, source: Path | None, seed: int) -> 
                     run_cpu([*regen, "--no-commit"], env)[:2])
                 figures.setdefault(("--help", name), []).append(
                     run_cpu([*cortex, "--help"], env)[:2])
+                for args in (["add", "-A"], ["commit", "-qm", "benchmark: pending"]):
+                    subprocess.run(["git", *args], cwd=store, env=env, capture_output=True,
+                                   check=True)  # a clean tree, as a user's would be
+                edit_one_atom(store, 1000 + rep)
+                figures.setdefault(("1 changed (committed)", name), []).append(
+                    run_cpu(regen, env)[:2])
+                figures.setdefault(("new atom (committed)", name), []).append(run_cpu(
+                    [*cortex, "new", "exp", "-p", project, "-s",
+                     f"paired benchmark atom {rep} of {reps}", "-t", "bench"], env)[:2])
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print(f"\n{size:,} atoms, whole processes, median of {reps} interleaved runs: wall s / CPU s")

@@ -126,9 +126,9 @@ def as_list(value: object) -> list[str]:
     """A frontmatter list field, leniently: a list, a comma-separated string, or nothing."""
     if value is None:
         return []
-    if isinstance(value, list):
-        return [str(v).strip() for v in value if v is not None and str(v).strip()]
-    return [p.strip() for p in str(value).split(",") if p.strip()]
+    if isinstance(value, list):  # (each value stripped once: this runs for every atom)
+        return [s for v in value if v is not None and (s := str(v).strip())]
+    return [s for p in str(value).split(",") if (s := p.strip())]
 
 
 def as_date(value: object) -> dt.date | None:

@@ -9,7 +9,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cortexfs import layout, templates, wall
 from cortexfs.atoms import (
@@ -167,8 +167,8 @@ def conventional_tags(kind: Kind, summary: str, tags: list[str]) -> tuple[list[s
 def render_atom(project: Project, req: NewAtom, atom_id: str) -> str:
     """The text of a new atom file, from the store's (or the packaged) template."""
     sources = req.sources or (req.evidence if req.kind is PATTERN else [])
-    return templates.render(
-        project.store, f"atoms/{req.kind.name}.md.j2",
+    name = f"atoms/{req.kind.name}.md.j2"
+    values = dict(
         id=atom_id,
         date=(req.date or dt.date.today()).isoformat(),
         project=project.name,
@@ -183,6 +183,42 @@ def render_atom(project: Project, req: NewAtom, atom_id: str) -> str:
         executor=req.executor or "",
         executor_yaml=yaml_scalar(req.executor or ""),
     )
+    if os.path.lexists(project.store.templates_dir / name):
+        return templates.render(project.store, name, **values)
+    return render_packaged(req.kind, values)
+
+
+def render_packaged(kind: Kind, v: dict[str, Any]) -> str:
+    """What the packaged `atoms/<kind>.md.j2` renders from the values `v`, without Jinja:
+    importing Jinja and compiling a template is ~30 ms of a `cortex new` that renders
+    nothing else through it (tests/test_authoring_render.py checks that both agree)."""
+    head = (f"---\nid: {v['id']}\ndate: {v['date']}\nproject: {v['project']}\n"
+            f"summary: {v['summary_yaml']}\ntags: {v['tags_yaml']}\n")
+    title = f"# {v['id']}: {v['summary']}\n\n"
+    if kind is EXPERIMENT:
+        executor = f"executor: {v['executor_yaml']}\n" if v["executor"] else ""
+        return (f"{head}status: active\n{executor}links: {v['links_yaml']}\n---\n\n{title}"
+                "## Background\n\nWhy this experiment, and what question it answers.\n\n"
+                "## Execution\n\nWhat was done, with commands, inputs and versions.\n\n"
+                "## Results\n\nWhat was observed (numbers, files, outputs).\n\n"
+                "## Conclusion\n\nWhat the results mean.\n\n"
+                "## Reflection\n\n- **Goal attainment**: \n- **Unexpected findings**: \n"
+                "- **Process defects**: \n- **Behavioural adjustments**: \n")
+    if kind is PATTERN:
+        evidence = f"evidence: {v['evidence_yaml']}\n" if v["evidence"] else ""
+        rows = "".join(f"| {exp} |  |\n" for exp in v["sources"])
+        return (f"{head}source-experiments: {v['sources_yaml']}\n{evidence}"
+                f"links: {v['links_yaml']}\n---\n\n{title}"
+                "## Observation\n\nWhat recurs across the source experiments.\n\n"
+                f"## Evidence\n\n| Experiment | Finding |\n|---|---|\n{rows}\n"
+                "## Pattern Statement\n\nThe invariant, in one or two sentences.\n\n"
+                "## Scope & Limitations\n\nWhere it holds and where it has not been "
+                "tested.\n\n## Implications\n\nWhat to do differently because of it.\n")
+    items = "".join(f"- {exp}: what it showed.\n" for exp in v["evidence"])
+    return (f"{head}evidence: {v['evidence_yaml']}\nlinks: {v['links_yaml']}\n---\n\n"
+            f"{title}## Statement\n\nThe fact, heuristic or anti-pattern, stated so that "
+            "it can be applied without reading the evidence.\n\n"
+            f"## Evidence\n\n{items}")
 
 
 def kind_named(short: str) -> Kind:

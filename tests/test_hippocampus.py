@@ -6,8 +6,11 @@ import os
 import types
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cortexfs import accesslog, hippocampus
 from cortexfs.store import Project, Store
@@ -130,7 +133,7 @@ def test_generator_entry_point_and_its_skip_cache(
         builds.append(name)
         return real_part(name, *args)  # type: ignore[arg-type]
 
-    def counting_render(index: hippocampus.MemoryIndex, *args: object) -> dict[str, str]:
+    def counting_render(index: hippocampus.MemoryIndex, *args: object) -> Any:
         renders.append(1)
         return real_render(index, *args)  # type: ignore[arg-type]
 
@@ -507,3 +510,25 @@ def test_pointer_existence_is_what_the_file_system_says(tmp_path: Path) -> None:
     assert hippocampus._dangling(listed, "a/missing.md") is not None
     assert hippocampus._dangling(listed, "nowhere/x.md") is not None
     assert hippocampus._dangling(listed, "../a/file.md") == "leads out of the knowledge root"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from([0.0, 0.05, 0.5, 1.0]),
+                          st.one_of(st.none(), st.integers(-2, 2))), max_size=30),
+       st.randoms())
+def test_the_orders_sorted_in_passes_are_those_of_one_tuple_key(
+        rows: list[tuple[int, float, int | None]], rng: Any) -> None:
+    """Ties included, and whatever order the entries come in."""
+    entries: list[Any] = [types.SimpleNamespace(key=f"p/K-{n:03d}", hits=hits, strength=strength,
+                                     event_us=event) for n, (hits, strength, event)
+               in enumerate(rows)]
+    rng.shuffle(entries)
+    index: Any = types.SimpleNamespace(entries=entries)
+    never = hippocampus._NEVER_US
+    assert hippocampus._by_strength(entries) == sorted(
+        entries, key=lambda e: (-e.strength, -e.hits, e.key))
+    assert hippocampus._recent_first(entries) == sorted(
+        entries, key=lambda e: (-(e.event_us if e.event_us is not None else never), e.key))
+    assert hippocampus.decay_queue(index) == sorted(
+        (e for e in entries if e.strength < hippocampus.DECAY_THRESHOLD),
+        key=lambda e: (e.strength, e.key))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from cortexfs import overview, scaffold
 from cortexfs.layout import GENERATED_END, GENERATED_START
@@ -193,3 +194,66 @@ def test_regen_entry_point_takes_a_regen_context(project: Project,
     assert overview.regen(ctx) == would
     assert "| 1 | 0 | 0 | 2026-01-05 |" in (store.context / "OVERVIEW.md").read_text()
     assert overview.regen(ctx) == []
+
+
+def test_a_block_is_recomputed_when_what_it_shows_changes_and_only_then(
+        project: Project, write_atom: Callable[..., Path], monkeypatch: Any) -> None:
+    """Per-folder signatures: a change to a described file, to a sub-folder's CORTEX.md
+    (its title) or to a folder's entries recomputes that folder's block; the blocks of
+    folders whose inputs are as they were are neither recomputed nor read."""
+    import os
+    import time
+
+    from cortexfs import wall
+    from cortexfs.regen import regenerate
+
+    store = project.store
+    write_atom("EXP-001")
+    past = time.time() - 60
+
+    def aged(*paths: Path) -> None:  # stat data older than cache.RACY_NS vouches for content
+        nonlocal past
+        past += 1
+        for path in paths:
+            os.utime(path, (past, past))
+
+    def regen_aged() -> None:
+        aged(*regenerate(store).written)
+
+    aged(*(Path(folder, name) for folder, _, names in os.walk(store.context) for name in names))
+    regen_aged()
+    regen_aged()  # the signatures of aged files
+    read: list[Path] = []
+    real_read = wall.read_bytes
+
+    def reading(root: Path, path: Path, limit: int) -> bytes:
+        if path.name == "CORTEX.md":
+            read.append(path.parent)
+        return real_read(root, path, limit)
+
+    monkeypatch.setattr(wall, "read_bytes", reading)
+    regen_aged()
+    assert read == []
+
+    status = project.root / "STATUS.md"
+    status.write_text(status.read_text().replace("# Status — flywheel", "# Status, renamed", 1))
+    knowledge = project.root / "knowledge" / "CORTEX.md"
+    knowledge.write_text(knowledge.read_text().replace("# Knowledge — flywheel",
+                                                       "# Knowledge, renamed", 1))
+    aged(status, knowledge)
+    regen_aged()
+    block = _block((project.root / "CORTEX.md").read_text())
+    assert "- [STATUS.md](STATUS.md) — Status, renamed" in block
+    assert "- [knowledge/](knowledge/CORTEX.md) — Knowledge, renamed" in block
+    own = {project.root, *(project.root / d for d in ("decisions", "experiments", "knowledge",
+                                                       "patterns"))}
+    assert set(read) <= own  # flywheel's block, and its folders' titles
+
+    read.clear()
+    aged(write_atom("EXP-002"))
+    regen_aged()
+    assert "(EXP-001 … EXP-002)" in (project.root / "experiments" / "CORTEX.md").read_text()
+    # experiments/; flywheel/ and projects/, whose CORTEX.md (or a sub-folder's) the last
+    # run rewrote; not the store's other folders
+    assert project.root / "experiments" in read
+    assert set(read) <= own | {store.projects_dir}
