@@ -31,14 +31,17 @@ def _quote(text: str) -> str:
     return encode_basestring(text)
 
 DIRECTORY_SEARCH = "_directory_search"
-MAX_LINE = 4000  # one write(2) of < PIPE_BUF-ish size with O_APPEND never interleaves
 
 
 def utc_now() -> str:
     """The current time as the log writes it: ISO-8601 UTC with milliseconds and Z."""
+    return timestamp(time.time())
+
+
+def timestamp(wall: float) -> str:
+    """A `time.time()` value as the log writes it."""
     # time, not datetime: this runs in the hook, where every import is agent latency
-    now = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall)) + f".{int(wall % 1 * 1000):03d}Z"
 
 
 def format_line(file: str, tool: str, session: str, ts: str | None = None) -> bytes:

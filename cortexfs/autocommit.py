@@ -29,11 +29,12 @@ MAX_DELAY = 60.0  # commit at least this often while reads keep coming
 RETRY_FOR = 600.0  # a committer gives up (to be restarted by the next read) after this
 
 
-def debounce_seconds() -> float:
+def debounce_seconds(env: str = DEBOUNCE_ENV, default: float = DEFAULT_DEBOUNCE) -> float:
+    """Seconds of quiet to wait, from the environment variable `env` (the watcher's too)."""
     try:
-        return max(0.0, float(os.environ.get(DEBOUNCE_ENV, DEFAULT_DEBOUNCE)))
+        return max(0.0, float(os.environ.get(env, default)))
     except ValueError:
-        return DEFAULT_DEBOUNCE
+        return default
 
 
 def _lock_path(home: str) -> str:
@@ -155,15 +156,21 @@ def commit_logs(home: str) -> bool:
     return commit_paths(store, [Path(p) for p in access_logs(home)], MESSAGE) is not None
 
 
-def _log(home: str, message: str) -> None:
+def log(home: str, name: str, message: str) -> str:
+    """Append `message`, stamped, to the background process log logs/`name`; the line."""
     import contextlib
 
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {message}"
     with contextlib.suppress(OSError):
         logs = os.path.join(home, layout.LOGS)
         os.makedirs(logs, exist_ok=True)
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        with open(os.path.join(logs, layout.AUTOCOMMIT_LOG), "a", encoding="utf-8") as f:
-            f.write(f"{stamp} {message}\n")
+        with open(os.path.join(logs, name), "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+    return line
+
+
+def _log(home: str, message: str) -> None:
+    log(home, layout.AUTOCOMMIT_LOG, message)
 
 
 def _wait_quiet(home: str, debounce: float, max_delay: float) -> tuple[tuple[str, int, int], ...]:

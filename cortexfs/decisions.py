@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cortexfs import escape, frontmatter, layout, templates, wall
+from cortexfs.atoms import as_date
 from cortexfs.errors import AtomParseError, InvalidInputError
 from cortexfs.fsutil import atomic_write, file_lock
 from cortexfs.store import Store
@@ -35,11 +36,9 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "Decision": ("decision",),
     "Consequences": ("consequences",),
 }
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _FIELD = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?(?:\*\*|__)?(date|status)(?:\*\*|__)?[ \t]*:"
                     r"(?:\*\*|__)?[ \t]*(.*)$", re.I)
 _LIST_ITEM = re.compile(r"^ {0,1}(?:[-*+]|\d+[.)])[ \t]+\S")
-_COMMENT = re.compile(r"<!--.*?-->", re.S)
 _ISO_DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
 
 
@@ -53,7 +52,7 @@ class RecordProblem:
 
 def _blank_comments(text: str) -> str:
     """`text` with HTML comments replaced by spaces (line numbers stay the same)."""
-    return _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    return frontmatter.HTML_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
 
 
 def check_record(text: str) -> list[RecordProblem]:
@@ -81,7 +80,7 @@ def check_record(text: str) -> list[RecordProblem]:
                 fields.setdefault(key.lower(), (key_lines.get(key), str(value).strip()))
     headings: list[tuple[int, int, str]] = []  # (line index, level, normalised title)
     for i in range(start, len(lines)):
-        m = _HEADING.match(lines[i])
+        m = frontmatter.HEADING.match(lines[i])
         if m:
             title = re.sub(r"[^a-z0-9 ]+", " ", m.group(2).lower())
             headings.append((i, len(m.group(1)), " ".join(title.split())))
@@ -102,7 +101,7 @@ def check_record(text: str) -> list[RecordProblem]:
     if "date" in fields:
         line, value = fields["date"]
         found = _ISO_DATE.search(value)
-        if found is None or _as_date(found.group(1)) is None:
+        if found is None or as_date(found.group(1)) is None:
             problems.append(RecordProblem(line, f"Date {value!r} is not a date: write "
                                           "YYYY-MM-DD"))
     for name, starts in SECTIONS.items():
@@ -122,13 +121,6 @@ def check_record(text: str) -> list[RecordProblem]:
         elif not any(ln.strip() for ln in body):
             problems.append(RecordProblem(line, f"the {name} section is empty: write it"))
     return problems
-
-
-def _as_date(text: str) -> dt.date | None:
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        return None
 
 
 def _find_section(headings: list[tuple[int, int, str]], starts: tuple[str, ...]) -> int | None:

@@ -43,15 +43,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cortexfs.errors import AtomParseError
+from cortexfs.errors import AtomParseError, InvalidInputError
 from cortexfs.escape import yaml_scalar
 
 BOM = "\ufeff"
 MAX_ATOM_BYTES = 1_000_000  # bigger files are not atoms someone wrote by hand: skip them
 
 _FENCE = re.compile(r"^---[ \t]*\r?$")
-_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$")
 _CLOSE_LINE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
+HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")  # a markdown heading: (#s, title)
+HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _TOP_KEY = re.compile(r"^([A-Za-z_][\w.-]*)[ \t]*:(?:[ \t]|$)")
 
 
@@ -168,7 +169,6 @@ def decode(raw: bytes, path: str) -> str:
 def decode_text(raw: bytes, path: str) -> str:
     """Bytes of a text file cortex edits (TASKS.yaml …) as text; InvalidInputError naming
     the real problem (UTF-16, a binary file, bare CR line endings, not UTF-8)."""
-    from cortexfs.errors import InvalidInputError
 
     problem = text_problem(raw, "a binary file (it holds NUL bytes), not text: replace it "
                            "with a text file")

@@ -53,8 +53,15 @@ def atomic_write(path: Path, data: str | bytes, *, root: Path | None = None) -> 
     for note in getattr(_watchers, "stack", ()):
         note(path)
     tmp = write_temp(path, raw)
-    try:
+    with removed_on_error(tmp):
         os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def removed_on_error(tmp: str) -> Iterator[None]:
+    """Remove the temporary file `tmp` if the block fails (or is interrupted)."""
+    try:
+        yield
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -66,7 +73,7 @@ def write_temp(path: Path, raw: bytes, durable: bool = True) -> str:
     new file); fsynced unless `durable` is False (the caller syncs). Its name."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=".tmp")
-    try:
+    with removed_on_error(tmp):
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
             if durable:
@@ -77,10 +84,6 @@ def write_temp(path: Path, raw: bytes, durable: bool = True) -> str:
             os.chmod(tmp, os.stat(path).st_mode & 0o7777)
         except FileNotFoundError:
             os.chmod(tmp, 0o644 & ~_umask())
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
     return tmp
 
 
@@ -134,7 +137,8 @@ def _exchange(a: bytes, b: bytes) -> None:
         raise OSError(err, os.strerror(err), os.fsdecode(a), None, os.fsdecode(b))
 
 
-def _read(path: str | bytes | Path) -> bytes | None:
+def read_file(path: str | bytes | Path) -> bytes | None:
+    """The file's bytes; None when there is none, or a link is there (no file's content)."""
     try:
         with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
             return f.read()
@@ -195,7 +199,7 @@ def swap_in(temp: str, path: Path, expected: bytes, new: bytes,
         os.unlink(t)
         _count("saved-before")
         return False
-    if moved == ino and _read(t) == expected:
+    if moved == ino and read_file(t) == expected:
         remove(t)  # the file that was there
         _count("replaced")
         return True
@@ -203,7 +207,7 @@ def swap_in(temp: str, path: Path, expected: bytes, new: bytes,
     # this one): it goes back into place
     _exchange(t, p)
     _count("put-back")
-    if os.lstat(t).st_ino != ours or _read(t) != new:
+    if os.lstat(t).st_ino != ours or read_file(t) != new:
         # a save landed between the two exchanges as well: newer still, so it is the one
         _exchange(t, p)
         _count("newer-kept")
@@ -263,21 +267,25 @@ def file_lock(path: Path, timeout: float = 30.0, what: str = "the store") -> Ite
     """Hold an exclusive flock on `path` (created if needed) for the body of the block."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    deadline = time.monotonic() + timeout
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as e:
-                if e.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise LockTimeoutError(
-                        f"another cortex process has held the lock on {what} for {timeout:.0f}s "
-                        f"({path}); wait for it to finish and try again"
-                    ) from None
-                time.sleep(0.01)
+        flock(fd, time.monotonic() + timeout,
+              f"another cortex process has held the lock on {what} for {timeout:.0f}s "
+              f"({path}); wait for it to finish and try again")
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def flock(fd: int, deadline: float, refusal: str) -> None:
+    """Take an exclusive flock of the open file `fd`, waiting until `deadline`
+    (time.monotonic); past it, LockTimeoutError(`refusal`)."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            if time.monotonic() >= deadline:
+                raise LockTimeoutError(refusal) from None
+            time.sleep(0.01)

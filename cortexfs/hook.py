@@ -201,7 +201,8 @@ class Knowledge:
                 parts = self.parts(folder)
                 self._dirs[folder] = (parts[1], parts[2]) if (
                     parts is not None and len(parts) == 3 and parts[0] == layout.PROJECTS
-                    and _is_project(parts[1]) and parts[2] in layout.ATOM_FOLDERS) else None
+                    and layout.is_project_folder(parts[1])
+                    and parts[2] in layout.ATOM_FOLDERS) else None
             where = self._dirs[folder]
             if where is not None and where[1] == kind_folder:
                 try:
@@ -219,16 +220,12 @@ class Knowledge:
         parts = self.parts(path)
         if parts is None or len(parts) not in (3, 4) or parts[0] != layout.PROJECTS:
             return None
-        if parts[2] in layout.ATOM_FOLDERS and _is_project(parts[1]):
+        if parts[2] in layout.ATOM_FOLDERS and layout.is_project_folder(parts[1]):
             return parts[1]
         return None
 
     def log_path(self, project: str) -> str:
         return os.path.join(self.root, layout.PROJECTS, project, layout.META, layout.ACCESS_LOG)
-
-
-def _is_project(name: str) -> bool:
-    return bool(name) and not name.startswith((".", "_"))
 
 
 class Reads:

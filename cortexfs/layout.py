@@ -40,6 +40,13 @@ def resolve_home(option: str | os.PathLike[str] | None = None) -> str:
 
 CONTEXT = "context"
 PROJECTS = "projects"  # context/projects/<name>/
+
+
+def is_project_folder(name: str) -> bool:
+    """Whether a folder of projects/ (or archive/) named `name` is a project: not hidden."""
+    return bool(name) and not name.startswith((".", "_"))
+
+
 ARCHIVE = "archive"  # context/archive/<name>/: archived projects
 META = "_meta"  # a project's tool-written files
 ACCESS_LOG = "access-log.jsonl"  # <project>/_meta/access-log.jsonl

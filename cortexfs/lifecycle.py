@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import accesslog, cache, interrupt, layout, wall
+from cortexfs import accesslog, authoring, autocommit, cache, interrupt, layout, renumber, wall
 from cortexfs.atoms import (
     ATOM_ID,
     EXPERIMENT,
@@ -59,8 +59,11 @@ from cortexfs.errors import AtomParseError, InvalidInputError, OutsideStoreError
 from cortexfs.frontmatter import MAX_ATOM_BYTES, Document, decode, parse, set_keys
 from cortexfs.frontmatter import locate as locate_parts
 from cortexfs.fsutil import atomic_write
-from cortexfs.loader import atom_paths
-from cortexfs.store import Project, Store
+from cortexfs.loader import atom_paths, load_project
+from cortexfs.status import read_status
+from cortexfs.store import Project, Store, check_project_name
+from cortexfs.tasks import OPEN_STATUSES
+from cortexfs.tasks import load as load_tasks
 from cortexfs.wording import plural
 
 if TYPE_CHECKING:
@@ -70,7 +73,6 @@ if TYPE_CHECKING:
 MAX_REASON = 300  # characters of an invalidated-reason (one line of an index cell)
 # frontmatter keys that name other atoms of the project, and how `show` calls each
 REFERENCE_KEYS = ("evidence", "source-experiments", "links", "status")
-_TEXT_SUFFIXES = (".md", ".yaml", ".yml", ".txt", ".json")
 _GENERATED = (layout.INDEX, layout.CORTEX_MD)  # files regeneration writes: no mention is rewritten
 _ID = re.compile(rf"(?i)({layout.PREFIX_PATTERN})-(\d{{1,9}})([a-z]?)")
 
@@ -285,8 +287,6 @@ def show(store: Store, located: Located, *, session: str = "cli", tool: str = "s
          count: bool = True) -> Shown:
     """The atom whole, what it cites, what cites it, its reads; `count` records the read
     in the project's access log (a read like any other)."""
-    from cortexfs.loader import load_project
-
     text, doc = read(store, located)
     project = located.project
     atoms = load_project(project, bodies=False).atoms
@@ -308,8 +308,6 @@ def show(store: Store, located: Located, *, session: str = "cli", tool: str = "s
             accesslog.append(project.access_log,
                              [accesslog.format_line(located.path.name, tool, session)])
             if os.environ.get("CORTEX_AUTOCOMMIT", "1") != "0":
-                from cortexfs import autocommit
-
                 autocommit.request(str(store.home))  # committed as the hook's reads are
     return Shown(located, text, doc.meta, doc.body, refs, last, cites, cited_by, mentioned)
 
@@ -395,8 +393,6 @@ def list_atoms(store: Store, project: str | None = None, kind: Kind | None = Non
 def projects(store: Store) -> list[dict[str, Any]]:
     """Each project with its atom counts, phase (STATUS.md) and open tasks; then the
     archived ones (name and `archived: true`)."""
-    from cortexfs import tasks
-    from cortexfs.status import read_status
 
     out: list[dict[str, Any]] = []
     for project in store.projects():
@@ -407,8 +403,7 @@ def projects(store: Store) -> list[dict[str, Any]]:
         except (OSError, InvalidInputError):
             phase = None
         try:
-            open_tasks = sum(1 for t in tasks.load(project).tasks
-                             if t.status in ("todo", "doing", "blocked"))
+            open_tasks = sum(1 for t in load_tasks(project).tasks if t.status in OPEN_STATUSES)
         except InvalidInputError:
             open_tasks = None
         out.append({"name": project.name, "archived": False, "atoms": counts,
@@ -419,11 +414,7 @@ def projects(store: Store) -> list[dict[str, Any]]:
 
 def archived(store: Store) -> list[str]:
     """Names of the archived projects."""
-    folder = store.context / layout.ARCHIVE
-    if wall.reason(store.context, folder) or not folder.is_dir():
-        return []
-    return sorted(e.name for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)
-                  and not e.name.startswith((".", "_")))
+    return store.folder_projects(store.context / layout.ARCHIVE)
 
 
 # --- plans -----------------------------------------------------------------------------------
@@ -455,8 +446,6 @@ class Plan:
 def apply(store: Store, plan: Plan, txn: Transaction) -> Change:
     """Carry `plan` out inside `txn` (each file snapshotted first, so that a failure puts it
     back), then regenerate the projects it touched; the change for the commit."""
-    from cortexfs import authoring
-
     change = Change(message=plan.message)
     for path, (text, stamp) in plan.writes.items():
         interrupt.check()
@@ -544,16 +533,11 @@ def _rel(store: Store, path: Path) -> str:
 
 def _drop_log_lines(log: Path, files: set[str]) -> None:
     """Remove the access-log lines about `files` (a late append is dropped too)."""
-    from cortexfs.renumber import replace_log
-
     def keep(data: bytes) -> bytes:
-        out = []
-        for line in data.splitlines(keepends=True):
-            if accesslog.entry_file(line) not in files:
-                out.append(line)
-        return b"".join(out)
+        return b"".join(line for line in data.splitlines(keepends=True)
+                        if accesslog.entry_file(line) not in files)
 
-    replace_log(log, keep, keep)
+    renumber.replace_log(log, keep, keep)
 
 
 def _log_lines(log: Path, files: dict[str, str]) -> list[bytes]:
@@ -598,7 +582,7 @@ def check_text(store: Store, located: Located, text: str, *, new: bool = False) 
     """Validate `text` as the new content of `located` (with the rest of its project as it
     is): refuse with the first error, in one line; the warnings. `new`: as `cortex new`
     does, an empty, multi-line or over-long summary is refused too."""
-    from cortexfs.loader import LoadedProject, load_project
+    from cortexfs.loader import LoadedProject
     from cortexfs.validate import ERROR, check_project
 
     project = located.project
@@ -631,8 +615,6 @@ def update(store: Store, located: Located, *, body: str | None = None,
            summary: str | None = None, tags: list[str] | None = None,
            links: list[str] | None = None) -> Plan:
     """Change an atom's body, summary, tags or links (only those keys; the body whole)."""
-    from cortexfs import authoring
-
     text, doc = read(store, located)
     updates: dict[str, Any] = {}
     notes: list[str] = []
@@ -656,13 +638,8 @@ def update(store: Store, located: Located, *, body: str | None = None,
         authoring.check_anti_pattern(located.kind, new_summary, completed)
     if not updates and body is None:
         raise InvalidInputError("nothing to change: give a body, summary, tags or links")
-    new = text
-    if updates:
-        try:
-            new = set_keys(text, updates, located.rel)
-        except AtomParseError as e:
-            raise InvalidInputError(f"{e}: edit it by hand (`cortex edit {located.id}`)") \
-                from None
+    new = _set_keys(text, updates, located.rel, f"`cortex edit {located.id}`") if updates \
+        else text
     if body is not None:
         if not body.strip():
             raise InvalidInputError("the body is empty: give the text of the atom (its "
@@ -692,6 +669,16 @@ def replace(store: Store, located: Located, old: str, new: str) -> Plan:
     plan.notes = [f"warning: {f.message}" for f in warnings]
     plan.result = {"id": located.id, "project": located.project.name, "unchanged": new == old}
     return plan
+
+
+def _set_keys(text: str, updates: dict[str, Any], path: str, how: str | None = None) -> str:
+    """frontmatter.set_keys, refused in one line that says to edit the file by hand (`how`)
+    when its frontmatter has a shape set_keys does not rewrite."""
+    try:
+        return set_keys(text, updates, path)
+    except AtomParseError as e:
+        raise InvalidInputError(f"{e}: edit it by hand {f'({how})' if how else 'first'}") \
+            from None
 
 
 def _check_size(text: str) -> None:
@@ -744,10 +731,7 @@ def set_status(store: Store, located: Located, status: str, reason: str | None =
         for key in ("invalidated-date", "invalidated-reason"):
             if key in doc.meta:
                 updates[key] = None
-    try:
-        new = set_keys(text, updates, located.rel)
-    except AtomParseError as e:
-        raise InvalidInputError(f"{e}: edit it by hand (`cortex edit {located.id}`)") from None
+    new = _set_keys(text, updates, located.rel, f"`cortex edit {located.id}`")
     plan = Plan(message or f"atom: {located.id} status {value}",
                 regenerate=[located.project.name])
     plan.rewrite(located.path, text, new)
@@ -800,8 +784,6 @@ def remove(store: Store, located: Located, *, force: bool = False) -> Plan:
     atoms' frontmatter names it, unless `force`: then the id is taken out of their lists and
     status causes (refused still where that would leave knowledge without evidence or a
     pattern without sources). Body mentions are reported, not rewritten."""
-    from cortexfs.loader import load_project
-
     _, doc = read(store, located)
     project = located.project
     atoms = load_project(project, bodies=False).atoms
@@ -830,10 +812,7 @@ def remove(store: Store, located: Located, *, force: bool = False) -> Plan:
         name, cause = split_status(cdoc.meta.get("status"))
         if cause and canonical(cause) in me:
             updates["status"] = name
-        try:
-            new = set_keys(text, updates, str(atom.path))
-        except AtomParseError as e:
-            raise InvalidInputError(f"{e}: edit it by hand first") from None
+        new = _set_keys(text, updates, str(atom.path))
         plan.rewrite(atom.path, text, new)
         plan.notes.append(f"rewrote {atom.file_id}: took {located.id} out of "
                           f"{', '.join(updates)}")
@@ -865,10 +844,6 @@ def move(store: Store, atoms: list[Located], target: str) -> Plan:
     `TARGET/NEW-ID`. Their access-log lines move with them. Refused while a frontmatter
     reference would cross projects (a moved atom citing one that stays, or the other way
     round): move those together."""
-    from cortexfs import renumber
-    from cortexfs.authoring import next_number
-    from cortexfs.loader import load_project
-
     if not atoms:
         raise InvalidInputError("name the atoms to move")
     source = atoms[0].project
@@ -898,7 +873,7 @@ def move(store: Store, atoms: list[Located], target: str) -> Plan:
     mapping: dict[str, str] = {}
     taken: dict[str, int] = {}
     for a in sorted(atoms, key=lambda x: (x.kind.prefix, canonical(x.id))):
-        number = taken.get(a.kind.prefix) or next_number(dest, a.kind)
+        number = taken.get(a.kind.prefix) or authoring.next_number(dest, a.kind)
         taken[a.kind.prefix] = number + 1
         mapping[a.id] = a.kind.format_id(number)
     plan = Plan(f"atom: move {', '.join(f'{k} → {v}' for k, v in mapping.items())} "
@@ -906,10 +881,7 @@ def move(store: Store, atoms: list[Located], target: str) -> Plan:
     for a in atoms:
         text, _ = read(store, a)
         moved = renumber.rewrite_text(text, mapping, a.rel)
-        try:
-            moved = set_keys(moved, {"project": dest.name}, a.rel)
-        except AtomParseError as e:
-            raise InvalidInputError(f"{e}: edit it by hand first") from None
+        moved = _set_keys(moved, {"project": dest.name}, a.rel)
         plan.creates[dest.folder(a.kind) / f"{mapping[a.id]}.md"] = moved
         plan.deletes.append(a.path)
     pointers = {old: f"{dest.name}/{new}" for old, new in mapping.items()}
@@ -938,7 +910,7 @@ def _project_texts(project: Project, skip: set[Path]) -> list[Path]:
     out = []
     for path in _tree_files(project.root):
         if path in skip or path.name in _GENERATED or path.name == layout.ACCESS_LOG \
-                or not path.name.endswith(_TEXT_SUFFIXES) \
+                or not path.name.endswith(renumber.TEXT_SUFFIXES) \
                 or wall.reason(project.store.context, path):
             continue
         out.append(path)
@@ -966,11 +938,9 @@ def remove_project(store: Store, name: str, *, force: bool = False) -> Plan:
 
 
 def _contents(project: Project) -> tuple[int, int]:
-    from cortexfs import tasks
-
     atoms = sum(1 for _ in atom_paths(project))
     try:
-        open_tasks = sum(1 for t in tasks.load(project).tasks if t.status != "done")
+        open_tasks = sum(1 for t in load_tasks(project).tasks if t.status != "done")
     except InvalidInputError:
         open_tasks = 0
     return atoms, open_tasks
@@ -991,8 +961,6 @@ def archive_project(store: Store, name: str) -> Plan:
 
 def unarchive_project(store: Store, name: str) -> Plan:
     """Move an archived project back to context/projects/."""
-    from cortexfs.store import check_project_name
-
     check_project_name(name)
     source = store.context / layout.ARCHIVE / name
     if wall.reason(store.context, source) or not source.is_dir():

@@ -28,8 +28,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import Field
 
 from cortexfs.brief import MIN_BUDGET  # (in an annotation: the SDK evaluates it here)
-from cortexfs.errors import CortexError, from_os_error
-from cortexfs.layout import TASKS_ARCHIVE, TASKS_FILE
+from cortexfs.errors import CortexError, InvalidInputError, from_os_error
 from cortexfs.store import Store
 
 REFRESH_INTERVAL = 1.0  # seconds during which recall trusts its last look at the files
@@ -67,6 +66,16 @@ def _tool_errors(fn: F) -> F:
             raise ToolError(for_agent(str(problem))) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _tool_of(server: Any) -> Callable[[F], F]:
+    """A decorator that makes a function one of `server`'s tools (named after it, less a
+    `_tool` suffix), its errors turned into one line (`_tool_errors`)."""
+    def tool(fn: F) -> F:
+        server.tool(name=fn.__name__.removesuffix("_tool"))(_tool_errors(fn))
+        return fn
+
+    return tool
 
 
 # What the CLI's messages name, in the words of this server's tools. A message keeps saying
@@ -155,8 +164,6 @@ def add_atom(store: Store, kind: str, project: str | None, summary: str, tags: l
                             list(sources or []), list(links or []), executor)
     authoring.check_request(proj, req)
     if body is not None and not body.strip():
-        from cortexfs.errors import InvalidInputError
-
         raise InvalidInputError("the body is empty: give the atom's text, or leave it out for "
                                 "the template's sections")
     warnings: list[str] = []
@@ -209,9 +216,9 @@ def build_server(store: Store) -> Any:
     server = _server_class()("cortex", instructions=INSTRUCTIONS, version=__version__,
                              log_level="WARNING")
     session = f"mcp-{os.getpid()}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
+    tool = _tool_of(server)
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def recall(
         query: Annotated[str, Field(description="What to look for: plain words or atom ids.")],
         project: Annotated[str | None, Field(
@@ -244,8 +251,7 @@ def build_server(store: Store) -> Any:
             hit["path"] = _rel(store, hit["path"])
         return out
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def read_atom(
         atom_id: Annotated[str, Field(description="The atom id, e.g. EXP-042, K-007, PAT-003.")],
         project: Annotated[str | None, Field(
@@ -258,8 +264,7 @@ def build_server(store: Store) -> Any:
 
         return read(store, atom_id, project, session=session).text
 
-    @server.tool(name="add_atom")
-    @_tool_errors
+    @tool
     def add_atom_tool(
         kind: Annotated[Literal["exp", "k", "pat"], Field(
             description="exp = experiment, k = knowledge, pat = pattern.")],
@@ -287,8 +292,7 @@ def build_server(store: Store) -> Any:
         return add_atom(store, kind, project, summary, tags, evidence, sources, links, body,
                         strict, executor=executor)
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def validate(
         projects: Annotated[list[str] | None, Field(
             description="Projects to check (default: all).")] = None,
@@ -300,8 +304,7 @@ def build_server(store: Store) -> Any:
 
         return run(store, store.select(projects) if projects else None).to_dict()
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def regenerate(
         projects: Annotated[list[str] | None, Field(
             description="Projects to regenerate (default: all).")] = None,
@@ -325,8 +328,7 @@ def build_server(store: Store) -> Any:
                             for e in result.skipped],
                 "committed": committed}
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def ready(
         project: Annotated[str | None, Field(
             description="Project to check (default: the whole store).")] = None,
@@ -337,8 +339,7 @@ def build_server(store: Store) -> Any:
 
         return check(store, project).to_json()
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def brief(
         project: Annotated[str | None, Field(
             description="Project to brief (default: the only project, else the store).")]
@@ -358,6 +359,10 @@ def build_server(store: Store) -> Any:
     return server
 
 
+OnlyProject = Annotated[str | None, Field(
+    description="The project (may be left out when the store has only one).")]
+AnyProject = Annotated[str | None, Field(
+    description="Only this project (default: every project).")]
 AtomId = Annotated[str, Field(description="The atom id, e.g. EXP-042, K-007, PAT-003.")]
 ProjectArg = Annotated[str | None, Field(
     description="The atom's project (needed only when several projects have this id).")]
@@ -365,23 +370,21 @@ ProjectArg = Annotated[str | None, Field(
 
 def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
     """show, list, update, status, supersede, invalidate, move, remove, projects, commit."""
+    from cortexfs import lifecycle  # (+30 ms at the server's start, once: not in each tool)
 
-    @server.tool()
-    @_tool_errors
+    tool = _tool_of(server)
+
+    @tool
     def show_atom(atom_id: AtomId, project: ProjectArg = None) -> dict[str, Any]:
         """An atom as data: frontmatter, body, the atoms it cites and that cite it (by
         evidence, source-experiments, links, status), the atoms whose body mentions it, its
         reads. Use it before changing, superseding or removing an atom; counted as a read."""
-        from cortexfs import lifecycle
-
         loc = lifecycle.locate(store, atom_id, project)
         return lifecycle.show(store, loc, session=session, tool="mcp").to_json()
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def list_atoms(
-        project: Annotated[str | None, Field(
-            description="Only this project (default: every project).")] = None,
+        project: AnyProject = None,
         kind: Annotated[Literal["exp", "k", "pat"] | None, Field(
             description="Only this kind: exp, k or pat.")] = None,
         status: Annotated[str | None, Field(
@@ -397,7 +400,6 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         invalidated, superseded; each by reads, newest, id): id, summary, status, tags,
         refs. Use it to browse or audit a project; to find atoms about a topic use recall.
         Listing is not a read."""
-        from cortexfs import lifecycle
         from cortexfs.authoring import kind_named
 
         rows = lifecycle.list_atoms(
@@ -405,8 +407,7 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
             lifecycle.parse_since(since) if since else None)
         return {"atoms": [r.to_json() for r in rows[:limit]], "total": len(rows)}
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def update_atom(
         atom_id: AtomId,
         project: ProjectArg = None,
@@ -422,15 +423,12 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         other keys stay byte for byte) — validate, regenerate and commit. Use it to correct
         or complete an atom, e.g. the near-duplicate add_atom pointed at; to retire an
         atom use supersede or invalidate."""
-        from cortexfs import lifecycle
-
         loc = lifecycle.locate(store, atom_id, project)
         return run_plan(store, lambda: lifecycle.update(store, loc, body=body,
                                                         summary=summary, tags=tags,
                                                         links=links))
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def set_status(
         atom_id: AtomId,
         status: Annotated[str, Field(
@@ -444,13 +442,10 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         """Set an atom's status (that key only; invalidated also writes invalidated-date
         and -reason, leaving it removes them), regenerate and commit. Use it when new
         evidence challenges, corrects or partly confirms an atom."""
-        from cortexfs import lifecycle
-
         loc = lifecycle.locate(store, atom_id, project)
         return run_plan(store, lambda: lifecycle.set_status(store, loc, status, reason))
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def supersede(
         atom_id: AtomId,
         by: Annotated[str, Field(description="The active atom that replaces it.")],
@@ -458,13 +453,10 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
     ) -> dict[str, Any]:
         """Mark an atom superseded by a newer one (status superseded:BY), regenerate and
         commit. Use it when a newer atom replaces an older one that was right in its time."""
-        from cortexfs import lifecycle
-
         loc = lifecycle.locate(store, atom_id, project)
         return run_plan(store, lambda: lifecycle.supersede(store, loc, by))
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def invalidate(
         atom_id: AtomId,
         reason: Annotated[str, Field(description="Why it is wrong, in one line.")],
@@ -475,13 +467,10 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         """Mark an atom invalidated — a tombstone that stays so nobody relies on it again —
         with the date and reason, regenerate and commit. Use it when an atom turns out
         wrong (not merely outdated: that is supersede)."""
-        from cortexfs import lifecycle
-
         loc = lifecycle.locate(store, atom_id, project)
         return run_plan(store, lambda: lifecycle.invalidate(store, loc, reason, by))
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def move_atoms(
         atom_ids: Annotated[list[str], Field(
             min_length=1, description="The atoms to move, all from one project.")],
@@ -492,14 +481,11 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         """Move atoms to another project: new ids there, every mention rewritten, their
         reads moved along; one commit. Use it when atoms were filed in the wrong project.
         Refused while a reference would cross projects: move those atoms together."""
-        from cortexfs import lifecycle
-
         located = [lifecycle.locate(store, i, from_project, besides=to_project)
                    for i in atom_ids]
         return run_plan(store, lambda: lifecycle.move(store, located, to_project))
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def remove_atom(
         atom_id: AtomId,
         project: ProjectArg = None,
@@ -510,24 +496,18 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         have been written (a mistake, a duplicate); to retire knowledge use supersede or
         invalidate, which keep it visible. Refused while other atoms cite it (force rewrites
         them and says which)."""
-        from cortexfs import lifecycle
-
         loc = lifecycle.locate(store, atom_id, project)
         return run_plan(store, lambda: lifecycle.remove(store, loc, force=force))
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def list_projects(
         archived: Annotated[bool, Field(description="Also the archived projects.")] = False,
     ) -> list[dict[str, Any]]:
         """The store's projects with their atom counts, phase (from STATUS.md) and open
         tasks. Use it to learn which project names the other tools take."""
-        from cortexfs import lifecycle
-
         return [p for p in lifecycle.projects(store) if archived or not p["archived"]]
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def commit(
         message: Annotated[str | None, Field(
             description="The commit message (default: one naming what changed).")] = None,
@@ -537,7 +517,6 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         changed. Every other tool commits its own change: use this one after editing files
         directly."""
         from cortexfs.commit import Change, transaction
-        from cortexfs.errors import InvalidInputError
         from cortexfs.git import remove_stale_temporaries
 
         if message is not None and not message.strip():
@@ -556,30 +535,27 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
 
 def _task_tools(server: Any, store: Store) -> None:
     """list_tasks, add_task, complete_task (TASKS.yaml)."""
+    from cortexfs import tasks
 
-    @server.tool()
-    @_tool_errors
+    tool = _tool_of(server)
+
+    @tool
     def list_tasks(
-        project: Annotated[str | None, Field(
-            description="Only this project (default: every project).")] = None,
+        project: AnyProject = None,
         status: Annotated[Literal["todo", "doing", "done", "blocked"] | None, Field(
             description="Only tasks with this status.")] = None,
         include_done: Annotated[bool, Field(description="Also done tasks.")] = False,
     ) -> dict[str, Any]:
         """The task queue (TASKS.yaml): doing first, then todo, blocked, by priority, with
         what each waits for. Use it to pick the next thing to work on."""
-        from cortexfs import tasks
-
         projects = [store.project(project)] if project else store.projects()
         return tasks.listing(projects, status, include_done,
                              strict=project is not None).to_json()
 
-    @server.tool()
-    @_tool_errors
+    @tool
     def add_task(
         text: Annotated[str, Field(description="What to do, in one line.")],
-        project: Annotated[str | None, Field(
-            description="The project (may be left out when the store has only one).")] = None,
+        project: OnlyProject = None,
         priority: Annotated[str | None, Field(description="P0 (highest) … P3.")] = None,
         why: Annotated[str | None, Field(description="Why it matters.")] = None,
         done_when: Annotated[str | None, Field(
@@ -589,41 +565,32 @@ def _task_tools(server: Any, store: Store) -> None:
     ) -> dict[str, Any]:
         """Add a task to the project's queue with the next id (T-N) and commit. Use it for
         work that a later session should pick up."""
-        from cortexfs import lifecycle, tasks
-        from cortexfs.commit import Change, transaction
+        return _task_change(store, project, "add", lambda proj: tasks.add_task(
+            proj, text, priority=priority, why=why, done_when=done_when,
+            depends_on=list(depends_on or [])))
 
-        proj = lifecycle.only_project(store, project)
-        files = [proj.root / TASKS_FILE, proj.root / TASKS_ARCHIVE]
-        with transaction(store) as txn:
-            txn.keep(*files)
-            result = tasks.add_task(proj, text, priority=priority, why=why,
-                                    done_when=done_when, depends_on=list(depends_on or []))
-            task = result.tasks[0]
-            txn.add(Change(result.paths, f"tasks: add {task.id} — {task.text}"))
-        return {"project": proj.name, **task.to_json(),
-                "commit": txn.result.commit if txn.result else None}
-
-    @server.tool()
-    @_tool_errors
+    @tool
     def complete_task(
         task_id: Annotated[str, Field(description="The task's id, e.g. T-3.")],
-        project: Annotated[str | None, Field(
-            description="The project (may be left out when the store has only one).")] = None,
+        project: OnlyProject = None,
     ) -> dict[str, Any]:
         """Mark a task done (completed-at today) and commit. Use it when the task's
         done-when condition holds."""
-        from cortexfs import lifecycle, tasks
-        from cortexfs.commit import Change, transaction
+        return _task_change(store, project, "done",
+                            lambda proj: tasks.set_status(proj, task_id, "done"))
 
-        proj = lifecycle.only_project(store, project)
-        files = [proj.root / TASKS_FILE, proj.root / TASKS_ARCHIVE]
-        with transaction(store) as txn:
-            txn.keep(*files)
-            result = tasks.set_status(proj, task_id, "done")
-            task = result.tasks[0]
-            txn.add(Change(result.paths, f"tasks: done {task.id} — {task.text}"))
-        return {"project": proj.name, **task.to_json(),
-                "commit": txn.result.commit if txn.result else None}
+
+def _task_change(store: Store, project: str | None, verb: str,
+                 change: Callable[[Any], Any]) -> dict[str, Any]:
+    """A task edit as a tool does it (`tasks.change_one`, committed): its report."""
+    from cortexfs import lifecycle, tasks
+    from cortexfs.commit import transaction
+
+    proj = lifecycle.only_project(store, project)
+    with transaction(store) as txn:
+        task = tasks.change_one(txn, proj, verb, change).tasks[0]
+    return {"project": proj.name, **task.to_json(),
+            "commit": txn.result.commit if txn.result else None}
 
 
 def _server_class() -> Any:

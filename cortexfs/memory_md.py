@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import os
 import re
 import time
@@ -44,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cortexfs.errors import InvalidInputError, LockTimeoutError
-from cortexfs.frontmatter import split_lines, text_problem
-from cortexfs.fsutil import atomic_write
+from cortexfs.errors import InvalidInputError
+from cortexfs.frontmatter import HEADING, split_lines, text_problem
+from cortexfs.fsutil import atomic_write, flock
 from cortexfs.tokens import estimate
 
 FORMAT_VERSION = "1.0"
@@ -86,7 +85,6 @@ _COMMENT_RE = re.compile(r"^<!--(.*)-->$")
 _HEADER_FIELD_RE = re.compile(r"^([A-Za-z][\w-]*)\s*:\s*(.*)$")
 _COUNT_RE = re.compile(r"^~?\s*(\d[\d,]*(?:\.\d+)?)\s*([kK])?$")
 _BULLET_RE = re.compile(r"^[-*+](?:[ \t]|$)")
-_HEADING_RE = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _RULE_RE = re.compile(r"^(?:-{3,}|\*{3,}|_{3,})[ \t]*$")
 _FENCE_RE = re.compile(r"^[ \t]*(```|~~~)")
 _NX_OPEN = "<!-- nx:"
@@ -412,7 +410,7 @@ def _parse_body(doc: MemoryDoc, start: int) -> None:
             if "-->" not in bare:
                 st.in_comment, st.comment_in_entry = True, True
             continue
-        heading = _HEADING_RE.match(bare)
+        heading = HEADING.match(bare)
         if heading and not indented:
             level, name = len(heading.group(1)), heading.group(2).strip()
             if level == 1:
@@ -958,9 +956,6 @@ class PrunePlan:
         year = updated.year if updated else self.today.year
         return archive_dir(self.doc.path) / f"{year}.md"
 
-    def archive_files(self) -> list[Path]:
-        return sorted({self.archive_path(j.entry) for j in self.archive})
-
     def to_json(self) -> dict[str, Any]:
         return {"path": str(self.doc.path), "today": self.today.isoformat(),
                 "archive": [{**j.to_json(), "to": str(self.archive_path(j.entry))}
@@ -1029,16 +1024,8 @@ def _lock(path: Path, timeout: float = 30.0) -> Iterator[None]:
             read(path)  # raises the one-line message for a missing or unreadable file
             raise
         try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise LockTimeoutError(
-                            f"another cortex process has been changing {path} for "
-                            f"{timeout:.0f}s; wait for it to finish and try again") from None
-                    time.sleep(0.01)
+            flock(fd, deadline, f"another cortex process has been changing {path} for "
+                                f"{timeout:.0f}s; wait for it to finish and try again")
             locked = os.fstat(fd)
             try:
                 now = os.stat(path)

@@ -28,13 +28,13 @@ from typing import Any
 from cortexfs import accesslog, frontmatter, layout, wall
 from cortexfs.atoms import Kind, kind_of_filename
 from cortexfs.errors import AtomParseError
-from cortexfs.fsutil import rewrite, write_temp
+from cortexfs.fsutil import removed_on_error, rewrite, write_temp
 from cortexfs.git import git_blob, git_run
 from cortexfs.store import Store
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 LOG_LOCK_WAIT = 5.0  # seconds a rewrite of a log waits for the appends under way
-_TEXT_SUFFIXES = (".md", ".yaml", ".yml", ".txt", ".json")
+TEXT_SUFFIXES = (".md", ".yaml", ".yml", ".txt", ".json")  # files an id is rewritten in
 # Generated files: regenerated after the merge, so rewriting them would only make conflicts.
 _SKIP_NAMES = (layout.INDEX,)
 
@@ -200,15 +200,18 @@ def rewrite_log(path: Path, skip_bytes: int, rename: dict[str, str]) -> bool:
     Lines the hook appends while this runs are kept: the old file is read again after the
     rename and whatever reached it late is appended (renamed too) to the new one.
     """
-    def transform(data: bytes) -> bytes:
-        return b"".join(_rename_line(line, rename) for line in data.splitlines(keepends=True))
+    def whole(data: bytes) -> bytes:
+        return data[:skip_bytes] + _rename_lines(data[skip_bytes:], rename)
 
-    return replace_log(path, lambda data: data[:skip_bytes] + transform(data[skip_bytes:]),
-                       transform)
+    return replace_log(path, whole, lambda data: _rename_lines(data, rename))
 
 
 def _rename_line(line: bytes, rename: dict[str, str]) -> bytes:
     return accesslog.renamed(line, rename) or line
+
+
+def _rename_lines(data: bytes, rename: dict[str, str]) -> bytes:
+    return b"".join(_rename_line(line, rename) for line in data.splitlines(keepends=True))
 
 
 def replace_log(path: Path, whole: Callable[[bytes], bytes],
@@ -246,17 +249,13 @@ def _replace_log(path: Path, whole: Callable[[bytes], bytes],
         # a log elsewhere may still get an unlocked append past the bound: what such an
         # append wrote is read back after the rename.)
         tmp = write_temp(path, new)
-        try:
+        with removed_on_error(tmp):
             accesslog.lock(fd, LOG_LOCK_WAIT)
             more = read_from(fd, end)
             if more:
                 with open(tmp, "ab") as f:
                     f.write(tail(more))
             os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
         time.sleep(0.005)  # let an unlocked append that opened the old file finish writing
         late = read_from(fd, end + len(more))
         if late:
@@ -314,7 +313,7 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
         for rel in _changed_since(home, base, tip, project):
             path = home / rel
             name = path.name
-            if name in _SKIP_NAMES or not name.endswith(_TEXT_SUFFIXES) or not path.is_file() \
+            if name in _SKIP_NAMES or not name.endswith(TEXT_SUFFIXES) or not path.is_file() \
                     or wall.reason(store.context, path):  # a link: not part of the store
                 continue
             if name == layout.ACCESS_LOG:
@@ -363,10 +362,7 @@ def _rewrite_log_unordered(log: Path, base_log: bytes, rename: dict[str, str]) -
                 out.append(_rename_line(line, rename))
         return b"".join(out)
 
-    def tail(data: bytes) -> bytes:
-        return b"".join(_rename_line(line, rename) for line in data.splitlines(keepends=True))
-
-    replace_log(log, whole, tail)
+    replace_log(log, whole, lambda data: _rename_lines(data, rename))
 
 
 def describe(renumberings: list[Renumbering]) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from cortexfs.frontmatter import HEADING, HTML_COMMENT
+
 # The four STATUS.md sections, each with the words one of its headings must contain.
 # Headings match case-insensitively and loosely: "## Current Phase", "## Phase 2: build",
 # "## Blockers", "## What's next" all count.
@@ -15,7 +17,6 @@ STATUS_SECTIONS: dict[str, tuple[str, ...]] = {
     "Open blockers": ("blocker", "blocked", "blocking"),
     "Next steps": ("next", "todo", "to do", "upcoming"),
 }
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 
 
 @dataclass
@@ -36,7 +37,7 @@ def read_status(text: str) -> StatusInfo:
     lines = text.splitlines()
     info = StatusInfo(len(lines))
     heads = [(i, m.group(2)) for i, line in enumerate(lines)
-             if (m := _HEADING.match(line)) and len(m.group(1)) >= 2]
+             if (m := HEADING.match(line)) and len(m.group(1)) >= 2]
     for i, title in heads:
         words = " ".join(re.sub(r"[^a-z0-9]+", " ", title.lower()).split())
         for section, keys in STATUS_SECTIONS.items():
@@ -53,10 +54,10 @@ def _phase_line(lines: list[str], heading: int, title: str) -> str | None:
     """The phase: the first text line under its heading, else what the heading itself says
     after "phase" (`## Current phase: 2 — build`)."""
     for line in lines[heading + 1:]:
-        if _HEADING.match(line):
+        if HEADING.match(line):
             break
         text = re.sub(r"^\s*(?:[-*+]|\d+[.)])\s+", "", line).strip()
-        text = re.sub(r"<!--.*?-->", "", text).strip()
+        text = HTML_COMMENT.sub("", text).strip()
         if text:
             return " ".join(text.split())
     tail = re.split(r"(?i)current phase|phase", title, maxsplit=1)[-1].strip(" :—-")

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cortexfs import layout
+from cortexfs import layout, wall
 from cortexfs.atoms import Kind
 from cortexfs.errors import InvalidInputError, NotAStoreError, ProjectNotFoundError
 
@@ -68,27 +68,26 @@ class Store:
             )
         if self.context.is_symlink():  # (context/ is the wall's root: cortexfs.wall)
             from cortexfs.errors import OutsideStoreError
-            from cortexfs.wall import LINK
 
-            raise OutsideStoreError(str(self.context), LINK)
+            raise OutsideStoreError(str(self.context), wall.LINK)
 
     def project_names(self) -> list[str]:
         """Names of the projects, sorted (a linked folder is not one: cortexfs.wall)."""
-        from cortexfs import wall
+        return self.folder_projects(self.projects_dir)
 
-        if wall.reason(self.context, self.projects_dir) or not self.projects_dir.is_dir():
+    def folder_projects(self, folder: Path) -> list[str]:
+        """Names of the projects in `folder` of context/ (projects/, archive/), sorted."""
+        if wall.reason(self.context, folder) or not folder.is_dir():
             return []
-        with os.scandir(self.projects_dir) as it:
+        with os.scandir(folder) as it:
             return sorted(e.name for e in it if e.is_dir(follow_symlinks=False)
-                          and not e.name.startswith((".", "_")))
+                          and layout.is_project_folder(e.name))
 
     def projects(self) -> list[Project]:
         return [Project(self, name) for name in self.project_names()]
 
     def project(self, name: str) -> Project:
         """The existing project `name`; a clear error when there is none."""
-        from cortexfs import wall
-
         check_project_name(name)
         project = Project(self, name)
         wall.check(self.context, project.root)

@@ -21,7 +21,6 @@ ASSOCIATED_MIN_LINKS = 3
 PRIORITY_FACTORS: dict[str, float] = {
     "amygdala": 0.0, "critical": 0.0, "high": 0.3, "normal": 1.0, "low": 2.0,
 }
-PRIORITIES = tuple(PRIORITY_FACTORS)
 
 
 def strength(hours: float, *, priority: str | None = None, src: str | None = None,

@@ -45,13 +45,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cortexfs import accesslog, git, layout, renumber, wall
+from cortexfs import accesslog, frontmatter, git, layout, renumber, wall
 from cortexfs.atoms import KINDS, kind_of_filename
 from cortexfs.commit import commit_paths, is_log, lists_atoms
 from cortexfs.errors import AtomParseError, CortexError, GitError, InvalidInputError
-from cortexfs.fsutil import atomic_write, file_lock
+from cortexfs.fsutil import atomic_write, file_lock, read_file
 from cortexfs.loader import atom_paths
 from cortexfs.store import Store
+from cortexfs.wording import some
 
 NETWORK_TIMEOUT = 300.0  # seconds a fetch or push may take
 MAX_ATTEMPTS = 5  # fetch–merge–push cycles before giving up on a remote that keeps moving
@@ -66,12 +67,6 @@ class SyncConflictError(GitError):
     def __init__(self, message: str, files: list[str]) -> None:
         super().__init__(message)
         self.files = files
-
-
-def is_generated(rel: str) -> bool:
-    """Whole files regeneration writes — index.md, OVERVIEW.md, HIPPOCAMPUS.md and the
-    `.hippocampus/` files (CORTEX.md has only a generated block)."""
-    return lists_atoms(rel)
 
 
 # --- the remote --------------------------------------------------------------------------------
@@ -286,13 +281,8 @@ def _refuse_staged(home: Path) -> None:
     out = git.git_run(home, "diff", "--cached", "--name-only", "-z").stdout
     staged = [p for p in out.split("\0") if p and not p.startswith(layout.CONTEXT_PREFIX)]
     if staged:
-        raise GitError(f"staged changes outside context/ ({_names(staged)}): commit them or "
+        raise GitError(f"staged changes outside context/ ({some(staged, 5)}): commit them or "
                        "unstage them (`git restore --staged FILE`), then run `cortex sync` again")
-
-
-def _names(paths: list[str], limit: int = 5) -> str:
-    shown = ", ".join(paths[:limit])
-    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
 def commit_pending(store: Store, only_logs: bool = False) -> list[str]:
@@ -301,14 +291,14 @@ def commit_pending(store: Store, only_logs: bool = False) -> list[str]:
     state = git.worktree_state(store)
     paths = [p for p in state.dirty if p.startswith(layout.CONTEXT_PREFIX)]
     logs = [p for p in paths if is_log(p)]
-    generated = [p for p in paths if is_generated(p)]
+    generated = [p for p in paths if lists_atoms(p)]  # whole files regeneration writes
     others = [p for p in paths if p not in logs and p not in generated]
     groups = [(logs, "chore: update access log")]
     if not only_logs:
         projects = sorted({p.split("/")[2] for p in generated if p.count("/") >= 3})
         groups += [(generated, f"index: regenerate {', '.join(projects) or 'store files'}"),
                    (others, "sync: commit local changes to "
-                            f"{_names([p.rsplit('/', 1)[-1] for p in others])}")]
+                            f"{some([p.rsplit('/', 1)[-1] for p in others], 5)}")]
     messages = []
     for rels, message in groups:
         if rels and commit_paths(store, [store.home / p for p in rels], message):
@@ -393,7 +383,7 @@ def _refuse_private_files(home: Path, base: str | None, upstream: str, tgt: Targ
     brought = _z(git.git_run(home, "diff", "--name-only", "-z", "--no-renames",
                              base or renumber.EMPTY_TREE, upstream, "--", *private).stdout)
     if brought:
-        raise GitError(f"cannot merge {tgt.display}: it tracks {_names(brought)} under "
+        raise GitError(f"cannot merge {tgt.display}: it tracks {some(brought, 5)} under "
                        f"{', '.join(p + '/' for p in private)}, which cortex keeps out of git; "
                        "remove them from that remote (`git rm -r --cached`, commit, push), then "
                        "run `cortex sync` again")
@@ -471,7 +461,7 @@ def _merge(store: Store, tgt: Target, head: str, upstream: str, unrelated: bool)
             commit_pending(store, only_logs=True)
             continue
         raise GitError(f"cannot merge {tgt.display}: it would overwrite your uncommitted "
-                       f"{_names(blocked)}; commit or move them, then run `cortex sync` again")
+                       f"{some(blocked, 5)}; commit or move them, then run `cortex sync` again")
     else:
         raise GitError("access logs kept changing while cortex merged: run `cortex sync` again")
     _checkpoint("merge-started")
@@ -481,7 +471,7 @@ def _merge(store: Store, tgt: Target, head: str, upstream: str, unrelated: bool)
             _abort_merge(store, head, upstream)
             _journal(home)
             raise SyncConflictError(
-                f"sync stopped: {_names(unresolved)} changed on both sides (here and on "
+                f"sync stopped: {some(unresolved, 5)} changed on both sides (here and on "
                 f"{tgt.display}); nothing was lost and the repo is as before the sync. To "
                 f"resolve: `git merge {tgt.display}`, edit the files, `git add` them, "
                 "`git commit`, then `cortex sync`", unresolved)
@@ -534,7 +524,7 @@ def _resolve(store: Store) -> list[str]:
             accesslog.drain(home / rel)
             git.git_run(home, "add", "--", rel)
             continue
-        if is_generated(rel):
+        if lists_atoms(rel):  # (CORTEX.md has only a generated block: below)
             merged = theirs if theirs is not None else ours  # regeneration rewrites it
         elif rel.endswith("/CORTEX.md") and ours is not None and theirs is not None:
             merged = _merge_cortex_md(home, base, ours, theirs)
@@ -561,11 +551,9 @@ def _union(ours: bytes, theirs: bytes, path: Path) -> bytes:
 def _merge_cortex_md(home: Path, base: bytes | None, ours: bytes,
                      theirs: bytes) -> bytes | None:
     """Merge the hand-written text of a CORTEX.md; its generated block is regenerated."""
-    from cortexfs.layout import EMPTY_BLOCK, GENERATED_END, GENERATED_START
-
-    block = re.compile(re.escape(GENERATED_START).encode() + rb".*?" +
-                       re.escape(GENERATED_END).encode(), re.S)
-    empty = EMPTY_BLOCK.encode()
+    block = re.compile(re.escape(layout.GENERATED_START).encode() + rb".*?" +
+                       re.escape(layout.GENERATED_END).encode(), re.S)
+    empty = layout.EMPTY_BLOCK.encode()
 
     def blank(data: bytes) -> bytes:
         return block.sub(lambda _m: empty, data)
@@ -576,7 +564,6 @@ def _merge_cortex_md(home: Path, base: bytes | None, ours: bytes,
 def _merge_atom(home: Path, rel: str, base: bytes | None, ours: bytes,
                 theirs: bytes) -> bytes | None:
     """Merge an atom whose tool-written keys (refs, last-ref) differ: ours win, regen refreshes."""
-    from cortexfs import frontmatter
 
     try:
         ours_meta = frontmatter.parse(ours.decode("utf-8"), rel).meta
@@ -639,18 +626,11 @@ def keep_log_appends(store: Store, since_head: bool = False) -> Iterator[None]:
 
 def _regenerate(store: Store, projects: list[str], result: SyncResult) -> None:
     """Regenerate what the merge made stale and commit it."""
-    try:
-        from cortexfs.regen import regenerate
-    except ImportError:
-        result.regen_skipped = "index regeneration is not available in this version"
-        return
+    from cortexfs.regen import regenerate
+
     _journal(store.home, op="regenerate", projects=projects)
     try:
         regen = regenerate(store, projects or None)
-    except NotImplementedError:
-        _journal(store.home)
-        result.regen_skipped = "index regeneration is not available in this version"
-        return
     except CortexError as e:
         # the merge is committed and can be pushed; the journal makes the next sync retry
         result.regen_skipped = f"indexes not regenerated ({e}): run `cortex index regen --all`"
@@ -887,7 +867,7 @@ def _restore_aside(store: Store) -> None:
         if wall.reason(_wall_root(home, rel), path):
             continue  # a link now: not part of the store, never written through
         data = git.git_blob(home, blob) if isinstance(blob, str) else None
-        current = _read(path)
+        current = read_file(path)
         if is_log(rel):
             # only the lines that neither side has: the merge's own lines are not the user's
             sides = (git.git_blob(home, "HEAD", rel) or b"") + \
@@ -895,25 +875,10 @@ def _restore_aside(store: Store) -> None:
             extra = accesslog.missing_lines(current or b"",
                                            accesslog.missing_lines(sides, data or b""))
             if extra:
-                from cortexfs.accesslog import append
-
-                append(path, [extra])
+                accesslog.append(path, [extra])
         elif current != data and current == git.git_blob(home, "HEAD", rel):
-            # (a file edited yet again since the abort keeps that newer edit)
-            if data is None:
-                path.unlink(missing_ok=True)
-            else:
-                atomic_write(path, data, root=_wall_root(home, rel))
+            _put_back(home, rel, data)  # (a file edited again since the abort keeps that edit)
     git.write_sync_state(home, aside=None)
-
-
-def _read(path: Path) -> bytes | None:
-    """The file's bytes; None when there is none (callers skip links: cortexfs.wall)."""
-    try:
-        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
-            return f.read()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
 
 
 def _z(out: str) -> list[str]:
@@ -945,7 +910,7 @@ def _undo_partial_checkout(store: Store, head: str, upstream: str) -> bool:
         path = home / rel
         if wall.reason(_wall_root(home, rel), path):
             continue  # a link: not part of the store, never written through
-        current = _read(path)
+        current = read_file(path)
         mine = git.git_blob(home, now, rel)
         if current == mine:
             continue
@@ -956,10 +921,7 @@ def _undo_partial_checkout(store: Store, head: str, upstream: str) -> bool:
         elif current is None or current == theirs or _merge_output(
                 home, current, upstream, base and git.git_blob(home, base, rel),
                 git.git_blob(home, head, rel), theirs):
-            if mine is None:
-                path.unlink(missing_ok=True)
-            else:
-                atomic_write(path, mine, root=_wall_root(home, rel))
+            _put_back(home, rel, mine)
             undone = True
     lagging = git.git_run(home, "diff", "--cached", "--quiet", now, "--", *changed,
                           check=False).returncode if changed else 0
@@ -995,6 +957,14 @@ def _logs(store: Store) -> list[Path]:
     """The projects' access logs that are part of the store (cortexfs.wall: no link)."""
     return [p for p in store.projects_dir.glob(f"*/{layout.META}/{layout.ACCESS_LOG}")
             if not wall.reason(store.context, p)]
+
+
+def _put_back(home: Path, rel: str, data: bytes | None) -> None:
+    """Make the file at `rel` hold `data` again (None: no file)."""
+    if data is None:
+        (home / rel).unlink(missing_ok=True)
+    else:
+        atomic_write(home / rel, data, root=_wall_root(home, rel))
 
 
 def _wall_root(home: Path, rel: str) -> Path:

@@ -42,9 +42,12 @@ from cortexfs.store import Project
 if TYPE_CHECKING:
     import yaml
 
+    from cortexfs.commit import Transaction
+
 TASK_KEYS = ("id", "text", "status", "priority", "why", "done-when", "depends-on",
              "completed-at")
 TASK_STATUSES = ("todo", "doing", "done", "blocked")
+OPEN_STATUSES = ("todo", "doing", "blocked")
 ARCHIVE_AFTER_DAYS = 3
 MAX_TEXT = 300
 TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
@@ -422,9 +425,8 @@ def listing(projects: list[Project], status: str | None = None, include_done: bo
     """Tasks of `projects`, doing first, then todo, blocked (and done with `include_done`),
     by priority; each row carries its project and the open tasks it waits for. `strict`
     (one project named): an unreadable file is an error rather than a problem listed."""
-    if status is not None and status not in TASK_STATUSES:
-        raise InvalidInputError(f"unknown --status {status!r}: use one of "
-                                f"{'|'.join(TASK_STATUSES)}")
+    if status is not None:
+        _check_status(status, "--status")
     out = Listing()
     for proj in projects:
         try:
@@ -451,6 +453,12 @@ def listing(projects: list[Project], status: str | None = None, include_done: bo
     return out
 
 
+def _check_status(status: str, name: str = "status") -> None:
+    if status not in TASK_STATUSES:
+        raise InvalidInputError(f"unknown {name} {status!r}: use one of "
+                                f"{'|'.join(TASK_STATUSES)}")
+
+
 # --- editing -----------------------------------------------------------------------------------
 
 
@@ -461,6 +469,24 @@ class EditResult:
     paths: list[Path]
     rewritten: bool = False
     tasks: list[Task] = field(default_factory=list)
+
+
+def files(project: Project) -> list[Path]:
+    """The files a task edit may rewrite (put back as they were if its command fails)."""
+    return [project.root / layout.TASKS_FILE, project.root / layout.TASKS_ARCHIVE]
+
+
+def change_one(txn: Transaction, project: Project, verb: str,
+               change: Callable[[Project], EditResult]) -> EditResult:
+    """Run `change` on one project's TASKS.yaml inside `txn`, as one commit
+    ("tasks: VERB T-N — text"): the CLI's and the MCP tools' one way to edit a task."""
+    from cortexfs.commit import Change
+
+    txn.keep(*files(project))
+    result = change(project)
+    task = result.tasks[0]
+    txn.add(Change(result.paths, f"tasks: {verb} {task.id} — {task.text}"))
+    return result
 
 
 @contextmanager
@@ -498,9 +524,7 @@ def add_task(project: Project, text: str, *, priority: str | None = None,
     if "\n" in text or len(text) > MAX_TEXT:
         raise InvalidInputError(f"the task text must be one line under {MAX_TEXT} characters: "
                                 "put the reason in --why")
-    if status not in TASK_STATUSES:
-        raise InvalidInputError(f"unknown status {status!r}: use one of "
-                                f"{'|'.join(TASK_STATUSES)}")
+    _check_status(status)
     with _locked(project):
         tf = _load_for_edit(project)
         archive = _read(project.root / layout.TASKS_ARCHIVE, project.store.context)
@@ -532,9 +556,7 @@ def add_task(project: Project, text: str, *, priority: str | None = None,
 def set_status(project: Project, task_id: str, status: str,
                today: dt.date | None = None) -> EditResult:
     """Set a task's status; `done` also stamps completed-at (today) unless it has one."""
-    if status not in TASK_STATUSES:
-        raise InvalidInputError(f"unknown status {status!r}: use one of "
-                                f"{'|'.join(TASK_STATUSES)}")
+    _check_status(status)
     with _locked(project):
         tf = _load_for_edit(project)
         task = tf.get(task_id)
@@ -624,7 +646,8 @@ def _item_index(tf: TaskFile, task: Task) -> int:
 
 def render_archive_entry(task: Task) -> str:
     """A task as tasks-archive.md records it: heading, then one bullet per field."""
-    lines = [f"### {task.id}: {_one_line(task.text)}", ""]
+    # tasks-archive.md is markdown: each value one line, its markup made literal
+    lines = [f"### {task.id}: {escape.line(task.text)}", ""]
     facts = [f"status: {task.status}"]
     for key in ("completed-at", "priority", "depends-on"):
         value = task.data.get(key)
@@ -640,12 +663,8 @@ def render_archive_entry(task: Task) -> str:
             lines.extend(f"  {rest}" if rest.strip() else "" for rest in body[1:])
     for key, value in task.data.items():
         if key not in TASK_KEYS and value not in (None, ""):
-            lines.append(f"- {key}: {_one_line(str(value))}")
+            lines.append(f"- {key}: {escape.line(str(value))}")
     return "\n".join(lines) + "\n"
-
-
-def _one_line(text: str) -> str:
-    return escape.line(text)  # tasks-archive.md is markdown: one line, markup made literal
 
 
 def _append_archive(text: str, tasks: list[Task], today: dt.date) -> str:

@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cortexfs import accesslog, layout
+from cortexfs import accesslog, autocommit, layout
 from cortexfs.atoms import KINDS, kind_of_filename
-from cortexfs.autocommit import is_locked, try_lock
+from cortexfs.autocommit import debounce_seconds, is_locked, try_lock
 from cortexfs.errors import CortexError, LockTimeoutError
 from cortexfs.store import Project, Store
 
@@ -93,13 +93,6 @@ def lock_file(store: Store) -> Path:
     return store.locks_dir / layout.WATCH_LOCK
 
 
-def debounce_seconds() -> float:
-    try:
-        return max(0.0, float(os.environ.get(DEBOUNCE_ENV, DEBOUNCE)))
-    except ValueError:
-        return DEBOUNCE
-
-
 def running_pid(store: Store) -> int | None:
     """The pid of the watcher running for this store, or None."""
     if not is_locked(lock_file(store)):
@@ -124,7 +117,8 @@ class Watcher:
                  echo: Callable[[str], None] | None = None,
                  regenerate: Callable[[Store, list[str] | None], Any] | None = None) -> None:
         self.store = store
-        self.debounce = debounce_seconds() if debounce is None else debounce
+        self.debounce = debounce_seconds(DEBOUNCE_ENV, DEBOUNCE) if debounce is None \
+            else debounce
         self.log_debounce = log_debounce
         self.record_reads = record_reads and sys.platform.startswith("linux")
         self.echo = echo
@@ -145,12 +139,7 @@ class Watcher:
     # --- logging -------------------------------------------------------------------------
 
     def log(self, message: str) -> None:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        line = f"{stamp} {message}"
-        with contextlib.suppress(OSError):
-            self.store.logs_dir.mkdir(parents=True, exist_ok=True)
-            with open(self.store.logs_dir / layout.WATCH_LOG, "a", encoding="utf-8") as f:
-                f.write(line + "\n")
+        line = autocommit.log(str(self.store.home), layout.WATCH_LOG, message)
         if self.echo is not None:
             self.echo(line)
 
@@ -165,7 +154,7 @@ class Watcher:
         if parts[0] != "projects" or len(parts) not in (3, 4):
             return None
         project, folder = parts[1], parts[2]
-        if not project or project.startswith((".", "_")) or folder not in _FOLDERS:
+        if not layout.is_project_folder(project) or folder not in _FOLDERS:
             return None
         return project, folder, parts[3] if len(parts) == 4 else ""
 
@@ -384,8 +373,6 @@ class Watcher:
         self._retry_at = time.monotonic() + max(self.debounce, 5.0)
 
     def _commit_logs(self) -> None:
-        from cortexfs import autocommit
-
         try:
             autocommit.commit_logs(str(self.store.home))
             self._logs_dirty_since = None
@@ -417,7 +404,7 @@ class Watcher:
             if key in seen or self._logged_elsewhere(r):
                 continue
             seen.add(key)
-            ts = _iso(r.wall)
+            ts = accesslog.timestamp(r.wall)
             lines.setdefault(r.project, []).append(
                 accesslog.format_line(r.name, WATCH_TOOL, "", ts))
         for project, project_lines in lines.items():
@@ -492,11 +479,6 @@ class Watcher:
             else:
                 del recent[name]
         return recent
-
-
-def _iso(wall: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall)) + \
-        f".{int(wall % 1 * 1000):03d}Z"
 
 
 def _parse_iso(ts: str) -> float:

@@ -20,6 +20,12 @@ def plural(n: int, noun: str, many: str | None = None, *, sep: bool = False) -> 
     return f"{number} {noun if n == 1 else plural_of(noun, many)}"
 
 
+def some(items: list[str], limit: int) -> str:
+    """The first `limit` items, comma-separated, and how many more: `a, b, c and 4 more`."""
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
 def plural_of(noun: str, many: str | None = None) -> str:
     """The plural of `noun` (`many` when given)."""
     if many is not None:

@@ -8,6 +8,8 @@ from typing import Annotated, Any
 import typer
 
 from cortexfs.cli import common
+from cortexfs.errors import InvalidInputError
+from cortexfs.layout import WATCH_LOG
 
 hooks_app = typer.Typer(help="Connect Claude Code: the hooks that log the agent's reads and "
                         "start each session with a brief, and the MCP server.",
@@ -33,7 +35,6 @@ DryRun = Annotated[bool, typer.Option(
 
 def _settings(project_dir: str | None, user: bool, local: bool, shared: bool) -> Path:
     from cortexfs.claude_settings import settings_path
-    from cortexfs.errors import InvalidInputError
 
     if local and shared:
         raise InvalidInputError("give either --local or --shared, not both")
@@ -91,7 +92,6 @@ def install(
         plan_install,
         plan_mcp,
     )
-    from cortexfs.errors import InvalidInputError
     from cortexfs.tokens import chars_for
 
     store = common.open_store()
@@ -220,8 +220,6 @@ def watch(
 ) -> None:
     """Regenerate and commit as atoms change; log other programs' reads of atoms (Linux)."""
     from cortexfs import watch as watching
-    from cortexfs.errors import InvalidInputError
-    from cortexfs.layout import WATCH_LOG
 
     if sum((foreground, show_status, stop)) > 1:
         raise InvalidInputError("give at most one of --foreground, --status and --stop")

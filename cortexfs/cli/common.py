@@ -12,6 +12,7 @@ import typer
 
 from cortexfs.layout import CONTEXT_PREFIX
 from cortexfs.store import Store
+from cortexfs.wording import some
 
 if TYPE_CHECKING:
     from cortexfs.commit import Transaction
@@ -72,10 +73,6 @@ def output_format(*, ids: bool = False) -> str:
     return str(fmt)
 
 
-def set_home(home: str | None) -> None:
-    _state["home"] = home
-
-
 def open_store() -> Store:
     """The store named by --home / CORTEX_HOME / ~/.cortex; errors if not initialised."""
     return Store.open(_state["home"])
@@ -119,10 +116,8 @@ def report(txn: Transaction) -> None:
     if done is None:
         return
     if done.pending:
-        shown = ", ".join(p.removeprefix(CONTEXT_PREFIX) for p in done.pending[:3])
-        more = f" and {len(done.pending) - 3} more" if len(done.pending) > 3 else ""
-        typer.secho(f"also committed what was pending under context/: {shown}{more}",
-                    err=True)
+        shown = some([p.removeprefix(CONTEXT_PREFIX) for p in done.pending], 3)
+        typer.secho(f"also committed what was pending under context/: {shown}", err=True)
     if done.warning:
         warn(done.warning)
 
@@ -146,8 +141,6 @@ def ok(message: str) -> None:
 
 def warn(message: str) -> None:
     typer.secho(f"warning: {message}", fg="yellow", err=True)
-
-
 
 
 def run_plan(store: Store, make: Callable[[], Plan], no_commit: bool = False,

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.store import check_project_name
 
 project_app = typer.Typer(help="Create, list, archive and remove projects.",
                           no_args_is_help=True)
@@ -62,7 +63,6 @@ def project_new(
     """Scaffold a project: governance files, atom folders and _meta/."""
     from cortexfs import lifecycle, scaffold
     from cortexfs.commit import Change
-    from cortexfs.store import check_project_name
 
     store = common.open_store()
     check_project_name(name)

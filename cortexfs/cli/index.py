@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
-from cortexfs.wording import plural
+from cortexfs.errors import InvalidInputError
+from cortexfs.wording import plural, some
 
 if TYPE_CHECKING:
     from cortexfs.regen import RegenResult
@@ -31,7 +32,6 @@ def regen(
     Also folds the access logs into refs / last-ref and refreshes the store-wide files
     (OVERVIEW.md, HIPPOCAMPUS.md, the CORTEX.md blocks)."""
     from cortexfs.commit import Change
-    from cortexfs.errors import InvalidInputError
     from cortexfs.regen import regenerate
 
     fmt = common.output_format()
@@ -54,7 +54,8 @@ def regen(
             result = regenerate(store, selected, progress=fmt == "text")
             if result.drained:
                 txn.wrote_unlisted()
-            txn.add(Change(result.written, f"index: regenerate {_describe(result.projects, all_)}",
+            txn.add(Change(result.written, "index: regenerate "
+                           + ("all projects" if all_ else some(result.projects, 3)),
                            regenerated=set(result.projects)))
         common.report(txn)
         pending = txn.result.pending if txn.result else []
@@ -86,14 +87,6 @@ def regen(
                  "--all" if all_ else " ".join(result.projects))
     if check and result.written:
         raise typer.Exit(1)
-
-
-def _describe(projects: list[str], all_: bool) -> str:
-    if all_:
-        return "all projects"
-    if len(projects) <= 3:
-        return ", ".join(projects)
-    return f"{', '.join(projects[:3])} and {len(projects) - 3} more"
 
 
 def _summary(result: RegenResult, check: bool, committed: bool, n_projects: int,

@@ -14,6 +14,8 @@ from cortexfs import __version__
 from cortexfs.cli import common
 from cortexfs.errors import CortexError, from_os_error
 from cortexfs.interrupt import EXIT_CODE, Interrupted
+from cortexfs.layout import CRASH_LOG
+from cortexfs.store import Store
 
 
 class CortexGroup(TyperGroup):
@@ -91,9 +93,6 @@ def _usage_error(e: UsageError) -> NoReturn:
 
 def _log_crash() -> str:
     import traceback
-
-    from cortexfs.layout import CRASH_LOG
-    from cortexfs.store import Store
 
     try:
         logs = Store.at(common._state["home"]).logs_dir

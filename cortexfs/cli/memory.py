@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.errors import InvalidInputError, NotAStoreError
+from cortexfs.layout import USER
 from cortexfs.wording import plural
 
 if TYPE_CHECKING:
@@ -32,8 +34,6 @@ NoCommit = Annotated[bool, typer.Option(
 def _resolve(path: Path | None) -> tuple[Path, Store | None]:
     """The MEMORY.md to work on and the store it lies in (None when outside any store)."""
     from cortexfs import wall
-    from cortexfs.errors import NotAStoreError
-    from cortexfs.layout import USER
 
     if path is None:
         store = common.open_store()
@@ -203,8 +203,6 @@ def _print_plan(plan: object, dry_run: bool, written: list[Path]) -> None:
 
 
 def _parse_date(value: str) -> dt.date:
-    from cortexfs.errors import InvalidInputError
-
     try:
         return dt.date.fromisoformat(value)
     except ValueError:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.errors import InvalidInputError
 from cortexfs.wording import plural
 
 if TYPE_CHECKING:
@@ -99,7 +100,6 @@ def recall(
     Listing hits is not a read; opening one with --open N is (a "recall" access-log line).
     """
     from cortexfs import recall as rc
-    from cortexfs.errors import InvalidInputError
 
     fmt = common.output_format()
     if open_rank is not None and open_rank < 1:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.errors import GitError, InvalidInputError
 from cortexfs.wording import plural
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ def commit(
     regenerated, so the commit holds together. Nothing outside context/ is committed."""
     from cortexfs import git
     from cortexfs.commit import Change
-    from cortexfs.errors import GitError
 
     fmt = common.output_format()
     store = common.open_store()
@@ -126,7 +126,6 @@ def status(
 
         set_status(atom_id, new_status, reason, project, no_commit)
         return
-    from cortexfs.errors import InvalidInputError
 
     if reason is not None or project is not None or no_commit:
         raise InvalidInputError("--reason, --project and --no-commit go with an atom id: "

@@ -7,27 +7,19 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
-from cortexfs.layout import TASKS_ARCHIVE, TASKS_FILE
+from cortexfs.layout import TASKS_ARCHIVE
 from cortexfs.wording import plural
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
-    from cortexfs.store import Project, Store
+    from cortexfs.store import Project
     from cortexfs.tasks import EditResult, Task
 
 tasks_app = typer.Typer(help="The project's task queue (TASKS.yaml).", no_args_is_help=True)
 
 ProjectOpt = common.ProjectOpt
 NoCommit = common.NoCommit
-
-
-def _one_project(store: Store, name: str | None) -> Project:
-    """The named project, or the store's only project when none is named."""
-    from cortexfs.lifecycle import only_project
-
-    return only_project(store, name)
 
 
 def _rewritten_note(rewritten: bool, project: Project) -> None:
@@ -37,24 +29,18 @@ def _rewritten_note(rewritten: bool, project: Project) -> None:
                     "are gone (see git diff)")
 
 
-def _task_files(project: Project) -> list[Path]:
-    """The files a tasks command may rewrite (put back as they were if it fails)."""
-    return [project.root / TASKS_FILE, project.root / TASKS_ARCHIVE]
-
-
 def _change_one_task(project: str | None, no_commit: bool, verb: str,
                      change: Callable[[Project], EditResult]) -> Task | None:
-    """Run `change` on one project's TASKS.yaml as one commit ("tasks: VERB T-N — text"); the
-    task it changed, or None when the JSON report was printed instead."""
-    from cortexfs.commit import Change
+    """`tasks.change_one` as a command; the task it changed, or None when the JSON report
+    was printed instead."""
+    from cortexfs import tasks
+    from cortexfs.lifecycle import only_project
 
     store = common.open_store()
-    proj = _one_project(store, project)
+    proj = only_project(store, project)
     with common.writing(store, no_commit) as txn:
-        txn.keep(*_task_files(proj))
-        result = change(proj)
-        task = result.tasks[0]
-        txn.add(Change(result.paths, f"tasks: {verb} {task.id} — {task.text}"))
+        result = tasks.change_one(txn, proj, verb, change)
+    task = result.tasks[0]
     common.report(txn)
     _rewritten_note(result.rewritten, proj)
     if common.output_format() == "json":
@@ -163,7 +149,7 @@ def tasks_archive(
     notes: list[tuple[bool, str]] = []
     with common.writing(store, no_commit) as txn:
         for proj in projects:
-            txn.keep(*_task_files(proj))
+            txn.keep(*tasks.files(proj))
             result = tasks.archive(proj, older_than_days=older_than)
             if result.rewritten:
                 _rewritten_note(result.rewritten, proj)

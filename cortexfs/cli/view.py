@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.errors import InvalidInputError
 from cortexfs.wording import plural
 
 
@@ -38,7 +39,6 @@ def view(
     import gc
     import webbrowser
 
-    from cortexfs.errors import InvalidInputError
     from cortexfs.view.build import build
 
     fmt = common.output_format()

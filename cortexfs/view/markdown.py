@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,8 +19,8 @@ from markdown_it.token import Token
 
 from cortexfs.atoms import ATOM_ID
 from cortexfs.escape import external_href, html
+from cortexfs.frontmatter import HTML_COMMENT
 
-_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 # an atom id (as written) → the relative URL of its page, or None when it has none
 Resolver = Callable[[str], "str | None"]
 
@@ -41,7 +40,7 @@ def render(md: MarkdownIt, text: str, resolve: Resolver | None = None) -> str:
     """`text` as HTML; atom ids that `resolve` knows become links. HTML comments (the
     scaffolded files' instructions) are left out, as a markdown viewer would hide them."""
     if "<!--" in text:
-        text = _COMMENT.sub("", text)
+        text = HTML_COMMENT.sub("", text)
     return md.render(text, {"resolve": resolve})
 
 

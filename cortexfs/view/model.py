@@ -16,10 +16,13 @@ import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import cache, wall
+from cortexfs import cache, tasks, wall
 from cortexfs.atoms import ATOM_ID, KINDS, Atom, kind_of_id, split_status, status_group
 from cortexfs.errors import AtomParseError, CortexError
+from cortexfs.frontmatter import decode, locate, read_bytes
 from cortexfs.layout import MISSION_MD, ROADMAP_MD, STATUS_MD, TASKS_ARCHIVE, TASKS_FILE
+from cortexfs.store import PROJECT_NAME
+from cortexfs.tasks import OPEN_STATUSES
 from cortexfs.view.history import Days, daily_reads
 
 if TYPE_CHECKING:
@@ -30,7 +33,6 @@ if TYPE_CHECKING:
     from cortexfs.tasks import TaskFile
 
 GOVERNANCE_TEXTS = (STATUS_MD, MISSION_MD, ROADMAP_MD)
-OPEN_TASKS = ("todo", "doing", "blocked")
 # how an atom names another: the relation as seen from the atom named
 RELATIONS = {"evidence": "cited as evidence by", "source": "a source experiment of",
              "link": "linked from", "status": "named in the status of"}
@@ -126,6 +128,11 @@ class ProjectModel:
         """The atom an id names in this project (any spelling of its number)."""
         return self.by_id.get(canonical_id(atom_id))
 
+    def href(self, atom_id: str) -> str | None:
+        """The page of the atom an id names in this project (for links in markdown)."""
+        target = self.resolve(atom_id)
+        return target.href if target is not None else None
+
     def link(self) -> None:
         """Work out what each atom names (`cited`) and what names it (`backlinks`)."""
         for am in self.atoms:
@@ -149,7 +156,7 @@ class ProjectModel:
                 self.backlinks.setdefault(target.stem, []).append((relation, am))
 
     def open_tasks(self) -> int:
-        return sum(1 for t in self.tasks.tasks if t.status in OPEN_TASKS) if self.tasks else 0
+        return sum(1 for t in self.tasks.tasks if t.status in OPEN_STATUSES) if self.tasks else 0
 
     def last_activity(self) -> str | None:
         """The newest of the newest atom's date and the newest read (a day)."""
@@ -160,7 +167,6 @@ class ProjectModel:
 
 def select(store: Store, names: list[str] | None) -> tuple[list[Project], list[str]]:
     """The projects to show (`names`, or all) and why others are not shown."""
-    from cortexfs.store import PROJECT_NAME
 
     shown, skipped = [], []
     for project in store.select(names):
@@ -240,8 +246,6 @@ def _phase(status: str | None) -> str:
 
 
 def _tasks(project: Project) -> tuple[TaskFile | None, str | None]:
-    from cortexfs import tasks
-
     path = project.root / TASKS_FILE
     if os.path.islink(path):
         return None, f"{TASKS_FILE} is a symlink: not part of the store, not shown"
@@ -254,7 +258,6 @@ def _tasks(project: Project) -> tuple[TaskFile | None, str | None]:
 def read_body(am: AtomModel) -> str | None:
     """The atom's body (after the frontmatter) as its file holds it now; None when the file
     is gone, a symlink, or no longer parses."""
-    from cortexfs.frontmatter import decode, locate, read_bytes
 
     path = am.atom.path
     try:

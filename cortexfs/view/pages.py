@@ -30,7 +30,11 @@ from cortexfs import cache
 from cortexfs.atoms import ATOM_ID, KINDS
 from cortexfs.escape import html, url_part
 from cortexfs.layout import MISSION_MD, STATUS_MD
+from cortexfs.regen.render import COLD_DAYS, HOT_REFS
+from cortexfs.tasks import TASK_STATUSES, sort_key
+from cortexfs.templates import package_dir
 from cortexfs.view import CSP, charts
+from cortexfs.view.markdown import render as render_md
 from cortexfs.view.model import RELATIONS, AtomModel, ProjectModel
 
 if TYPE_CHECKING:
@@ -51,8 +55,6 @@ def digest(*parts: Any) -> str:
 def identity() -> str:
     """What every page also depends on: this package's code and its templates. (The
     assets are not: a page only names them, and they are keyed by their own content.)"""
-    from cortexfs.templates import package_dir
-
     stamps: list[Any] = [cache.code_key()]
     for entry in sorted(os.scandir(package_dir("templates") / "view"), key=lambda e: e.name):
         if entry.is_file():
@@ -66,8 +68,6 @@ def environment() -> jinja2.Environment:
     """The sandboxed, autoescaping Jinja environment of the packaged view templates."""
     import jinja2
     from jinja2.sandbox import SandboxedEnvironment
-
-    from cortexfs.templates import package_dir
 
     return SandboxedEnvironment(
         loader=jinja2.FileSystemLoader(str(package_dir("templates"))),
@@ -202,15 +202,9 @@ def _chain_data(node: ChainNode) -> dict[str, Any]:
 def render_atom(md: MarkdownIt, pm: ProjectModel, data: dict[str, Any], body: str | None) -> str:
     """An atom page: its frame (templates/view/atom.html.j2, made once per project and
     kind) around its main part, assembled here as strings (atom_main)."""
-    from cortexfs.view.markdown import render as render_md
-
-    def resolve(atom_id: str) -> str | None:
-        target = pm.resolve(atom_id)
-        return target.href if target is not None else None
-
     if body is not None:
         body = _without_title(body, data["id"])
-    body_html = render_md(md, body, resolve) if body and body.strip() else ""
+    body_html = render_md(md, body, pm.href) if body and body.strip() else ""
     title = html(data["id"])
     frame = _atom_frame(pm.name, data["kind"])
     return "".join((frame[0], title, frame[1], title, frame[2], atom_main(data, body_html),
@@ -356,8 +350,6 @@ def project_key(ident: str, pm: ProjectModel) -> str:
 
 def project_data(pm: ProjectModel) -> dict[str, Any]:
     """Everything a project page shows (the governance files as their markdown text)."""
-    from cortexfs.regen.render import HOT_REFS
-
     tables = []
     experiments = []
     for kind in KINDS:
@@ -398,8 +390,6 @@ def _neg_day(day: str) -> str:
 
 
 def _tasks(pm: ProjectModel) -> dict[str, Any]:
-    from cortexfs.tasks import TASK_STATUSES, sort_key
-
     tf = pm.tasks
     if tf is None:
         return {"task_columns": [], "task_problems": []}
@@ -436,17 +426,11 @@ def _linked(pm: ProjectModel, text: str) -> list[dict[str, Any]]:
 
 
 def render_project(md: MarkdownIt, pm: ProjectModel, data: dict[str, Any]) -> str:
-    from cortexfs.view.markdown import render as render_md
-
-    def resolve(atom_id: str) -> str | None:
-        target = pm.resolve(atom_id)
-        return target.href if target is not None else None
-
     texts = {}
     for name, key in ((STATUS_MD, "status_html"), (MISSION_MD, "mission_html"),
                       ("roadmap.md", "roadmap_html")):
         text = data["texts"].get(name)
-        texts[key] = Markup(render_md(md, text, resolve)) if text and text.strip() else ""
+        texts[key] = Markup(render_md(md, text, pm.href)) if text and text.strip() else ""
     return render("project", root="../../", crumbs=[(pm.name, None)],
                   timeline=charts.timeline(data["experiments"]), **texts, **data)
 
@@ -458,8 +442,6 @@ def store_row(pm: ProjectModel) -> dict[str, Any]:
     """A project's row on the store page (kept with the site's state, so that a project
     that did not change is not read again for it). `unread_days`: the dates of its active
     atoms never read, from which the cold count is taken on the day the page is made."""
-    from cortexfs.regen.render import HOT_REFS
-
     kinds = [0, 0, 0]
     groups = {"active": 0, "superseded": 0, "invalidated": 0}
     hot = 0
@@ -485,7 +467,6 @@ def store_data(home: str, today: dt.date, rows: list[dict[str, Any]], decay: lis
     import bisect
 
     from cortexfs.hippocampus import DECAY_THRESHOLD
-    from cortexfs.regen.render import COLD_DAYS, HOT_REFS
 
     cutoff = (today - dt.timedelta(days=COLD_DAYS)).isoformat()
     rows = [{**r, "cold": bisect.bisect_left(r["unread_days"], cutoff)} for r in rows]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from cortexfs import cache
+from cortexfs.escape import data_script
 
 SEGMENT = 1024
 MIN_TERM, MAX_TERM = 2, 40
@@ -144,8 +145,6 @@ class SearchIndex:
         """rel path → content of the bucket files of `segments` (changed ones, with their
         terms added), whose terms are saved with the site's state. Segments are
         independent: two processes may each make their own."""
-        from cortexfs.escape import data_script
-
         out: dict[str, str] = {}
         members: dict[int, set[int]] = {}
         for doc in self._docs:
@@ -175,8 +174,6 @@ class SearchIndex:
     def table_files(self) -> dict[str, str]:
         """rel path → content of every docs table and of the index file (the site skips
         the unchanged ones by their content)."""
-        from cortexfs.escape import data_script
-
         out: dict[str, str] = {}
         by_segment: dict[int, list[Doc]] = {}
         for doc in self._docs:
