@@ -30,6 +30,20 @@ def test_cache_of_another_code_or_kind_is_ignored(tmp_path: Path,
     assert cache.load(path, ("rows", ("a", "b"))) is None
 
 
+def test_a_damaged_or_torn_cache_file_reads_as_no_cache(tmp_path: Path) -> None:
+    path = tmp_path / "c.bin"
+    assert cache.save(path, "rows", [(1, "a" * 100)])
+    whole = path.read_bytes()
+    for at in range(len(cache.MAGIC), len(whole), 7):  # a byte changed anywhere after MAGIC
+        path.write_bytes(whole[:at] + bytes([whole[at] ^ 0x40]) + whole[at + 1:])
+        assert cache.load(path, "rows") is None
+    for end in (0, len(cache.MAGIC) + 2, len(whole) - 1):  # torn
+        path.write_bytes(whole[:end])
+        assert cache.load(path, "rows") is None
+    path.write_bytes(whole)
+    assert cache.load(path, "rows") == [(1, "a" * 100)]
+
+
 def test_code_key_is_a_digest_of_the_sources() -> None:
     key = cache.code_key()
     assert len(key) == 32 and key == cache.code_key()
