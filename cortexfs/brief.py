@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cortexfs.errors import CortexError, InvalidInputError
+from cortexfs.frontmatter import HTML_COMMENT
 from cortexfs.layout import ISSUES_MD, STATUS_MD
 from cortexfs.tokens import chars_for, estimate, estimate_joined
 from cortexfs.wording import plural
@@ -53,8 +54,6 @@ MAX_ITEM_CHARS = 400
 DECAY_FLOOR = 0.1  # hippocampus.md v2 §8.3: below this strength an entry leaves the context
 EVIDENCE_CHECKED = 200
 SECTIONS_KIND = "brief-atom-sections"
-_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-_OPEN_STATUSES = ("doing", "todo", "blocked")
 
 
 @dataclass
@@ -225,7 +224,7 @@ def _read_text(project: Project, name: str) -> str | None:
 def markdown_lines(text: str) -> list[str]:
     """A governance file's content lines: HTML comments, blank lines and the `#` title gone,
     headings one level down (they sit under the brief's own `##` section)."""
-    text = _COMMENT.sub("", text.replace("\r\n", "\n"))
+    text = HTML_COMMENT.sub("", text.replace("\r\n", "\n"))
     out = []
     for line in text.split("\n"):
         if not line.strip() or re.match(r"^#[ \t]", line):
@@ -260,7 +259,7 @@ def _task_items(project: Project, prefix: str = "") -> tuple[list[tuple[Any, str
         note = f"TASKS.yaml could not be read: {tf.errors[0].message}"
     out = []
     for t in tf.tasks:
-        if t.status not in _OPEN_STATUSES:
+        if t.status not in tasks.OPEN_STATUSES:
             continue
         flags = ", ".join(str(x) for x in (t.status, t.priority) if x not in (None, ""))
         line = f"- {prefix}{t.id} [{flags}] {' '.join(t.text.split())}"

@@ -45,6 +45,7 @@ from cortexfs.atoms import kind_of_filename
 from cortexfs.errors import CortexError, EnvironmentProblem, GitError, from_os_error
 from cortexfs.fsutil import noting_writes
 from cortexfs.store import Store
+from cortexfs.wording import some
 
 INIT_FILES = (".gitignore", ".gitattributes")
 # store-wide generated files that list atoms (with index.md files, `lists_atoms`), and the
@@ -426,9 +427,9 @@ def transaction(store: Store, *, commit: bool = True, command: str | None = None
             undone = txn.undo(regenerated=False)
             e.rerun = e.rerun or command
             if undone:
-                e.done = f"nothing was kept ({_some(undone)} removed or put back)"
+                e.done = f"nothing was kept ({some(undone, 3)} removed or put back)"
             else:
-                done = e.done or (f"{_some(written)} written" if written else "")
+                done = e.done or (f"{some(written, 3)} written" if written else "")
                 e.done = f"{done}, not committed" if done and commit else done
             raise
         except (CortexError, OSError) as e:
@@ -474,9 +475,9 @@ def _explained(e: CortexError | OSError, txn: Transaction) -> CortexError:
     if problem is None:
         raise e
     if undone:
-        note = f"cortex undid what it had written ({_some(undone)}), so nothing is half-done"
+        note = f"cortex undid what it had written ({some(undone, 3)}), so nothing is half-done"
     elif written:
-        note = (f"{_some(written)} written but not committed: fix that, then run "
+        note = (f"{some(written, 3)} written but not committed: fix that, then run "
                 "`cortex commit`")
     else:
         return problem
@@ -484,8 +485,3 @@ def _explained(e: CortexError | OSError, txn: Transaction) -> CortexError:
         " (nothing was half-written)", "")
     kind = type(problem) if type(problem) in (GitError, EnvironmentProblem) else CortexError
     return kind(f"{text}; {note}")
-
-
-def _some(paths: list[str], limit: int = 3) -> str:
-    shown = ", ".join(paths[:limit])
-    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")

@@ -434,11 +434,6 @@ def _mark_held(path: Path) -> tuple[bool, float]:
         return False, time.time()
 
 
-def holds_git_lock(store: Store) -> bool:
-    """Whether this process holds the store's git lock now."""
-    return store.home.absolute() in _held_since
-
-
 # --- git's own lock files: waiting them out, or removing stale ones --------------------------
 
 def git_lock_files(home: Path) -> list[Path]:
@@ -669,14 +664,6 @@ def preflight(store: Store, *, init: bool = False) -> None:
     check_room(gitdir, 0, "git's index")
     check_room(store.context, 0, "the store's files")
     clear_git_locks(home)
-
-
-def check_can_commit(store: Store) -> None:
-    """`preflight` under the store's git lock (for callers that do not hold it)."""
-    if not is_repo(store.home):
-        return
-    with git_lock(store):
-        preflight(store)
 
 
 # --- committing ------------------------------------------------------------------------------

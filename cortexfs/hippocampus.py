@@ -227,10 +227,6 @@ class MemoryIndex:
     reads: int = 0
     _bands: Counter[str] | None = field(default=None, repr=False, compare=False)
 
-    @property
-    def by_key(self) -> dict[str, MemoryEntry]:
-        return {e.key: e for e in self.entries}
-
     def bands(self) -> Counter[str]:
         """band_counts of the entries (computed once: several parts of the files show it)."""
         if self._bands is None:
@@ -439,12 +435,6 @@ def clean_text(text: str, limit: int = MAX_SUMMARY) -> str:
 
 
 _SAFE_WORDS: dict[str, str] = {}
-
-
-def hx_comment(entry: MemoryEntry) -> str:
-    """The entry's `<!-- hx: … -->` metadata line."""
-    head, tail, _ = entry.pieces()
-    return head[head.index("<!-- hx: "):] + f"{entry.strength:.2f}" + tail.rstrip("\n")
 
 
 def render_entry(entry: MemoryEntry, level: int = 3) -> str:
