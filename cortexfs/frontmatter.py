@@ -538,8 +538,13 @@ def too_deep(text: str) -> int | None:
                     return event.start_mark.line if event.start_mark is not None else 0
             elif isinstance(event, closing):
                 depth -= 1
-    except yaml.YAMLError:
-        pass  # the load says what is wrong, with its line
+    except yaml.YAMLError as e:
+        # libyaml 0.2.6 (PyYAML 6.0.4's wheels) stops at 1,000 levels, and in a flow
+        # collection its scanner does so before the parser yields the levels counted here
+        if "maximum nesting depth" in str(getattr(e, "problem", "")):
+            mark = getattr(e, "problem_mark", None)
+            return mark.line if mark is not None else 0
+        # any other error: the load says what is wrong, with its line
     return None
 
 
