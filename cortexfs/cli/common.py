@@ -14,6 +14,18 @@ from cortexfs.layout import CONTEXT_PREFIX
 from cortexfs.store import Store
 from cortexfs.wording import some
 
+FINISHED = [False]  # see `nothing_left_to_write`
+
+
+def nothing_left_to_write() -> None:
+    """Say that this command has written all it will (its caches renamed into place and
+    closed) and has only output left to print. The console script (`main.run`) then ends
+    the process with os._exit once the output is flushed, instead of tearing the
+    interpreter down object by object: ~30 ms of a 100,000-atom `cortex recall` (0.375 ->
+    0.34 s), spent freeing the index it loaded. In-process callers (tests, the MCP server)
+    never exit this way."""
+    FINISHED[0] = True
+
 if TYPE_CHECKING:
     from cortexfs.commit import Transaction
     from cortexfs.lifecycle import Plan

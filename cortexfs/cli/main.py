@@ -158,4 +158,14 @@ _register()
 
 def run() -> None:
     """Console-script entry point."""
-    app()
+    try:
+        app()
+    except SystemExit as e:
+        if common.FINISHED[0] and e.code in (0, None):
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                raise e from None  # (a closed pipe: the usual exit reports it)
+            os._exit(0)
+        raise

@@ -128,6 +128,7 @@ def recall(
         else:
             sys.stdout.write(opened.text if opened.text.endswith("\n") else opened.text + "\n")
         return
+    common.nothing_left_to_write()
     result.hits = result.hits[:k]
     if fmt == "json":
         common.print_json(result.to_json())

@@ -117,3 +117,22 @@ def test_mcp_recall_tool_takes_the_filters(store: Store, atoms: Callable[..., Pa
 
     with pytest.raises(ToolError, match="`status` 'gone' is not a status"):
         anyio.run(server.call_tool, "recall", {"query": "cache", "status": "gone"})
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_cortex_process_prints_all_before_its_quick_exit(
+        store: Store, atoms: Callable[..., Path], cli: object, fmt: str) -> None:
+    """The console script ends a recall with os._exit once its output is flushed (no
+    interpreter teardown): a whole process prints what the command prints, exit 0."""
+    import subprocess
+    import sys
+
+    args = ["recall", "stale reads cache", "--format", fmt]
+    expected = cli(*args).stdout  # type: ignore[operator]
+    code = ("import atexit, sys; atexit.register(lambda: sys.stderr.write('torn down'));"
+            "from cortexfs.__main__ import main; sys.argv[0] = 'cortex'; main()")
+    proc = subprocess.run([sys.executable, "-c", code, "--home", str(store.home), *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == expected and "EXP-001" in proc.stdout
+    assert "torn down" not in proc.stderr  # the quick exit was taken
