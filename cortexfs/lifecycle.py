@@ -502,6 +502,8 @@ def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = 
         existing = None if names is None else [n for n in names if (
             store.projects_dir / n).is_dir()]
         result = regen(store, existing or None)  # ([]: none left, the store-wide files)
+        if result.drained and txn is not None:
+            txn.wrote_unlisted()  # (lines appended to access logs: not in `written`)
         if warn is not None:
             for problem in result.dubious:
                 warn(f"{_rel(store, Path(problem.path))}: {problem.reason}")

@@ -141,7 +141,9 @@ def _write_new(store: Store, proj: Project, req: NewAtom, strict: bool, no_commi
     from cortexfs import lifecycle
     from cortexfs.authoring import add_atom
 
-    with common.writing(store, no_commit) as txn:
+    # (every file it writes is in its Change or written by atomic_write: git status may run
+    # meanwhile, see cortexfs.commit.transaction)
+    with common.writing(store, no_commit, ask_early=True) as txn:
         added = add_atom(proj, req, strict=strict, body=body, extra=extra, body_id=body_id)
         txn.add(added.change)
         txn.add(lifecycle.regenerate(store, [proj.name], txn, warn=common.warn))
