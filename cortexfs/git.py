@@ -692,20 +692,31 @@ def changes_started(home: Path, pathspecs: Sequence[str],
     index lock…): then ask `changes` itself."""
     if not pathspecs:
         return lambda: []
+    output = _started(home, [*_CHANGES, *pathspecs])
+
+    def answer() -> list[tuple[str, str]] | None:
+        text = output()
+        if text is None:
+            return None
+        return [(rec[:2], rec[3:]) for rec in text.split("\0") if len(rec) > 3]
+    return answer
+
+
+def _started(home: Path, args: Sequence[str], env: dict[str, str] | None = None,
+             ) -> Callable[[], str | None]:
+    """`git args`, started now in a process of its own: the returned function waits for its
+    output; None when git failed (the caller then runs it with `git_run`, which says why)."""
     try:
-        proc = subprocess.Popen(["git", "--literal-pathspecs", *_CHANGES, *pathspecs],
-                                cwd=home, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                stdin=subprocess.DEVNULL, env=git_env(), process_group=0)
+        proc = subprocess.Popen(["git", "--literal-pathspecs", *args], cwd=home,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL, env=git_env(env), process_group=0)
     except OSError:
         return lambda: None
 
-    def answer() -> list[tuple[str, str]] | None:
+    def output() -> str | None:
         out, _ = proc.communicate()
-        if proc.returncode != 0:
-            return None
-        text = out.decode("utf-8", "surrogateescape")
-        return [(rec[:2], rec[3:]) for rec in text.split("\0") if len(rec) > 3]
-    return answer
+        return out.decode("utf-8", "surrogateescape") if proc.returncode == 0 else None
+    return output
 
 
 def _head(home: Path) -> str | None:
@@ -737,7 +748,7 @@ def commit_exactly(store: Store, rel: Sequence[str], message: str,
     moved HEAD (another committer) is retried; a failure after the index was updated puts
     those entries back as HEAD has them.
 
-    Git calls: rev-parse, update-index, diff-index, write-tree, commit-tree, update-index,
+    Git calls: rev-parse, update-index, diff-index beside write-tree, commit-tree, update-index,
     update-ref, whatever the number of paths (paths go through stdin).
     """
     home = store.home
@@ -834,7 +845,11 @@ def _build_tree(home: Path, parent: str | None, paths: Sequence[str], index: str
                 mode, sha, _stage = info.split(" ")
                 found[path] = f"{mode} {sha}\t{path}"
         return tree, [found.get(p, f"0 {zero}\t{p}") for p in paths]
+    # write-tree beside diff-index (~4 ms on 10,000 atoms): neither changes an entry, and the
+    # tree is written again below when the index had to change
+    written = _started(home, ["write-tree"], env)
     diff = _diff_index(home, parent, env)
+    built = written()
     if any(d.status == "U" for d in diff):  # a copy of an index in conflict: start afresh
         os.unlink(index)
         git_run(home, "read-tree", parent, env=env)
@@ -843,10 +858,13 @@ def _build_tree(home: Path, parent: str | None, paths: Sequence[str], index: str
     if foreign:
         git_run(home, "update-index", "-z", "--index-info", env=env,
                 input="".join(f"{d.old}\0" for d in foreign))
+        built = None
     ours = [d.new for d in diff if d.path in wanted]
     if not ours:
         return None, []
-    return git_run(home, "write-tree", env=env).stdout.strip(), ours
+    if built is None:
+        built = git_run(home, "write-tree", env=env).stdout
+    return built.strip(), ours
 
 
 class _Diff(tuple[str, str, str, str]):
