@@ -692,7 +692,8 @@ def changes_started(home: Path, pathspecs: Sequence[str],
     index lock…): then ask `changes` itself."""
     if not pathspecs:
         return lambda: []
-    output = _started(home, [*_CHANGES, *pathspecs])
+    # one thread (git's index preload starts up to 20): the caller works on the other core
+    output = _started(home, ["-c", "core.preloadIndex=false", *_CHANGES, *pathspecs])
 
     def answer() -> list[tuple[str, str]] | None:
         text = output()
