@@ -1086,6 +1086,10 @@ def _head_ok(head: Any) -> bool:
         and isinstance(head[2], dict) and isinstance(head[3], int)
 
 
+# (cache file, key) → a share `prepare` built in this process, for the `regen` that follows
+_PREPARED: dict[tuple[Path, str], _Share] = {}
+
+
 def _share(ctx: Any, name: str) -> _Share:
     """A project's share — from the cache when its inputs have not changed, else built (and
     cached)."""
@@ -1093,6 +1097,10 @@ def _share(ctx: Any, name: str) -> _Share:
 
     key = ctx.fingerprint([name], dated=False)
     path = _part_path(ctx.store, name)
+    prepared = _PREPARED.pop((path, key), None) if key else None
+    if prepared is not None:
+        prepared.ctx = ctx
+        return prepared
     if key:
         saved = cache.load(path, PART_KIND)
         if isinstance(saved, tuple) and len(saved) == 3 and saved[0] == key \
@@ -1113,9 +1121,16 @@ def parts(ctx: Any, names: Iterable[str]) -> list[Part]:
 
 def prepare(ctx: Any, names: list[str]) -> None:
     """Build and cache the parts of `names` (a regeneration calls this in the process that
-    regenerated their indexes, so that a cold run builds them on both cores)."""
+    regenerated their indexes, so that a cold run builds them on both cores). The parts
+    built are kept for this process's `regen` (not read back from the cache: ~0.2 s of a
+    100,000-atom cold run), without their atoms."""
+    _PREPARED.clear()
     for name in names:
-        _share(ctx, name)
+        share = _share(ctx, name)
+        if share.key and share._part is not None:
+            for entry in share._part.entries:
+                entry.atom = None
+            _PREPARED[(_part_path(ctx.store, name), share.key)] = share
 
 
 def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
@@ -1146,10 +1161,14 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
             generated = {p.relative_to(context).as_posix() for p in _existing_generated(context)}
             if set(known) >= generated and HIPPOCAMPUS_MD in known \
                     and all(cache.still(context / rel, st) for rel, st in known.items()):
+                _PREPARED.clear()
                 return []
         if isinstance(saved.get("keys"), dict):
             saved_keys = saved["keys"]
-    shares = [_share(ctx, name) for name in ctx.projects]
+    try:
+        shares = [_share(ctx, name) for name in ctx.projects]
+    finally:
+        _PREPARED.clear()
     ref_us = max((s.newest_us for s in shares if s.newest_us is not None), default=None)
     reference = _EPOCH + ref_us * _US if ref_us is not None else None
     clock = reference.isoformat() if reference else "never"
