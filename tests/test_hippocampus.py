@@ -569,13 +569,15 @@ def test_hierarchical_files_whose_inputs_did_not_move_are_not_rendered(
     regenerate(store)
     temporal = store.context / ".hippocampus" / "temporal"
     rendered: list[str] = []
-    real_temporal, real_topic = hippocampus._temporal_file, hippocampus._topic_file
-    monkeypatch.setattr(hippocampus, "_temporal_file",
-                        lambda ref, month, lines: rendered.append(month)
-                        or real_temporal(ref, month, lines))
-    monkeypatch.setattr(hippocampus, "_topic_file",
-                        lambda ref, name, members: rendered.append(name)
-                        or real_topic(ref, name, members))
+    real_render = hippocampus.render_views
+
+    def spy(*args: Any) -> Any:
+        for rel, text in real_render(*args):
+            if rel.startswith((".hippocampus/temporal/", ".hippocampus/topics/")):
+                rendered.append(rel.rsplit("/", 1)[1].removesuffix(".md"))
+            yield rel, text
+
+    monkeypatch.setattr(hippocampus, "render_views", spy)
 
     def new_atom() -> None:
         settle(write_atom("EXP-010", summary="New in March", date="2026-03-30"))
