@@ -30,11 +30,15 @@ topic lines, the newest, most connected and weakest entries as one-liners), and
 (one-liners by month of last access), `decay-queue.md` and `meta.json`.
 
 Regeneration is incremental (`regen`): each project's entries — everything but their
-strength, which depends on the store clock — are cached with their rendered pieces under
+strength, which depends on the store clock — are cached under
 `.cache/hippocampus/<project>.bin`, keyed by that project's input fingerprint, so a change
-in one project rebuilds that project's entries only; the files are then assembled from
-the pieces (strengths recomputed for all). The result is byte for byte what a build from
-the atoms gives; a missing, stale or corrupt cache only costs a rebuild.
+in one project rebuilds that project's entries only. The hierarchical files are rendered
+from each project's view (`project_view`: its figures, the heads of every ordering the
+master shows, its rows of each month and of the decay queue), cached under
+`.cache/hippocampus-views/<project>.bin` by the part's key and the store clock, so the
+entries of a project whose inputs and clock did not move are not even read; a file whose
+inputs did not move is not rendered. The result is byte for byte what a build from the
+atoms gives; a missing, stale or corrupt cache only costs a rebuild.
 """
 
 from __future__ import annotations
