@@ -849,8 +849,10 @@ def _build_tree(home: Path, parent: str | None, paths: Sequence[str], index: str
     # write-tree beside diff-index (~4 ms on 10,000 atoms): neither changes an entry, and the
     # tree is written again below when the index had to change
     written = _started(home, ["write-tree"], env)
-    diff = _diff_index(home, parent, env)
-    built = written()
+    try:
+        diff = _diff_index(home, parent, env)
+    finally:
+        built = written()  # (waited for in any case: the index is removed after a failure)
     if any(d.status == "U" for d in diff):  # a copy of an index in conflict: start afresh
         os.unlink(index)
         git_run(home, "read-tree", parent, env=env)
