@@ -436,6 +436,7 @@ def transaction(store: Store, *, commit: bool = True, command: str | None = None
                 git.preflight(store, init=True)  # before the lock: taking it writes .locks/
         txn.fresh(store.home, store.home / ".git", store.context)
         txn.keep(*(store.home / name for name in INIT_FILES))
+    early: Callable[[], list[tuple[str, str]] | None] | None = None
     with git.git_lock(store), interrupt.deferred():
         try:
             if commit and repo:
@@ -469,6 +470,9 @@ def transaction(store: Store, *, commit: bool = True, command: str | None = None
         except Exception:
             txn.undo()  # a bug: leave nothing half-done behind it either
             raise
+        finally:
+            if early is not None:  # no git of this command outlives its hold of the git lock
+                early()
     if interrupt.received() and txn.result is not None:
         done = f"{txn.result.subject} was committed" if txn.result.commit else "all was done"
         raise interrupt.Interrupted(interrupt.received(), done=done)

@@ -706,7 +706,8 @@ def changes_started(home: Path, pathspecs: Sequence[str],
 def _started(home: Path, args: Sequence[str], env: dict[str, str] | None = None,
              ) -> Callable[[], str | None]:
     """`git args`, started now in a process of its own: the returned function waits for its
-    output; None when git failed (the caller then runs it with `git_run`, which says why)."""
+    output (and gives it again when called again); None when git failed (the caller then
+    runs it with `git_run`, which says why)."""
     try:
         proc = subprocess.Popen(["git", "--literal-pathspecs", *args], cwd=home,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -714,9 +715,14 @@ def _started(home: Path, args: Sequence[str], env: dict[str, str] | None = None,
     except OSError:
         return lambda: None
 
+    done: list[str | None] = []
+
     def output() -> str | None:
-        out, _ = proc.communicate()
-        return out.decode("utf-8", "surrogateescape") if proc.returncode == 0 else None
+        if not done:  # (the answer is kept: it may be asked for again)
+            out, _ = proc.communicate()
+            done.append(out.decode("utf-8", "surrogateescape") if proc.returncode == 0
+                        else None)
+        return done[0]
     return output
 
 

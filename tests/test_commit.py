@@ -131,6 +131,18 @@ def test_new_asks_git_early_and_again_only_about_what_it_wrote(
     head_consistent(store)
 
 
+def test_a_refused_new_leaves_no_git_of_its_own_running(cli: Any, committed: Project) -> None:
+    """The early git status is waited for when the command fails too: none of its git
+    processes outlives its hold of the store's git lock."""
+    for _ in range(3):
+        result = cli("new", "exp", "-p", "flywheel", "-s", "Cache invalidation cut stale reads",
+                     "-t", "x", "--strict")
+        assert result.exit_code == 1 and "nearly duplicates" in result.stderr
+        assert git.git_processes(committed.store.home) == []
+        assert not (git.git_dir_of(committed.store.home) / "index.lock").exists()
+    assert pending(committed.store) == ""
+
+
 def test_asked_again_keeps_the_early_answer_but_for_what_was_written(
         committed: Project) -> None:
     store = committed.store
