@@ -42,7 +42,7 @@ from cortexfs import layout, templates, wall
 from cortexfs.atoms import ATOM_ID, KNOWLEDGE
 from cortexfs.errors import CortexError
 from cortexfs.store import Project, Store
-from cortexfs.wording import plural
+from cortexfs.wording import plural, some
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -425,12 +425,9 @@ def _derived(store: Store, project: str | None, gaps: list[Gap],
     result = regenerate(store, [project] if project else None, dry_run=True, scans=scans)
     if result.written:
         paths = sorted(_rel(store, p) for p in result.written)
-        shown = ", ".join(paths[:MAX_LISTED_PATHS])
-        more = f" and {len(paths) - MAX_LISTED_PATHS} more" if len(paths) > MAX_LISTED_PATHS \
-            else ""
         target = project or "--all"
         gaps.append(Gap("derived", f"{plural(len(paths), 'generated file')} out of date: "
-                        f"{shown}{more}",
+                        f"{some(paths, MAX_LISTED_PATHS)}",
                         f"run `cortex index regen {target}` (it commits what it writes)",
                         project, None))
     return result.written
@@ -452,9 +449,6 @@ def _git(store: Store, project: str | None, gaps: list[Gap]) -> Any:
     if project is not None:
         dirty = [d for d in dirty if _project_of(d) in (None, project)]
     if dirty:
-        shown = ", ".join(dirty[:MAX_LISTED_PATHS])
-        more = f" and {len(dirty) - MAX_LISTED_PATHS} more" if len(dirty) > MAX_LISTED_PATHS \
-            else ""
         outside = [d for d in dirty if not d.startswith(layout.CONTEXT_PREFIX)]
         fix = "run `cortex commit`" if not outside else (
             f"commit them: `git -C {store.home} add -- "
@@ -463,7 +457,7 @@ def _git(store: Store, project: str | None, gaps: list[Gap]) -> Any:
             "commits only context/)" + (", and `cortex commit` for the rest"
                                         if len(outside) < len(dirty) else ""))
         gaps.append(Gap("uncommitted", f"{plural(len(dirty), 'uncommitted change')}: "
-                        f"{shown}{more}",
+                        f"{some(dirty, MAX_LISTED_PATHS)}",
                         fix, project, None))
     if state.has_remote:
         if state.upstream is None:

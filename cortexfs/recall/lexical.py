@@ -39,7 +39,7 @@ from cortexfs import accesslog, cache, forked, layout, wall
 from cortexfs.atoms import KINDS, Kind
 from cortexfs.errors import AtomParseError
 from cortexfs.frontmatter import read_bytes
-from cortexfs.fsutil import file_lock
+from cortexfs.fsutil import file_lock, removed_on_error
 from cortexfs.recall import arrays, docs, files, segment
 from cortexfs.recall.builder import Builder
 from cortexfs.recall.docs import Doc
@@ -541,11 +541,7 @@ def _sha_of(path: Path) -> bytes | None:
 
 def _write(path: Path, write: Callable[[Any], Any]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
+    with removed_on_error(tmp):
         with os.fdopen(fd, "wb") as f:
             write(f)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
