@@ -616,10 +616,8 @@ def _file_links(store: Store, path: Path, project: str | None, own: set[str],
 
 
 def _hippocampus(store: Store, gaps: list[Gap]) -> None:
-    try:
-        from cortexfs.hippocampus import check_pointers
-    except ImportError:  # pragma: no cover - the module ships with cortexfs
-        return
+    from cortexfs.hippocampus import check_pointers
+
     for problem in check_pointers(store):
         rel = _rel(store, problem.file)
         gaps.append(Gap("hippocampus", f"{rel}:{problem.line}: pointer {problem.pointer!r} "
