@@ -400,11 +400,12 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         invalidated, superseded; each by reads, newest, id): id, summary, status, tags,
         refs. Use it to browse or audit a project; to find atoms about a topic use recall.
         Listing is not a read."""
+        from cortexfs.atoms import parse_since
         from cortexfs.authoring import kind_named
 
         rows = lifecycle.list_atoms(
             store, project, kind_named(kind) if kind else None, status, tags,
-            lifecycle.parse_since(since) if since else None)
+            parse_since(since) if since else None)
         return {"atoms": [r.to_json() for r in rows[:limit]], "total": len(rows)}
 
     @tool
