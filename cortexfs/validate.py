@@ -35,7 +35,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from cortexfs import layout
+from cortexfs import cache, layout, wall
 from cortexfs.atoms import (
     ANTI_PATTERN_PREFIX,
     ANTI_PATTERN_TAG,
@@ -666,8 +666,6 @@ def link_findings(store: Store, projects: list[Project], reported: set[str]) -> 
     """Every symbolic link in the store (in the projects being validated and outside any
     project) and in its templates folder, once: none is part of the store (cortexfs.wall),
     so cortex skips it and everything under it. `reported`: paths already named."""
-    from cortexfs import wall
-
     selected = {p.name for p in projects}
     prefix = str(store.projects_dir) + os.sep
     templates = store.templates_dir
@@ -779,7 +777,7 @@ def many_findings(scans: Sequence[ProjectScan],
 
 
 def _findings_key(sc: ProjectScan) -> str:
-    from cortexfs import accesslog, cache
+    from cortexfs import accesslog
 
     project = sc.project
     stats = accesslog.current(project)[0]
@@ -797,8 +795,6 @@ def _findings_path(project: Project) -> Path:
 
 
 def _cached_findings(project: Project, key: str) -> list[Finding] | None:
-    from cortexfs import cache
-
     saved = cache.load(_findings_path(project), FINDINGS_KIND)
     if isinstance(saved, tuple) and len(saved) == 2 and saved[0] == key:
         with contextlib.suppress(TypeError):
@@ -807,8 +803,6 @@ def _cached_findings(project: Project, key: str) -> list[Finding] | None:
 
 
 def _check(sc: ProjectScan, key: str, loaded: LoadedProject | None) -> list[Finding]:
-    from cortexfs import cache
-
     findings = check_project(sc.project, loaded if loaded is not None else sc.loaded())
     cache.save(_findings_path(sc.project), FINDINGS_KIND, (key, _rows(findings)))
     return findings
