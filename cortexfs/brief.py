@@ -32,12 +32,17 @@ budget by `cortexfs.tokens.estimate`.
 from __future__ import annotations
 
 import datetime as dt
+import marshal
+import os
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cortexfs.errors import CortexError, InvalidInputError
+from cortexfs import wall
+from cortexfs.atoms import EXPERIMENT, KINDS, status_group
+from cortexfs.errors import AtomParseError, CortexError, InvalidInputError
 from cortexfs.frontmatter import HTML_COMMENT
 from cortexfs.layout import ISSUES_MD, STATUS_MD
 from cortexfs.tokens import chars_for, estimate, estimate_joined
@@ -211,8 +216,6 @@ def _render(slot: Slot) -> str:
 def _read_text(project: Project, name: str) -> str | None:
     """A governance file of the project; None when missing, a link (not part of the store:
     cortexfs.wall) or over the size limit (`cortex validate` says which)."""
-    from cortexfs import wall
-
     return wall.text_or_none(project.store.context, project.root / name)
 
 
@@ -303,9 +306,6 @@ def _rank(store: Store, parts: Sequence[Part]) -> Ranked:
 def _on_retired_evidence(store: Store, entries: Sequence[MemoryEntry]) -> set[str]:
     """The keys of the entries whose evidence experiments (those that exist) are all
     retired: superseded, refined, stale, deprecated or invalidated."""
-    from cortexfs import wall
-    from cortexfs.atoms import EXPERIMENT, KINDS, status_group
-    from cortexfs.errors import AtomParseError
     from cortexfs.loader import read_atom
 
     kinds = {k.folder: k for k in KINDS}
@@ -433,12 +433,7 @@ def _inputs_key(scans: Sequence[ProjectScan], qualified: bool) -> bytes | None:
     content: a file re-checked by content while its stat data is racy) and their access
     logs' stat data — or None when a log changed within cache.RACY_NS (its stat data
     cannot vouch for its content yet, so nothing is cached or trusted)."""
-    import marshal
-    import os
-    import time
-
     from cortexfs import cache
-    from cortexfs.atoms import KINDS
 
     started = time.time_ns()
     newest = 0
