@@ -25,11 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from cortexfs import authoring, lifecycle, tasks  # (+30 ms at the server's start, once)
 from cortexfs.atoms import parse_since
-from cortexfs.brief import MIN_BUDGET  # (in an annotation: the SDK evaluates it here)
+from cortexfs.brief import MIN_BUDGET, build  # (MIN_BUDGET: the SDK evaluates annotations)
 from cortexfs.commit import Change, transaction
 from cortexfs.errors import CortexError, InvalidInputError, from_os_error
 from cortexfs.store import Store
@@ -346,8 +346,6 @@ def build_server(store: Store) -> Any:
         """What a new session should start with — STATUS.md, open tasks, issues, the
         strongest knowledge and patterns, recent experiments — cut to the token budget,
         ending with a banner that lists what was cut."""
-        from cortexfs.brief import build
-
         return build(store, project, budget).text
 
     _lifecycle_tools(server, store, session)
@@ -584,7 +582,6 @@ def _server_class() -> Any:
     rather than pydantic's multi-line text with a documentation URL."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-    from pydantic import ValidationError
 
     class Server(MCPServer):
         async def call_tool(self, name: str, arguments: dict[str, Any],

@@ -39,6 +39,7 @@ import contextlib
 import os
 import re
 import signal
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -715,8 +716,6 @@ def _recover_merge(store: Store, head0: str, head: str, upstream: str,
 
 def _remove_stale_temporaries(home: Path, age: float = 600.0) -> None:
     """Private index and merge files that a killed cortex process left in the git dir."""
-    import time
-
     cutoff = time.time() - age
     for pattern in ("cortex-index.*", "cortex-merge-*"):
         for path in git.git_dir_of(home).glob(pattern):

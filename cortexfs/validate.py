@@ -51,6 +51,8 @@ from cortexfs.atoms import (
     kind_of_id,
     split_status,
 )
+from cortexfs.errors import AtomParseError
+from cortexfs.frontmatter import key_lines, read_bytes
 from cortexfs.layout import split_id
 from cortexfs.loader import RACY, LoadedProject, ProjectScan, collector_paused, scan
 from cortexfs.store import Project, Store
@@ -879,9 +881,6 @@ def _project_relative(project: Project, path: str) -> str:
 
 
 def _key_lines(path: str) -> dict[str, int]:
-    from cortexfs.errors import AtomParseError
-    from cortexfs.frontmatter import key_lines, read_bytes
-
     try:  # (read_bytes: never through a link, never more than an atom's limit)
         return key_lines(read_bytes(Path(path)).decode("utf-8", "replace"))
     except AtomParseError:

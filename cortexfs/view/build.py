@@ -25,17 +25,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cortexfs import cache, forked
 from cortexfs.escape import data_script, url_part
+from cortexfs.fsutil import file_lock
+from cortexfs.layout import VIEW_LOCK
+from cortexfs.loader import collector_paused
+from cortexfs.regen import RegenContext, context
 from cortexfs.store import Project, Store
 from cortexfs.view import model, pages, search
+from cortexfs.view.markdown import renderer
 from cortexfs.view.model import AtomModel, ProjectModel, read_body
 from cortexfs.view.site import Site, open_site
-
-if TYPE_CHECKING:
-    from cortexfs.regen import RegenContext
 
 ATOMS_KIND = "view-atoms"
 PROJECTS_KIND = "view-projects"
@@ -79,10 +81,6 @@ def default_dir(store: Store) -> Path:
 def build(store: Store, projects: list[str] | None = None, out: Path | None = None) \
         -> BuildResult:
     """Build (or bring up to date) the site of `projects` (all when None) in `out`."""
-    from cortexfs.fsutil import file_lock
-    from cortexfs.layout import VIEW_LOCK
-    from cortexfs.loader import collector_paused
-
     started = time.perf_counter()
     store.require()
     shown, skipped = model.select(store, projects)
@@ -119,9 +117,6 @@ class _Job:
 class _Build:
     def __init__(self, store: Store, site: Site, shown: list[Project], skipped: list[str]) \
             -> None:
-        from cortexfs.regen import context
-        from cortexfs.view.markdown import renderer
-
         self.store = store
         self.site = site
         self.shown = shown

@@ -16,6 +16,7 @@ is what Jinja's autoescape calls too — the pages are byte for byte what the te
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import json
 import marshal
@@ -464,8 +465,6 @@ def store_data(home: str, today: dt.date, rows: list[dict[str, Any]], decay: lis
                total_projects: int, skipped: list[str], page_exists: Any) -> dict[str, Any]:
     """The store page: one row per project (store_row), totals, the decay queue (entries
     of cortexfs.hippocampus; `page_exists(rel)` tells which have a page to link to)."""
-    import bisect
-
     from cortexfs.hippocampus import DECAY_THRESHOLD
 
     cutoff = (today - dt.timedelta(days=COLD_DAYS)).isoformat()
