@@ -29,7 +29,6 @@ files, read only until each project's latest commit is seen), and regeneration r
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import marshal
 import os
 import re
@@ -369,11 +368,9 @@ def _validation(store: Store, started: Callable[[dict[str, LoadedProject]], list
     extra: list[validate.Finding] = []
     projects = [sc.project for sc in scans]
     for spec in validate.EXTRA_CHECKS:
-        module, _, name = spec.partition(":")
-        extra.extend(getattr(importlib.import_module(module), name)(store, projects))
+        extra.extend(validate.load_check(spec)(store, projects))
     for spec in validate.STORE_CHECKS if whole else []:  # (a project's readiness: not these)
-        module, _, name = spec.partition(":")
-        extra.extend(getattr(importlib.import_module(module), name)(store))
+        extra.extend(validate.load_check(spec)(store))
     return lambda: _validation_gaps(
         store, [f for found in started(loaded) for f in found] + extra, skip)
 

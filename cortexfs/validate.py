@@ -653,13 +653,10 @@ def validate(store: Store, projects: list[Project] | None = None) -> Report:
         with collector_paused():  # (its atoms loaded and checked: no cycles among them)
             findings.extend(project_findings(sc))
     for spec in EXTRA_CHECKS:
-        findings.extend(_load_check(spec)(store, selected))
+        findings.extend(load_check(spec)(store, selected))
     if projects is None:
         for spec in STORE_CHECKS:
-            module, _, name = spec.partition(":")
-            store_check: Callable[[Store], Iterable[Finding]] = getattr(
-                importlib.import_module(module), name)
-            findings.extend(store_check(store))
+            findings.extend(load_check(spec)(store))
     findings.extend(link_findings(store, selected, {f.path for f in findings}))
     return Report(findings, atoms, [p.name for p in selected])
 
@@ -814,10 +811,10 @@ def _rows(findings: list[Finding]) -> list[tuple[Any, ...]]:
     return [(f.severity, f.rule, f.path, f.line, f.message) for f in findings]
 
 
-def _load_check(spec: str) -> Callable[[Store, list[Project]], Iterable[Finding]]:
+def load_check(spec: str) -> Callable[..., Iterable[Finding]]:
+    """The function an entry of EXTRA_CHECKS or STORE_CHECKS names ("module:function")."""
     module, _, name = spec.partition(":")
-    check: Callable[[Store, list[Project]], Iterable[Finding]] = getattr(
-        importlib.import_module(module), name)
+    check: Callable[..., Iterable[Finding]] = getattr(importlib.import_module(module), name)
     return check
 
 
