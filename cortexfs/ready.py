@@ -308,11 +308,6 @@ def _rel(store: Store, path: Path | str) -> str:
     return Path(os.path.relpath(path, store.home)).as_posix()
 
 
-def _ctx_rel(store: Store, path: str) -> str:
-    """A validation finding's path (relative to context/) made relative to CORTEX_HOME."""
-    return f"{store.context.name}/{path}"
-
-
 def _project_of(path: str) -> str | None:
     parts = path.split("/")
     if len(parts) > 2 and parts[0] == "context" and parts[1] == "projects":
@@ -378,7 +373,7 @@ def _validation(store: Store, started: Callable[[dict[str, LoadedProject]], list
 def _validation_gaps(store: Store, findings: list[Any], skip: set[str]) -> list[Gap]:
     gaps: list[Gap] = []
     for f in validate.Report(findings).findings:
-        path = _ctx_rel(store, f.path)
+        path = f"{store.context.name}/{f.path}"  # (relative to CORTEX_HOME, not context/)
         where = f"{path}:{f.line}" if f.line else path
         if f.rule == "links":
             gaps.append(Gap("broken-link", f"{where}: {f.message}",

@@ -93,10 +93,6 @@ class Finding:
                 "line": self.line, "message": self.message}
 
 
-def _sort_key(f: Finding) -> tuple[str, int, int, str, str]:
-    return (f.path, f.line or 0, 0 if f.severity == ERROR else 1, f.rule, f.message)
-
-
 @dataclass
 class Report:
     """The findings of one validation, sorted by path then line."""
@@ -106,7 +102,8 @@ class Report:
     projects: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.findings = sorted(self.findings, key=_sort_key)
+        self.findings = sorted(self.findings, key=lambda f: (
+            f.path, f.line or 0, 0 if f.severity == ERROR else 1, f.rule, f.message))
 
     @property
     def errors(self) -> list[Finding]:
