@@ -227,7 +227,7 @@ class _Build:
                 named = None if self._racy(am) else known[pm.name].get(am.atom.path.name)
                 if named is not None and named[0] == am.stamp and doc_key not in need_terms:
                     self.site.put(_atom_rel(pm, am), self._atom_key(pm, am, named[1], 0),
-                                  partial(self._render_atom, pm, am, named[1], None))
+                                  partial(self._render_atom, pm, am, None))
                     continue
                 jobs.append(_Job(pm, am, doc_key in need_terms))
         for (project, file, stamp, named, _) in self._run_jobs(jobs, index, meanwhile):
@@ -265,17 +265,16 @@ class _Build:
         racy = self._racy(am)
         key = self._atom_key(pm, am, named,
                              zlib.crc32(text.encode()) | 1 if racy or body is None else 0)
-        self.site.put(_atom_rel(pm, am), key, partial(self._render_atom, pm, am, named, text))
+        self.site.put(_atom_rel(pm, am), key, partial(self._render_atom, pm, am, text))
         a = am.atom
         terms = search.terms(a.id, a.summary, a.tags, text) if job.tokenize else None
         return (pm.name, a.path.name, None if racy or body is None else am.stamp, named, terms)
 
-    def _render_atom(self, pm: ProjectModel, am: AtomModel, named: list[str],
-                     body: str | None) -> str:
+    def _render_atom(self, pm: ProjectModel, am: AtomModel, body: str | None) -> str:
         """An atom page (its body read now unless given)."""
         if body is None:
             body = read_body(am) or ""
-        return pages.render_atom(self.md, pm, pages.atom_data(pm, am, named), body)
+        return pages.render_atom(self.md, pm, pages.atom_data(pm, am), body)
 
     def _run_jobs(self, jobs: list[_Job], index: search.SearchIndex, meanwhile: Callable[[], Any]) \
             -> list[_JobResult]:
