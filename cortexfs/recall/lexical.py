@@ -237,7 +237,7 @@ class LexicalIndex:
                     self._load()
                     walked_at = time.time_ns()
                     walked = self._walk(projects)
-                if walked and self._apply(walked, projects, progress, walked_at):
+                if walked and self._apply(walked, progress, walked_at):
                     self._compact()
                     self._save()
         if not done:
@@ -322,8 +322,8 @@ class LexicalIndex:
             return [names, stamps.tobytes(), listed]
         return (project, kind, names, stamps, listed)
 
-    def _apply(self, walked: dict[str, tuple[Any, ...]], projects: list[Project],
-               progress: Progress | None, walked_at: int) -> bool:
+    def _apply(self, walked: dict[str, tuple[Any, ...]], progress: Progress | None,
+               walked_at: int) -> bool:
         """Update the table (and write segments) for the walked folders; False when nothing
         changed after all (racily-clean files whose bytes were the same)."""
         total = sum(len(w[2]) for w in walked.values())
