@@ -20,12 +20,8 @@ import re
 from collections.abc import Callable
 
 from cortexfs.atoms import ATOM_ID
+from cortexfs.cache import blake2b  # (without hashlib's OpenSSL import: see cortexfs.cache)
 from cortexfs.layout import KIND_FOLDERS, SUFFIXED
-
-try:  # hashlib imports OpenSSL (~5 ms); the blake2 module alone is all we need
-    from _blake2 import blake2b
-except ImportError:  # pragma: no cover - interpreters without the private module
-    from hashlib import blake2b
 
 # English function words (the usual IR stop list): they carry no topic, and questions are
 # full of them ("what did … do when …").
