@@ -336,20 +336,6 @@ class Listed:
                 "last_ref": a.last_ref, "links": a.links, "evidence": a.cited_experiments()}
 
 
-def parse_since(text: str, today: dt.date | None = None) -> dt.date:
-    """`2026-03-01`, or an age: `7d`, `2w`, `3m` (30-day months) before today."""
-    value = text.strip()
-    m = re.fullmatch(r"(\d{1,5})([dwm])", value)
-    if m:
-        days = int(m[1]) * {"d": 1, "w": 7, "m": 30}[m[2]]
-        return (today or dt.date.today()) - dt.timedelta(days=days)
-    try:
-        return dt.date.fromisoformat(value)
-    except ValueError:
-        raise InvalidInputError(f"--since {text[:40]!r} is not a date: use YYYY-MM-DD or an "
-                                "age such as 7d, 2w or 3m") from None
-
-
 def check_status_filter(status: str) -> str:
     name = status.strip().lower()
     if name not in STATUSES:

@@ -365,12 +365,13 @@ def list_(
     """List atoms, sorted as the indexes are (Active, Invalidated, Superseded; each by refs,
     newest, id). --format text, json, or ids (one id a line, for scripts)."""
     from cortexfs import lifecycle
+    from cortexfs.atoms import parse_since
     from cortexfs.authoring import kind_named
     from cortexfs.errors import InvalidInputError
 
     fmt = common.output_format(ids=True)
     atom_kind = kind_named(kind) if kind is not None else None
-    when = lifecycle.parse_since(since) if since is not None else None
+    when = parse_since(since) if since is not None else None
     if status is not None:
         status = lifecycle.check_status_filter(status)
     if limit is not None and limit < 1:
