@@ -4,6 +4,7 @@ counts worded right."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -145,3 +146,88 @@ def test_counts_are_worded_right(cli: Any, walked: Store) -> None:
     assert "(1 experiment, 0 knowledge, 0 patterns)" in brief and "1 experiments" not in brief
     ready = cli("ready", *home).stdout
     assert "gap(s)" not in ready and "file(s)" not in ready
+
+
+# Private names tests still reach, each waiting for its module's owner to make it public or to
+# give the test another way in (/work/notes/s21-requests.md says why each is wanted). The list
+# only shrinks: a name that is no longer reached must leave it.
+PRIVATE_PENDING = {
+    "cortexfs.brief._parts", "cortexfs.hippocampus._NEVER_US", "cortexfs.hippocampus._by_strength",
+    "cortexfs.hippocampus._recent_first", "cortexfs.hook._tokens", "cortexfs.loader._folder_diff",
+    "cortexfs.loader._unpack", "cortexfs.ready._file_checks", "cortexfs.recall.lexical._write",
+    "cortexfs.renumber._next_free", "cortexfs.sync._push", "cortexfs.templates._environment",
+    "cortexfs.validate._check", "cortexfs.view.build._Shares",
+}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_names_reached(source: str) -> set[str]:
+    """The private names of cortexfs a test module reaches: imported (`from m import _x`),
+    read as an attribute of something it imported from cortexfs (`m._x`, `m.C._y`), or
+    named to setattr / getattr / monkeypatch (`setattr(m, "_x", …)`, "cortexfs.m._x")."""
+    tree = ast.parse(source)
+    bound: dict[str, str] = {}  # local name → what it is in cortexfs
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "cortexfs":
+                    bound[alias.asname or "cortexfs"] = alias.name if alias.asname else "cortexfs"
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "cortexfs":
+            for alias in node.names:
+                bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                if _private(alias.name):
+                    found.add(f"{node.module}.{alias.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            chain = [node.attr]
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                chain.append(base.attr)
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in bound:
+                names = [bound[base.id], *reversed(chain)]
+                for end, name in enumerate(names[1:], 2):
+                    if _private(name):
+                        found.add(".".join(names[:end]))
+                        break
+        elif isinstance(node, ast.Call) and node.args and (
+                getattr(node.func, "attr", None) or getattr(node.func, "id", None)) in (
+                "setattr", "getattr", "delattr", "hasattr"):
+            target = node.args[0]
+            name = node.args[1] if len(node.args) > 1 else None
+            if isinstance(target, ast.Name) and target.id in bound and isinstance(
+                    name, ast.Constant) and isinstance(name.value, str) and _private(name.value):
+                found.add(f"{bound[target.id]}.{name.value}")
+            elif isinstance(target, ast.Constant) and isinstance(target.value, str) \
+                    and target.value.startswith("cortexfs.") \
+                    and any(_private(part) for part in target.value.split(".")):
+                found.add(target.value)  # monkeypatch.setattr("cortexfs.m._x", …)
+    return found
+
+
+def test_the_private_name_finder_finds_each_way_in() -> None:
+    source = ("import cortexfs.hook as h\nfrom cortexfs import brief, sync as s\n"
+              "from cortexfs.view.build import _Shares, build\n"
+              "h._tokens('x'); brief.Brief._cache; s.push; build.__doc__\n"
+              "monkeypatch.setattr(s, '_push', None); setattr(brief, 'public', 1)\n"
+              "monkeypatch.setattr('cortexfs.ready._file_checks', None)\n")
+    assert private_names_reached(source) == {
+        "cortexfs.hook._tokens", "cortexfs.brief.Brief._cache", "cortexfs.sync._push",
+        "cortexfs.view.build._Shares", "cortexfs.ready._file_checks"}
+
+
+def test_no_test_reaches_a_private_name_of_cortexfs() -> None:
+    """Tests go through the public API, so a module can change its insides freely."""
+    tests = Path(__file__).parent
+    reached: dict[str, list[str]] = {}
+    for path in sorted(tests.rglob("*.py")):
+        for name in private_names_reached(path.read_text()):
+            reached.setdefault(name, []).append(str(path.relative_to(tests)))
+    new = {name: where for name, where in reached.items() if name not in PRIVATE_PENDING}
+    assert not new, f"tests reach private names (test the public API instead): {new}"
+    assert not PRIVATE_PENDING - set(reached), (
+        f"no longer reached, remove from PRIVATE_PENDING: {PRIVATE_PENDING - set(reached)}")
