@@ -160,3 +160,12 @@ class Outside:
 def outside(tmp_path: Path) -> Outside:
     """Files and folders next to the store, for links to point at (see Outside)."""
     return Outside(tmp_path / "outside")
+
+
+@pytest.fixture
+def viewed(project: Project) -> Project:
+    """`project` holding view_store's atoms, tasks and reads (the `cortex view` tests)."""
+    from view_store import populate
+
+    populate(project)
+    return project
