@@ -37,3 +37,20 @@ def atoms(write_atom: Callable[..., Path]) -> Callable[..., Path]:
     write_atom("K-001", summary="Invalidate caches on write, not on a timer",
                tags="[cache]", extra="evidence: [EXP-001]\n", date="2026-03-01")
     return write_atom
+
+
+@pytest.fixture
+def lifecycle(write_atom: Callable[..., Path]) -> None:
+    """The issue's example: an invalidated experiment, and the valid one that replaced it."""
+    write_atom("EXP-006", summary="Cache throughput doubled with a write-back cache",
+               tags="[cache, throughput]", date="2026-01-06",
+               extra="status: invalidated:EXP-007\ninvalidated-reason: bad benchmark\n",
+               body="\nCache throughput doubled (cache throughput, measured twice).\n")
+    write_atom("EXP-007", summary="Cache throughput up 20 percent with write-back",
+               tags="[cache]", date="2026-01-07", extra="status: valid\n")
+    write_atom("EXP-008", summary="Deprecated cache throughput notes", tags="[cache]",
+               date="2026-01-08", extra="status: deprecated\n")
+    write_atom("K-001", summary="Write-back caches double cache throughput",
+               tags="[cache]", extra="evidence: [EXP-006]\n", date="2026-01-09")
+    write_atom("K-002", summary="Cache throughput gains need a warm cache", tags="[cache]",
+               extra="evidence: [EXP-007, EXP-006]\n", date="2026-01-09")
