@@ -155,7 +155,7 @@ PRIVATE_PENDING = {
     "cortexfs.brief._parts", "cortexfs.hippocampus._NEVER_US", "cortexfs.hippocampus._by_strength",
     "cortexfs.hippocampus._recent_first", "cortexfs.hook._tokens", "cortexfs.loader._folder_diff",
     "cortexfs.loader._unpack", "cortexfs.ready._file_checks", "cortexfs.recall.lexical._write",
-    "cortexfs.renumber._next_free", "cortexfs.sync._push", "cortexfs.templates._environment",
+    "cortexfs.sync._push", "cortexfs.templates._environment",
     "cortexfs.validate._check", "cortexfs.view.build._Shares",
 }
 
