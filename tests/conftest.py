@@ -169,3 +169,11 @@ def viewed(project: Project) -> Project:
 
     populate(project)
     return project
+
+
+@pytest.fixture
+def tiny_model_dir(tmp_path: Path) -> Path:
+    """A tiny random BERT in the all-MiniLM-L6-v2 file layout (tests/tiny_model.py)."""
+    from tiny_model import make_tiny_model
+
+    return make_tiny_model(tmp_path / "tiny-model")

@@ -6,7 +6,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tiny_model import make_tiny_model
 
 
 @pytest.fixture(autouse=True)
@@ -16,12 +15,12 @@ def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def tiny_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def tiny_model(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A tiny random model; its similarities mean nothing, so abstention is off (the
     abstention test turns it on)."""
     from cortexfs.recall import query
 
-    folder = make_tiny_model(tmp_path / "tiny-model")
+    folder = tiny_model_dir
     monkeypatch.setenv("CORTEX_EMBED_MODEL", str(folder))
     monkeypatch.setattr(query, "DENSE_FLOOR", -2.0)
     return folder
