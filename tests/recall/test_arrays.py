@@ -3,7 +3,10 @@ ones views of an mmap; anything that is not such a file is a ValueError, never m
 
 from __future__ import annotations
 
+import json
+import mmap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -65,4 +68,35 @@ def test_arrays_of_python_objects_are_never_read(tmp_path: Path) -> None:
     assert len(header) == size - 1
     path.write_bytes(raw[:8] + (size - 1).to_bytes(8, "little") + header + b" " + raw[16 + size:])
     with pytest.raises(ValueError, match="holds Python objects"):
+        arrays.read(path)
+
+
+def _mapped(a: Any) -> bool:
+    """Whether the array is a view of a memory mapping (not a copy of the bytes)."""
+    while isinstance(a, np.ndarray):
+        a = a.base
+    return isinstance(a, memoryview) and isinstance(a.obj, mmap.mmap)
+
+
+def test_array_files(tmp_path: Path) -> None:
+    path = tmp_path / "a.arr"
+    data = {"ids": np.arange(10, dtype=np.int32), "empty": np.zeros((0, 3), np.int64),
+            "small": np.array([1.5, 2.5])}
+    arrays.write(path, data, {"k": 1}, mapped=frozenset({"ids", "empty"}))
+    got, meta = arrays.read(path)
+    assert meta == {"k": 1} and got["ids"].tolist() == list(range(10))
+    assert _mapped(got["ids"]) and not _mapped(got["small"])
+    assert got["empty"].shape == (0, 3) and got["small"].tolist() == [1.5, 2.5]
+    raw = bytearray(path.read_bytes())
+    size = int.from_bytes(raw[8:16], "little")
+    offset = json.loads(raw[16:16 + size])["arrays"]["small"][2]
+    raw[-(-(16 + size) // arrays.ALIGN) * arrays.ALIGN + offset] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="small is damaged"):
+        arrays.read(path)
+    path.write_bytes(bytes(raw[:40]))
+    with pytest.raises((ValueError, OSError)):
+        arrays.read(path)
+    path.write_bytes(b"PK\x03\x04 a zip")
+    with pytest.raises(ValueError, match="not an array file"):
         arrays.read(path)

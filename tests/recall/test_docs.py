@@ -59,3 +59,18 @@ def test_codes_of_the_columns() -> None:
     assert docs.date_ordinal("2026-03-07") == dt.date(2026, 3, 7).toordinal()
     assert docs.date_ordinal(None) == 0
     assert docs.date_ordinal("not a date") == 0
+
+
+def test_doc_rows_name_their_fields() -> None:
+    from cortexfs.recall.docs import Doc, decode_row, encode_rows
+
+    doc = Doc(key="p/experiments/EXP-001.md", project="p", kind="experiments", id="EXP-001",
+              summary="s", tags=["t"], date=None, status="active", vsha="ab")
+    (raw,) = encode_rows([doc])
+    assert decode_row(raw, doc.key, "p", "experiments", "ab") == doc
+    data = json.loads(raw)
+    for change in ({"added": 1}, {"summary": None}):
+        row = {**data, **change}
+        row = {k: v for k, v in row.items() if v is not None}
+        with pytest.raises(ValueError, match="fields"):
+            decode_row(json.dumps(row).encode(), doc.key, "p", "experiments", "ab")
