@@ -9,9 +9,8 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Lexical, heat and recency only, unless a test installs a model."""
-    monkeypatch.setenv("CORTEX_EMBED_MODEL", "off")
+def _no_model(no_model: None) -> None:
+    """Every recall test starts without a model (tests/conftest.py's no_model)."""
 
 
 @pytest.fixture
@@ -24,18 +23,6 @@ def tiny_model(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("CORTEX_EMBED_MODEL", str(folder))
     monkeypatch.setattr(query, "DENSE_FLOOR", -2.0)
     return folder
-
-
-@pytest.fixture
-def atoms(write_atom: Callable[..., Path]) -> Callable[..., Path]:
-    write_atom("EXP-001", summary="Cache invalidation on write cut stale reads by 40 percent",
-               tags="[cache, latency]", date="2026-01-10")
-    write_atom("EXP-002", summary="Shard rebalancing doubled tail latency during backfill",
-               tags="[shard, backfill]", date="2026-02-10",
-               body="\n## Results\n\nThe rebalancer moved hot shards first.\n")
-    write_atom("K-001", summary="Invalidate caches on write, not on a timer",
-               tags="[cache]", extra="evidence: [EXP-001]\n", date="2026-03-01")
-    return write_atom
 
 
 @pytest.fixture
