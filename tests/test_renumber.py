@@ -34,6 +34,7 @@ def test_a_new_id_keeps_a_suffix_next_to_its_sibling(store: Store) -> None:
 
     ids = {"EXP-001", "EXP-042", "EXP-042b", "EXP-007"}
     assert allocated(EXPERIMENT, "EXP-042b", ids) == "EXP-042a"
+    assert allocated(EXPERIMENT, "EXP-042b", {*ids, "EXP-042a"}) == "EXP-042c"
     assert allocated(EXPERIMENT, "EXP-042", ids) == "EXP-043"
     assert allocated(KNOWLEDGE, "K-001", {"K-001", "K-010"}) == "K-011"
 

@@ -47,6 +47,7 @@ def test_words_of_the_query_are_marked_by_their_stems_and_ids_as_ids() -> None:
     marked = [text[a:b] for a, b in highlights(analyzer, text, terms)]
     assert marked == ["Caches", "cached", "rebalancing", "EXP-042", "cache"]
     assert highlights(analyzer, "the of and", set(analyzer.stems(["the"]))) == []  # stopwords
+    assert highlights(analyzer, "x marks", {"x"}) == []  # one letter: no word
     snippet = make(analyzer, text, 7, 9, terms)
     assert (snippet.first, snippet.last, snippet.text) == (7, 9, text)
 

@@ -22,6 +22,7 @@ def test_only_the_time_may_differ_for_a_file_to_be_unchanged() -> None:
     old = "# Experiments\n\n> Last updated: 2026-01-01T00:00:00Z\n\n| id |\n"
     assert unchanged(old, TEXT)
     assert not unchanged(old, TEXT + "| EXP-001 |\n")
+    assert not unchanged(old + "| EXP-001 |\n", TEXT)  # a row less
     assert not unchanged(None, TEXT)
     assert not unchanged("# Experiments\n\n| id |\n", TEXT)  # no time line to keep
 
