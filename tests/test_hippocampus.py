@@ -530,3 +530,86 @@ def test_the_orders_sorted_in_passes_are_those_of_one_tuple_key(
     assert hippocampus.decay_queue(index) == sorted(
         (e for e in entries if e.strength < hippocampus.DECAY_THRESHOLD),
         key=lambda e: (e.strength, e.key))
+
+
+def test_hierarchical_files_whose_inputs_did_not_move_are_not_rendered(
+        store: Store, project: Project, write_atom: Callable[..., Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the hierarchical layout a run renders the temporal files, decay queue and topic
+    files whose inputs moved (and those no longer as written), the others not at all; what
+    it leaves on disk is byte for byte a run with no cache."""
+    import shutil
+    import time
+
+    from cortexfs import scaffold
+    from cortexfs.regen import regenerate
+
+    monkeypatch.setattr(hippocampus, "MAX_TOKENS", 300)
+    monkeypatch.setattr(hippocampus, "MASTER_MAX_TOKENS", 1_000)
+    real_ns = time.time_ns  # what regeneration writes is seconds old by the next step
+    monkeypatch.setattr(time, "time_ns", lambda: real_ns() + 10_000_000_000)
+    clock = [1_700_000_000]
+
+    def settle(*paths: Path) -> None:
+        for path in paths:
+            for p in (path, path.parent):
+                clock[0] += 1
+                os.utime(p, (clock[0], clock[0]))
+
+    other, _ = scaffold.new_project(store, "other")
+    mine = [write_atom(f"EXP-{n:03d}", summary=f"Run {n}", date=f"2026-0{1 + n % 3}-0{n}",
+                       extra="links: [EXP-001]\n" if n > 1 else "") for n in range(1, 10)]
+    theirs = [write_atom(f"EXP-{n:03d}", summary=f"Other {n}", date=f"2026-0{1 + n % 3}-1{n}",
+                         target=other) for n in range(1, 10)]
+    write_atom("EXP-001", summary="The clock", date="2099-01-01", target=scaffold.new_project(
+        store, "late")[0])  # holds the store clock still while the others change
+    settle(*mine, *theirs)
+    regenerate(store)
+    temporal = store.context / ".hippocampus" / "temporal"
+    rendered: list[str] = []
+    real_render = hippocampus.render_views
+
+    def spy(*args: Any) -> Any:
+        for rel, text in real_render(*args):
+            if rel.startswith((".hippocampus/temporal/", ".hippocampus/topics/")):
+                rendered.append(rel.rsplit("/", 1)[1].removesuffix(".md"))
+            yield rel, text
+
+    monkeypatch.setattr(hippocampus, "render_views", spy)
+
+    def new_atom() -> None:
+        settle(write_atom("EXP-010", summary="New in March", date="2026-03-30"))
+
+    def hand_edit_a_month() -> None:
+        path = temporal / "2026-02.md"
+        path.write_text(path.read_text() + "a line by hand\n")
+        settle(path)
+
+    def edit_a_shared_month() -> None:
+        text = theirs[1].read_text().replace("Other 2", "Other two")
+        theirs[1].write_text(text)
+        settle(theirs[1])
+
+    def delete_the_queue() -> None:
+        (store.context / ".hippocampus" / "decay-queue.md").unlink()
+
+    def move_the_clock() -> None:
+        read(other, "EXP-003.md", "2099-02-01T00:00:00.000Z")
+        settle(other.access_log)
+
+    expected = [["2026-03", "flywheel"], ["2026-02"], ["2026-03", "other"], [],
+                ["2026-01", "2026-02", "2026-03", "2099-01", "2099-02", "flywheel", "late",
+                 "other"]]
+    for n, step in enumerate([new_atom, hand_edit_a_month, edit_a_shared_month,
+                              delete_the_queue, move_the_clock]):
+        step()
+        rendered.clear()
+        regenerate(store)
+        assert sorted(rendered) == expected[n], step.__name__
+        assert regenerate(store).written == [], step.__name__
+        copy = tmp_path / f"rebuilt-{n}"
+        shutil.copytree(store.home, copy, ignore=shutil.ignore_patterns(".cache"))
+        rebuilt = Store(copy)
+        regenerate(rebuilt)
+        assert _generated(rebuilt) == _generated(store), step.__name__
+        shutil.rmtree(copy)
