@@ -32,23 +32,6 @@ def test_atoms_rendered_without_jinja_are_what_jinja_renders(kind: str, **values
     assert render_packaged(next(k for k in KINDS if k.name == kind), values) == expected
 
 
-_cells = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
-_projects = st.lists(st.fixed_dictionaries({
-    "name": _cells, "link": _cells, "phase": _cells, "experiments": st.integers(0, 10**5),
-    "knowledge": st.integers(0, 10**5), "patterns": st.integers(0, 10**5), "newest": _cells}),
-    max_size=3)
-
-
-@settings(max_examples=300, deadline=None)
-@given(projects=_projects, last_scan=st.one_of(st.none(), _cells), last_scan_file=_cells,
-       last_scan_link=_cells)
-def test_overview_rendered_without_jinja_is_what_jinja_renders(**values: Any) -> None:
-    from cortexfs.overview import render_packaged
-
-    expected = templates.environment(None).get_template("store/OVERVIEW.md.j2").render(**values)
-    assert render_packaged(values) == expected
-
-
 def test_cortex_new_imports_no_jinja_without_an_override(store: Any, project: Any) -> None:
     """`cortex new` renders the atom and OVERVIEW.md (its counts moved) without Jinja; a store
     that overrides the atom template gets it rendered through Jinja."""
