@@ -160,3 +160,39 @@ class Outside:
 def outside(tmp_path: Path) -> Outside:
     """Files and folders next to the store, for links to point at (see Outside)."""
     return Outside(tmp_path / "outside")
+
+
+@pytest.fixture
+def viewed(project: Project) -> Project:
+    """`project` holding view_store's atoms, tasks and reads (the `cortex view` tests)."""
+    from view_store import populate
+
+    populate(project)
+    return project
+
+
+@pytest.fixture
+def tiny_model_dir(tmp_path: Path) -> Path:
+    """A tiny random BERT in the all-MiniLM-L6-v2 file layout (tests/tiny_model.py)."""
+    from tiny_model import make_tiny_model
+
+    return make_tiny_model(tmp_path / "tiny-model")
+
+
+@pytest.fixture
+def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lexical, heat and recency only, unless a test installs a model."""
+    monkeypatch.setenv("CORTEX_EMBED_MODEL", "off")
+
+
+@pytest.fixture
+def atoms(write_atom: Callable[..., Path]) -> Callable[..., Path]:
+    """Three atoms of `project` that the recall tests search."""
+    write_atom("EXP-001", summary="Cache invalidation on write cut stale reads by 40 percent",
+               tags="[cache, latency]", date="2026-01-10")
+    write_atom("EXP-002", summary="Shard rebalancing doubled tail latency during backfill",
+               tags="[shard, backfill]", date="2026-02-10",
+               body="\n## Results\n\nThe rebalancer moved hot shards first.\n")
+    write_atom("K-001", summary="Invalidate caches on write, not on a timer",
+               tags="[cache]", extra="evidence: [EXP-001]\n", date="2026-03-01")
+    return write_atom

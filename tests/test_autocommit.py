@@ -132,7 +132,7 @@ def test_held_index_lock_means_retry_not_loss(store: Store, project: Project, at
 
 
 def test_a_second_committer_leaves_at_once(store: Store, project: Project) -> None:
-    fd = autocommit.try_lock(autocommit._lock_path(str(store.home)))
+    fd = autocommit.try_lock(store.locks_dir / layout.AUTOCOMMIT_LOCK)
     assert fd is not None
     try:
         start = time.monotonic()

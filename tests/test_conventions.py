@@ -4,6 +4,7 @@ counts worded right."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -145,3 +146,147 @@ def test_counts_are_worded_right(cli: Any, walked: Store) -> None:
     assert "(1 experiment, 0 knowledge, 0 patterns)" in brief and "1 experiments" not in brief
     ready = cli("ready", *home).stdout
     assert "gap(s)" not in ready and "file(s)" not in ready
+
+
+# Private names tests still reach, each waiting for its module's owner to make it public or to
+# give the test another way in (/work/notes/s21-requests.md says why each is wanted). The list
+# only shrinks: a name that is no longer reached must leave it.
+PRIVATE_PENDING = {
+    "cortexfs.brief._parts", "cortexfs.hippocampus._NEVER_US", "cortexfs.hippocampus._by_strength",
+    "cortexfs.hippocampus._recent_first", "cortexfs.hook._tokens", "cortexfs.loader._folder_diff",
+    "cortexfs.loader._unpack", "cortexfs.ready._file_checks", "cortexfs.recall.lexical._write",
+    "cortexfs.sync._push", "cortexfs.templates._environment",
+    "cortexfs.validate._check", "cortexfs.view.build._Shares",
+    "index._walk", "watcher._busy_until",  # (objects the tests hold)
+}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_names_reached(source: str) -> set[str]:
+    """The private names of cortexfs a test module reaches: imported (`from m import _x`),
+    read as an attribute of something it imported from cortexfs (`m._x`, `m.C._y`) or of an
+    object it holds (`index._walk`: named as written), or named to setattr / getattr /
+    monkeypatch (`setattr(m, "_x", …)`, "cortexfs.m._x"). Other packages' private names
+    (`os._exit`) and an object's own (`self._x`) are not cortexfs's."""
+    tree = ast.parse(source)
+    bound: dict[str, str] = {}  # local name → what it is in cortexfs
+    others: set[str] = {"self", "cls"}  # names of other packages' modules and objects
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                name = alias.asname or alias.name.split(".")[0]
+                if alias.name.split(".")[0] == "cortexfs":
+                    bound[name] = alias.name if alias.asname else "cortexfs"
+                else:
+                    others.add(name)
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (node.module or "").split(".")[0] == "cortexfs":
+                    bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                    if _private(alias.name):
+                        found.add(f"{node.module}.{alias.name}")
+                else:
+                    others.add(alias.asname or alias.name)
+
+    def named(target: ast.expr) -> str | None:
+        """What `target` is in cortexfs (its own text for an object the test holds)."""
+        if isinstance(target, ast.Name) and target.id not in others:
+            return bound.get(target.id, target.id)
+        return None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            chain = [node.attr]
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                chain.append(base.attr)
+                base = base.value
+            if (where := named(base)) is not None:
+                names = [where, *reversed(chain)]
+                for end, name in enumerate(names[1:], 2):
+                    if _private(name):
+                        found.add(".".join(names[:end]))
+                        break
+        elif isinstance(node, ast.Call) and node.args and (
+                getattr(node.func, "attr", None) or getattr(node.func, "id", None)) in (
+                "setattr", "getattr", "delattr", "hasattr"):
+            target = node.args[0]
+            name = node.args[1] if len(node.args) > 1 else None
+            if (where := named(target)) is not None and isinstance(name, ast.Constant) \
+                    and isinstance(name.value, str) and _private(name.value):
+                found.add(f"{where}.{name.value}")
+            elif isinstance(target, ast.Constant) and isinstance(target.value, str) \
+                    and target.value.startswith("cortexfs.") \
+                    and any(_private(part) for part in target.value.split(".")):
+                found.add(target.value)  # monkeypatch.setattr("cortexfs.m._x", …)
+    return found
+
+
+def test_the_private_name_finder_finds_each_way_in() -> None:
+    source = ("import cortexfs.hook as h\nfrom cortexfs import brief, sync as s\n"
+              "from cortexfs.view.build import _Shares, build\n"
+              "import os\nh._tokens('x'); brief.Brief._cache; s.push; build.__doc__\n"
+              "os._exit; self._mine; index._walk(); setattr(index, '_x', 1)\n"
+              "monkeypatch.setattr(s, '_push', None); setattr(brief, 'public', 1)\n"
+              "monkeypatch.setattr('cortexfs.ready._file_checks', None)\n")
+    assert private_names_reached(source) == {
+        "cortexfs.hook._tokens", "cortexfs.brief.Brief._cache", "cortexfs.sync._push",
+        "cortexfs.view.build._Shares", "cortexfs.ready._file_checks", "index._walk",
+        "index._x"}
+
+
+def test_no_test_reaches_a_private_name_of_cortexfs() -> None:
+    """Tests go through the public API, so a module can change its insides freely."""
+    tests = Path(__file__).parent
+    reached: dict[str, list[str]] = {}
+    for path in sorted(tests.rglob("*.py")):
+        for name in private_names_reached(path.read_text()):
+            reached.setdefault(name, []).append(str(path.relative_to(tests)))
+    new = {name: where for name, where in reached.items() if name not in PRIVATE_PENDING}
+    assert not new, f"tests reach private names (test the public API instead): {new}"
+    assert not PRIVATE_PENDING - set(reached), (
+        f"no longer reached, remove from PRIVATE_PENDING: {PRIVATE_PENDING - set(reached)}")
+
+
+# Suites that test a promise across modules rather than one module: kept apart, named for it.
+CROSS_CUTTING = {
+    "test_access_log_integrity.py": "no access-log line lost under real faults",
+    "test_bad_input.py": "every bad input is one line, exit 1, nothing half-written",
+    "test_claude_code.py": "the README's Claude Code section, run as written",
+    "test_conventions.py": "conventions every command and test keeps",
+    "test_dependencies.py": "each declared package does real work",
+    "test_edit_race.py": "a rewrite never loses a concurrent save",
+    "test_fuzz.py": "fuzzed inputs never crash a command",
+    "test_hook_concurrency.py": "concurrent hooks lose no line",
+    "test_hostile_remote.py": "nothing from a sync remote is executed",
+    "test_invariant.py": "the store holds together under random use",
+    "test_lint.py": "ruff and mypy",
+    "test_sync_recovery.py": "a sync killed at any moment is recovered",
+    "test_view_browser.py": "the site in a real browser",
+}
+
+def test_the_tests_mirror_the_package() -> None:
+    """tests/test_<m>.py for cortexfs/<m>.py, tests/<package>/test_<m>.py for
+    cortexfs/<package>/<m>.py (tests/cli/ for the command-line modules), and the
+    cross-cutting suites by name."""
+    tests = Path(__file__).parent
+    package = tests.parent / "cortexfs"
+    strays = []
+    for path in sorted(tests.rglob("test_*.py")):
+        rel = path.relative_to(tests)
+        if rel.as_posix() in CROSS_CUTTING:
+            continue
+        if not (package / rel.parent / rel.name.removeprefix("test_")).is_file():
+            strays.append(rel.as_posix())
+    assert not strays, f"test files named after no module (rename, or add to CROSS_CUTTING): " \
+                       f"{strays}"
+    modules = {p.relative_to(package).with_suffix("").as_posix()
+               for p in package.rglob("*.py") if p.name not in ("__init__.py", "__main__.py")
+               and p.parent.name != "cli"}
+    untested = [m for m in sorted(modules)
+                if not (tests / os.path.dirname(m) / f"test_{os.path.basename(m)}.py").is_file()]
+    assert not untested, f"library modules without a test file of their own: {untested}"

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from cortexfs import escape, frontmatter
 from cortexfs.errors import InvalidInputError
+from cortexfs.escape import script_json
 from cortexfs.store import Project, Store
 
 HOSTILE = ("[x](javascript:alert(1)) [y](http://evil.example/) ![](http://evil.example/p.png) "
@@ -134,3 +135,9 @@ def test_mcp_add_atom_refuses_nul_and_oversized_bodies(store: Store, project: Pr
     added = add_atom(store, "exp", "flywheel", "fine", ["a"], body="# Body\n" + HOSTILE,
                      commit=False)
     assert json.dumps(added) and (folder / "EXP-001.md").exists()
+
+
+def test_script_json_cannot_end_a_script() -> None:
+    text = script_json({"s": "</script><!-- \u2028 & >"})
+    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
+    assert json.loads(text) == {"s": "</script><!-- \u2028 & >"}

@@ -495,21 +495,19 @@ def test_a_cold_run_builds_the_entries_on_both_cores(
     assert len(built) == 1  # the other project's entries came from the worker
 
 
-def test_pointer_existence_is_what_the_file_system_says(tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    (root / "a").mkdir(parents=True)
+def test_pointer_existence_is_what_the_file_system_says(store: Store) -> None:
+    root = store.context
+    (root / "a").mkdir()
     (root / "a" / "file.md").write_text("x")
     (root / "a" / "gone.md").symlink_to(root / "nowhere.md")
     (root / "a" / "link.md").symlink_to(root / "a" / "file.md")
-    listed = hippocampus._Listed(str(root))
-    assert hippocampus._dangling(listed, "a/file.md") is None
-    assert hippocampus._dangling(listed, "a/link.md") is None
-    assert hippocampus._dangling(listed, "a/b/../file.md") is None
-    assert hippocampus._dangling(listed, "a") is None
-    assert hippocampus._dangling(listed, "a/gone.md") == "leads to nothing in the knowledge root"
-    assert hippocampus._dangling(listed, "a/missing.md") is not None
-    assert hippocampus._dangling(listed, "nowhere/x.md") is not None
-    assert hippocampus._dangling(listed, "../a/file.md") == "leads out of the knowledge root"
+    pointers = ["a/file.md", "a/link.md", "a/b/../file.md", "a", "a/gone.md", "a/missing.md",
+                "nowhere/x.md", "../a/file.md", "/etc/passwd"]
+    (root / "HIPPOCAMPUS.md").write_text("".join(f"- entry → {p}\n" for p in pointers))
+    nothing, out = "leads to nothing in the knowledge root", "leads out of the knowledge root"
+    assert {p.pointer: p.reason for p in hippocampus.check_pointers(store)} == {
+        "a/gone.md": nothing, "a/missing.md": nothing, "nowhere/x.md": nothing,
+        "../a/file.md": out, "/etc/passwd": out}
 
 
 @settings(max_examples=200, deadline=None)

@@ -111,10 +111,17 @@ def test_header_counts_missing_or_malformed() -> None:
 
 
 def test_header_count_forms() -> None:
-    assert memory_md._parse_count("~9,400") == 9400
-    assert memory_md._parse_count("~3.2K") == 3200
-    assert memory_md._parse_count("187") == 187
-    assert memory_md._parse_count("about 3") is None
+    def claims(entries: str, tokens: str) -> list[str]:
+        header = HEADER.replace("{n}", entries).replace("~{t}", tokens)
+        return [p.message.split(", the file has")[0].split(": run")[0] for p in memory_md.lint(
+            memory_md.parse(memory(header=header))).problems if p.code == "header-counts"]
+
+    assert claims("~9,400", "~3.2K") == ["header says 9,400 entries",
+                                        "header says ~3,200 tokens"]
+    assert claims("187", "12,000") == ["header says 187 entries", "header says ~12,000 tokens"]
+    assert claims("0", "~50") == []  # (tokens: within the tolerance)
+    assert claims("about 3", "~50") == ["header counts `entries: about 3 | tokens: ~50` are not "
+                                        "numbers"]
 
 
 # --- lint: sections --------------------------------------------------------------------------

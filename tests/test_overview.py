@@ -6,7 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cortexfs import overview, scaffold
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cortexfs import overview, scaffold, templates
 from cortexfs.layout import GENERATED_END, GENERATED_START
 from cortexfs.loader import load_project
 from cortexfs.store import Project, Store
@@ -257,3 +260,20 @@ def test_a_block_is_recomputed_when_what_it_shows_changes_and_only_then(
     # run rewrote; not the store's other folders
     assert project.root / "experiments" in read
     assert set(read) <= own | {store.projects_dir}
+
+
+_cells = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
+_projects = st.lists(st.fixed_dictionaries({
+    "name": _cells, "link": _cells, "phase": _cells, "experiments": st.integers(0, 10**5),
+    "knowledge": st.integers(0, 10**5), "patterns": st.integers(0, 10**5), "newest": _cells}),
+    max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(projects=_projects, last_scan=st.one_of(st.none(), _cells), last_scan_file=_cells,
+       last_scan_link=_cells)
+def test_overview_rendered_without_jinja_is_what_jinja_renders(**values: Any) -> None:
+    from cortexfs.overview import render_packaged
+
+    expected = templates.environment(None).get_template("store/OVERVIEW.md.j2").render(**values)
+    assert render_packaged(values) == expected

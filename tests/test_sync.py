@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from cortexfs import accesslog, git, layout, renumber, scaffold
+from cortexfs import accesslog, git, layout, scaffold
 from cortexfs import sync as sync_lib
-from cortexfs.atoms import EXPERIMENT, KNOWLEDGE
 from cortexfs.commit import commit_paths
 from cortexfs.errors import GitError, InvalidInputError
 from cortexfs.frontmatter import read
@@ -559,44 +558,6 @@ def test_status_of_a_store_without_remote(store: Store, cli: object) -> None:
     assert result.exit_code == 0
     assert "remote: none (set one with `cortex remote set URL`)" in result.stdout
     assert "last sync: never" in result.stdout
-
-
-# --- renumber units ----------------------------------------------------------------------------
-
-def test_rewrite_text_touches_only_the_ids_meant() -> None:
-    text = ("---\nid: EXP-004\n# a comment stays\nevidence:\n  - EXP-004\n  - EXP-0040\n"
-            "status: superseded:EXP-004\nlinks: [EXP-004b, K-004]\n---\n"
-            "EXP-004 and EXP-004.md, not EXP-0041 nor EXP-004b nor PREEXP-004x.\n")
-    out = renumber.rewrite_text(text, {"EXP-004": "EXP-009"})
-    assert out == ("---\nid: EXP-009\n# a comment stays\nevidence: [EXP-009, EXP-0040]\n"
-                   "status: superseded:EXP-009\nlinks: [EXP-004b, K-004]\n---\n"
-                   "EXP-009 and EXP-009.md, not EXP-0041 nor EXP-004b nor PREEXP-004x.\n")
-    assert renumber.rewrite_text(out, {"EXP-004": "EXP-009"}) == out  # idempotent
-    assert renumber.rewrite_text("no frontmatter EXP-004\n", {"EXP-004": "EXP-009"}) == \
-        "no frontmatter EXP-009\n"
-
-
-def test_next_free_id_keeps_a_suffix_next_to_its_sibling() -> None:
-    ids = {"EXP-001", "EXP-042", "EXP-042b", "EXP-007"}
-    assert renumber._next_free(EXPERIMENT, "EXP-042b", ids) == "EXP-042a"
-    assert renumber._next_free(EXPERIMENT, "EXP-042", ids) == "EXP-043"
-    assert renumber._next_free(KNOWLEDGE, "K-001", {"K-001", "K-010"}) == "K-011"
-
-
-def test_replace_log_keeps_a_line_appended_while_it_ran(tmp_path: Path) -> None:
-    log = tmp_path / "log.jsonl"
-    log.write_bytes(b'{"file": "EXP-001.md"}\n')
-    writer = os.open(log, os.O_WRONLY | os.O_APPEND)
-
-    def whole(data: bytes) -> bytes:
-        os.write(writer, b'{"file": "EXP-001.md", "late": 1}\n')  # lands in the old file
-        return data.replace(b"EXP-001", b"EXP-002")
-
-    try:
-        assert renumber.replace_log(log, whole, lambda d: d.replace(b"EXP-001", b"EXP-002"))
-    finally:
-        os.close(writer)
-    assert log.read_bytes() == b'{"file": "EXP-002.md"}\n{"file": "EXP-002.md", "late": 1}\n'
 
 
 def test_a_rejected_push_runs_the_cycle_again(tmp_path: Path,

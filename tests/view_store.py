@@ -105,3 +105,9 @@ def site_files(site: Path) -> dict[str, str]:
     return {p.relative_to(site).as_posix(): p.read_text(encoding="utf-8")
             for p in sorted(site.rglob("*")) if p.is_file() and ".cortex-view" not in p.parts
             and p.suffix in (".html", ".js", ".css")}
+
+
+def site_data(path: Path) -> object:
+    """The value a site's data script (`cortexData(name, VALUE);`, escape.data_script) holds."""
+    text = path.read_text(encoding="utf-8")
+    return json.loads(text[text.index(",") + 1:text.rindex(")")])

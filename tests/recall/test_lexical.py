@@ -1,9 +1,8 @@
-"""cortexfs.recall.lexical (+ segment, files): the on-disk index, incremental and disposable."""
+"""cortexfs.recall.lexical: the on-disk index, incremental and disposable."""
 
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import time
 from collections.abc import Callable
@@ -18,15 +17,7 @@ from cortexfs import recall as rc
 from cortexfs.recall import arrays, lexical, segment
 from cortexfs.recall.lexical import LexicalIndex
 from cortexfs.store import Project, Store
-from recall.helpers import ids, lexical_only
-
-
-def _index(store: Store) -> LexicalIndex:
-    return rc.open_retriever(store, dense=False).lexical
-
-
-def _segments(store: Store) -> list[Path]:
-    return sorted((store.cache_dir / "recall" / "lexical").glob("seg-*.seg"))
+from recall.helpers import ids, lexical_index, lexical_only, segment_files
 
 
 def test_cache_is_incremental(store: Store, project: Project,
@@ -35,7 +26,7 @@ def test_cache_is_incremental(store: Store, project: Project,
     manifest = store.cache_dir / "recall" / "lexical" / "manifest.json"
     stamp = manifest.stat().st_mtime_ns
     rc.forget_open_indexes()  # a new process: loads the index, writes nothing
-    index = _index(store)
+    index = lexical_index(store)
     index.refresh()
     assert manifest.stat().st_mtime_ns == stamp and index.columns().n_live == 3
 
@@ -44,7 +35,7 @@ def test_cache_is_incremental(store: Store, project: Project,
         "Shard rebalancing doubled tail latency during backfill", "Quokka migration"))
     assert ids(rc.recall(store, "quokka")) == ["EXP-002"]
     assert rc.recall(store, "doubled tail").hits == []
-    cols = _index(store).columns()
+    cols = lexical_index(store).columns()
     # a third of the first segment died: it was rewritten with the new one (no dead docs)
     assert cols.n_live == len(cols.live) == 3
     atoms("EXP-003", summary="Quokka census results")
@@ -53,36 +44,6 @@ def test_cache_is_incremental(store: Store, project: Project,
     assert ids(rc.recall(store, "quokka")) == ["EXP-003"]
     rc.forget_open_indexes()  # and the saved index agrees
     assert ids(rc.recall(store, "quokka")) == ["EXP-003"]
-
-
-def test_a_first_build_streams_segments(store: Store, write_atom: Callable[..., Path],
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    for n in range(1, 12):
-        write_atom(f"EXP-{n:03d}", summary=f"note {n} about quokka number{n}")
-    one = [h.id for h in rc.recall(store, "quokka number7 note").hits]
-    rc.forget_open_indexes()
-    for seg in _segments(store):
-        seg.unlink()
-    (store.cache_dir / "recall" / "lexical" / "manifest.json").unlink()
-    monkeypatch.setattr(lexical, "SEGMENT_DOCS", 4)
-    many = [h.id for h in rc.recall(store, "quokka number7 note").hits]
-    assert len(_segments(store)) == 3  # 4 + 4 + 3 docs, each written when full
-    assert many == one and many[0] == "EXP-007"
-
-
-def test_small_segments_merge(store: Store, project: Project,
-                              write_atom: Callable[..., Path]) -> None:
-    write_atom("EXP-001", summary="quokka census")
-    rc.recall(store, "quokka")
-    for n in range(2, 2 + lexical.MAX_SMALL + 1):  # each edit: a small segment
-        write_atom(f"EXP-{n:03d}", summary=f"quokka census {n}")
-        rc.recall(store, "quokka")
-    index = _index(store)
-    assert len(index.segments) < lexical.MAX_SMALL
-    assert len(_segments(store)) == len(index.segments)  # merged-away files deleted
-    assert len(rc.recall(store, "quokka census", k=20).hits) == lexical.MAX_SMALL + 2
-    rc.forget_open_indexes()
-    assert len(rc.recall(store, "quokka census", k=20).hits) == lexical.MAX_SMALL + 2
 
 
 def test_same_size_same_mtime_rewrite_is_seen(store: Store,
@@ -96,21 +57,6 @@ def test_same_size_same_mtime_rewrite_is_seen(store: Store,
     assert rc.recall(store, "alpha").hits == []
 
 
-def test_touched_files_keep_their_doc(store: Store, project: Project,
-                                      atoms: Callable[..., Path]) -> None:
-    rc.recall(store, "cache")
-    rc.forget_open_indexes()
-    path = project.root / "experiments" / "EXP-001.md"
-    os.utime(path, ns=(time.time_ns(), time.time_ns() - 10**10))  # new mtime, same bytes
-    assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
-    assert len(_index(store).segments) == 1  # nothing re-indexed
-    rc.forget_open_indexes()
-    folder = _index(store)
-    folder.refresh()
-    f = folder.files.folders["flywheel/experiments"]
-    assert int(f.stamps[f.names.index("EXP-001.md")][0]) == path.stat().st_mtime_ns
-
-
 @pytest.mark.parametrize("what, damage", [
     ("manifest.json", b""), ("manifest.json", b"{not json"), ("files.arr", b"CXARRAY1junk"),
     ("seg", b"not a zip file")])
@@ -118,7 +64,7 @@ def test_damaged_index_files_are_rebuilt(store: Store, atoms: Callable[..., Path
                                          what: str, damage: bytes) -> None:
     rc.recall(store, "cache")
     folder = store.cache_dir / "recall" / "lexical"
-    target = _segments(store)[0] if what == "seg" else folder / what
+    target = segment_files(store)[0] if what == "seg" else folder / what
     target.write_bytes(damage)
     rc.forget_open_indexes()
     assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
@@ -135,41 +81,11 @@ def test_index_built_by_other_code_is_rebuilt(store: Store, atoms: Callable[...,
     assert manifest["params"]["code"] == "another version"
 
 
-def test_doc_rows_name_their_fields() -> None:
-    from cortexfs.recall.docs import Doc, decode_row, encode_rows
-
-    doc = Doc(key="p/experiments/EXP-001.md", project="p", kind="experiments", id="EXP-001",
-              summary="s", tags=["t"], date=None, status="active", vsha="ab")
-    (raw,) = encode_rows([doc])
-    assert decode_row(raw, doc.key, "p", "experiments", "ab") == doc
-    data = json.loads(raw)
-    for change in ({"added": 1}, {"summary": None}):
-        row = {**data, **change}
-        row = {k: v for k, v in row.items() if v is not None}
-        with pytest.raises(ValueError, match="fields"):
-            decode_row(json.dumps(row).encode(), doc.key, "p", "experiments", "ab")
-
-
-def test_a_segment_written_with_other_fields_is_rebuilt(
-        store: Store, atoms: Callable[..., Path]) -> None:
-    """What a field added to Doc does to an index saved before: it is rebuilt, never read
-    with the wrong fields (nor does it crash, as the positional rows of the last round did)."""
-    rc.recall(store, "cache")
-    rc.forget_open_indexes()
-    (path,) = _segments(store)
-    data, meta = arrays.read(path)
-    meta["fields"] = [*meta["fields"], "added"]
-    arrays.write(path, {k: np.array(v) for k, v in data.items()}, meta, segment.MAPPED)
-    assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
-    (rebuilt,) = _segments(store)
-    assert rebuilt != path
-
-
 def _damage_mapped(store: Store, member: str) -> Path:
     """Overwrite one memory-mapped array of the (only) segment with 0x7f bytes: ids far out
     of range, which no CRC guards in a mapped array."""
     rc.recall(store, "cache")
-    (path,) = _segments(store)
+    (path,) = segment_files(store)
     raw = bytearray(path.read_bytes())
     size = int.from_bytes(raw[8:16], "little")
     dtype, shape, offset, nbytes, crc = json.loads(raw[16:16 + size])["arrays"][member]
@@ -194,37 +110,6 @@ def test_damaged_mapped_bytes_found_while_refreshing(store: Store,
     atoms("EXP-003", summary="Quokka census")  # a change: the damaged segment is read
     assert ids(rc.recall(store, "quokka")) == ["EXP-003"]
     assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
-
-
-def _mapped(a: Any) -> bool:
-    """Whether the array is a view of a memory mapping (not a copy of the bytes)."""
-    while isinstance(a, np.ndarray):
-        a = a.base
-    return isinstance(a, memoryview) and isinstance(a.obj, mmap.mmap)
-
-
-def test_array_files(tmp_path: Path) -> None:
-    path = tmp_path / "a.arr"
-    data = {"ids": np.arange(10, dtype=np.int32), "empty": np.zeros((0, 3), np.int64),
-            "small": np.array([1.5, 2.5])}
-    arrays.write(path, data, {"k": 1}, mapped=frozenset({"ids", "empty"}))
-    got, meta = arrays.read(path)
-    assert meta == {"k": 1} and got["ids"].tolist() == list(range(10))
-    assert _mapped(got["ids"]) and not _mapped(got["small"])
-    assert got["empty"].shape == (0, 3) and got["small"].tolist() == [1.5, 2.5]
-    raw = bytearray(path.read_bytes())
-    size = int.from_bytes(raw[8:16], "little")
-    offset = json.loads(raw[16:16 + size])["arrays"]["small"][2]
-    raw[-(-(16 + size) // arrays.ALIGN) * arrays.ALIGN + offset] ^= 0xFF
-    path.write_bytes(bytes(raw))
-    with pytest.raises(ValueError, match="small is damaged"):
-        arrays.read(path)
-    path.write_bytes(bytes(raw[:40]))
-    with pytest.raises((ValueError, OSError)):
-        arrays.read(path)
-    path.write_bytes(b"PK\x03\x04 a zip")
-    with pytest.raises(ValueError, match="not an array file"):
-        arrays.read(path)
 
 
 def test_unparseable_atoms_are_skipped_then_indexed(store: Store, project: Project,
@@ -254,7 +139,7 @@ def test_oversized_binary_and_linked_files_are_skipped(store: Store, project: Pr
     result = rc.recall(store, "quokka")
     assert result.hits == []
     assert result.skipped == [f"flywheel/experiments/EXP-01{n}.md" for n in (0, 1, 2)]
-    reasons = list(_index(store).skipped.values())
+    reasons = list(lexical_index(store).skipped.values())
     assert any("byte limit" in r for r in reasons) and any("binary" in r for r in reasons)
     assert any("symbolic link" in r for r in reasons)
 
@@ -283,7 +168,7 @@ def test_unwritable_cache_keeps_the_index_in_memory(store: Store,
     assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
     atoms("EXP-003", summary="Quokka census")
     assert ids(rc.recall(store, "quokka")) == ["EXP-003"]
-    assert not _segments(store)
+    assert not segment_files(store)
 
 
 def test_another_process_s_update_is_picked_up(store: Store,
@@ -295,7 +180,7 @@ def test_another_process_s_update_is_picked_up(store: Store,
     first.refresh()  # writes a segment and a new manifest
     second.refresh()  # its view is stale: it reloads before writing anything
     assert second.columns().n_live == 4 and len(second.segments) == 2
-    assert len(_segments(store)) == 2
+    assert len(segment_files(store)) == 2
 
 
 def test_access_log_rewrite_is_refolded(store: Store, project: Project,
@@ -316,7 +201,7 @@ def test_bm25_is_lucene_s(store: Store, write_atom: Callable[..., Path]) -> None
     write_atom("EXP-001", summary="alpha alpha beta", tags="[x]", body="\n")
     write_atom("EXP-002", summary="beta gamma", tags="[x]", body="\n")
     rc.recall(store, "alpha")
-    index = _index(store)
+    index = lexical_index(store)
     from cortexfs.recall.tokenize import term_hash
 
     scores, found, _ = lexical.bm25(index, [term_hash("alpha")])
@@ -328,22 +213,6 @@ def test_bm25_is_lucene_s(store: Store, write_atom: Callable[..., Path]) -> None
     norm = lexical.BM25_K1 * (1 - lexical.BM25_B + lexical.BM25_B * cols.dlen[i] / cols.avgdl)
     assert scores[i] == pytest.approx(idf * tf / (tf + norm), rel=1e-5)
     assert lexical_only().lexical == 1.0
-
-
-def test_a_settled_folder_is_not_listed_again_until_it_changes(
-        store: Store, project: Project, write_atom: Callable[..., Path]) -> None:
-    write_atom("EXP-001", summary="quokka census")
-    folder = project.root / "experiments"
-    past = time.time_ns() - 10**10
-    for path in [folder, *folder.iterdir()]:
-        os.utime(path, ns=(past, past))
-    assert ids(rc.recall(store, "quokka")) == ["EXP-001"]
-    f = _index(store).files.folders["flywheel/experiments"]
-    assert f.listed == (past, folder.stat().st_ino)  # settled: its names are trusted …
-    write_atom("EXP-002", summary="quokka census two")  # … until an entry is added
-    assert ids(rc.recall(store, "quokka", k=5)) == ["EXP-001", "EXP-002"]
-    (folder / "EXP-001.md").unlink()
-    assert ids(rc.recall(store, "quokka", k=5)) == ["EXP-002"]
 
 
 def _walk_both(index: LexicalIndex, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
@@ -390,7 +259,7 @@ def test_a_forked_walk_finds_what_the_serial_walk_finds(
     past = time.time_ns() - 10**10
     for path in [*project.root.rglob("*"), *other.root.rglob("*")]:
         os.utime(path, ns=(past, past))  # settled: nothing racy
-    index = _index(store)
+    index = lexical_index(store)
     index.refresh()
     assert _walk_both(index, monkeypatch) == {}  # nothing changed
     edited = project.root / "experiments" / "EXP-002.md"
@@ -416,7 +285,7 @@ def test_a_failed_forked_walk_is_done_here(store: Store, atoms: Callable[..., Pa
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lexical.forked, "can_fork", lambda: True)
     monkeypatch.setattr(lexical, "FORK_MIN_FILES", 0)
-    index = _index(store)
+    index = lexical_index(store)
     index.refresh()
     atoms("K-002", summary="Quokka census", extra="evidence: []\n")
 

@@ -1,10 +1,8 @@
-"""cortexfs.recall.query (+ fuse, filters, snippets, opening): ranking, judgement, filters,
-snippets, and reading a hit."""
+"""cortexfs.recall.query: ranking by every signal, and the judgement of retired atoms."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -83,13 +81,6 @@ def test_recency_is_the_last_read_else_the_date(store: Store, project: Project,
     assert ids(rc.recall(store, "cache tuning", weights=no_heat)) == ["EXP-001", "EXP-002"]
 
 
-def test_weights_and_tuning_live_in_one_place() -> None:
-    w, t = rc.DEFAULT_WEIGHTS, rc.DEFAULT_TUNING
-    assert (w.lexical, w.dense, w.heat, w.recency, w.when) == (1.0, 0.25, 0.3, 0.05, 0.5)
-    assert t.rrf_k == 60 and t.passage_lines == 3
-    assert rc.Weights(dense=0, recency=0, when=0).active() == ["lexical", "heat"]
-
-
 def test_when_signal_reorders_matches_but_adds_none(store: Store,
                                                     write_atom: Callable[..., Path]) -> None:
     write_atom("EXP-001", summary="Cache tuning notes", date="2024-03-02")
@@ -106,30 +97,7 @@ def test_when_signal_reorders_matches_but_adds_none(store: Store,
     assert ids(off) == ["EXP-002", "EXP-001"]
 
 
-def test_rrf_arithmetic(store: Store, write_atom: Callable[..., Path]) -> None:
-    write_atom("EXP-001", summary="Cache tuning notes", date="2026-01-01")
-    hit = rc.recall(store, "cache").hits[0]
-    assert hit.score == pytest.approx(1.0 / (60 + 1) + 0.05 / (60 + 1))
-
-
 # --- judgement: statuses and evidence -----------------------------------------------------------
-
-
-@pytest.fixture
-def lifecycle(write_atom: Callable[..., Path]) -> None:
-    """The issue's example: an invalidated experiment, and the valid one that replaced it."""
-    write_atom("EXP-006", summary="Cache throughput doubled with a write-back cache",
-               tags="[cache, throughput]", date="2026-01-06",
-               extra="status: invalidated:EXP-007\ninvalidated-reason: bad benchmark\n",
-               body="\nCache throughput doubled (cache throughput, measured twice).\n")
-    write_atom("EXP-007", summary="Cache throughput up 20 percent with write-back",
-               tags="[cache]", date="2026-01-07", extra="status: valid\n")
-    write_atom("EXP-008", summary="Deprecated cache throughput notes", tags="[cache]",
-               date="2026-01-08", extra="status: deprecated\n")
-    write_atom("K-001", summary="Write-back caches double cache throughput",
-               tags="[cache]", extra="evidence: [EXP-006]\n", date="2026-01-09")
-    write_atom("K-002", summary="Cache throughput gains need a warm cache", tags="[cache]",
-               extra="evidence: [EXP-007, EXP-006]\n", date="2026-01-09")
 
 
 def test_retired_atoms_rank_below_active_ones_and_are_marked(
@@ -155,96 +123,3 @@ def test_status_any_searches_all_without_judgement(store: Store, lifecycle: None
     assert ids(plain)[0] == "EXP-006"  # the best words win again
     assert plain.hits[0].retired  # still marked
     assert judged.hits[0].score > 0 and set(ids(judged)) == set(ids(plain))
-
-
-def test_filters(store: Store, project: Project, lifecycle: None,
-                 write_atom: Callable[..., Path]) -> None:
-    from cortexfs import scaffold
-
-    other, _ = scaffold.new_project(store, "other")
-    write_atom("PAT-001", summary="Cache throughput pattern", tags="[cache, perf]",
-               date="2025-05-01", target=other)
-
-    def found(**kw: object) -> set[str]:
-        return set(ids(rc.recall(store, "cache throughput", k=50,
-                                 filters=rc.parse_filters(**kw))))  # type: ignore[arg-type]
-
-    assert found(status="retired") == {"EXP-006", "EXP-008"}
-    assert found(status="invalidated") == {"EXP-006"}
-    assert found(status="valid,deprecated") == {"EXP-007", "EXP-008"}
-    assert found(status="active") == {"EXP-007", "K-001", "K-002", "PAT-001"}
-    assert found(kind="k") == {"K-001", "K-002"}
-    assert found(kind="exp,pat") == {"EXP-006", "EXP-007", "EXP-008", "PAT-001"}
-    assert found(tag="throughput") == {"EXP-006"}
-    assert found(tag=["cache", "PERF"]) == {"PAT-001"}
-    assert found(project="other") == {"PAT-001"}
-    assert found(since="2026-01-08") == {"EXP-008", "K-001", "K-002"}
-    today = dt.date(2026, 1, 10)
-    assert rc.parse_filters(since="3d", today=today).since == dt.date(2026, 1, 7)
-    assert rc.parse_filters(since="2w", today=today).since == dt.date(2025, 12, 27)
-
-
-@pytest.mark.parametrize("kw, message", [
-    ({"status": "gone"}, "--status 'gone' is not a status"),
-    ({"kind": "note"}, "--kind 'note' is not known: use exp, k or pat"),
-    ({"since": "yesterday"}, "--since 'yesterday' is not a date"),
-    ({"since": "2026-13-01"}, "--since '2026-13-01' is not a date"),
-])
-def test_bad_filters(kw: dict[str, str], message: str) -> None:
-    with pytest.raises(InvalidInputError, match=message):
-        rc.parse_filters(**kw)  # type: ignore[arg-type]
-
-
-# --- snippets ----------------------------------------------------------------------------------
-
-
-def test_hits_carry_the_passage_they_were_ranked_by(store: Store,
-                                                    write_atom: Callable[..., Path]) -> None:
-    filler = [f"Line {n} is about the weather number{n}." for n in range(8)]
-    body = "\n# EXP-001: Session\n\n" + "\n".join(
-        filler[:4] + ["Ana: the pottery class made a blue plate.", "Ben: nice!"] + filler[4:])
-    path = write_atom("EXP-001", summary="Session one", body=body + "\n")
-    write_atom("EXP-002", summary="Pottery plans", body="\n")
-    result = rc.recall(store, "pottery class plate")
-    top = result.hits[0]
-    assert top.id == "EXP-001" and top.snippet is not None
-    lines = path.read_text().split("\n")
-    first, last = top.snippet.first, top.snippet.last
-    assert "pottery class made a blue plate" in "\n".join(lines[first - 1:last])
-    assert lines[first - 1:last] == top.snippet.text.split("\n")
-    marked = [top.snippet.text[a:b] for a, b in top.snippet.spans]
-    assert marked == ["pottery", "class", "plate"]
-    summary_only = result.hits[1].snippet
-    assert summary_only is not None and summary_only.first == 0
-    assert summary_only.text == "Pottery plans"
-    data = result.to_json()["hits"][0]["snippet"]
-    assert data["lines"] == [first, last] and data["highlights"][0] == list(top.snippet.spans[0])
-
-
-# --- opening a hit ---------------------------------------------------------------------------
-
-
-def test_read_atom_logs_a_recall_access(store: Store, project: Project,
-                                        atoms: Callable[..., Path]) -> None:
-    rc.recall(store, "cache")
-    assert not project.access_log.exists()  # listing is not a read
-    opened = rc.read_atom(store, "EXP-001", session="s9")
-    assert opened.text.startswith("---\nid: EXP-001")
-    entry = json.loads(project.access_log.read_text())
-    assert (entry["file"], entry["tool"], entry["session"]) == ("EXP-001.md", "recall", "s9")
-    with pytest.raises(InvalidInputError, match="no atom EXP-404 in any project"):
-        rc.read_atom(store, "EXP-404")
-    with pytest.raises(InvalidInputError, match="is not an atom id"):
-        rc.read_atom(store, "../../etc/passwd")
-
-
-def test_read_atom_ambiguous_id(store: Store, project: Project,
-                                write_atom: Callable[..., Path]) -> None:
-    from cortexfs import scaffold
-
-    other, _ = scaffold.new_project(store, "other")
-    write_atom("EXP-001", target=project)
-    write_atom("EXP-001", target=other)
-    with pytest.raises(InvalidInputError, match="several projects"):
-        rc.read_atom(store, "EXP-001")
-    assert rc.read_atom(store, "EXP-001", "other").project == "other"

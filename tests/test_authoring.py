@@ -1,15 +1,20 @@
-"""The packaged atom and OVERVIEW.md templates rendered without Jinja: what Jinja renders."""
+"""cortexfs.authoring: atoms rendered without Jinja are what Jinja renders; `cortex new`'s
+library call gates before it writes, and racing processes never share an id."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cortexfs import templates
 from cortexfs.atoms import KINDS
+from cortexfs.loader import atom_paths
 
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
 _texts = st.lists(_text, max_size=3)
@@ -25,23 +30,6 @@ def test_atoms_rendered_without_jinja_are_what_jinja_renders(kind: str, **values
 
     expected = templates.environment(None).get_template(f"atoms/{kind}.md.j2").render(**values)
     assert render_packaged(next(k for k in KINDS if k.name == kind), values) == expected
-
-
-_cells = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
-_projects = st.lists(st.fixed_dictionaries({
-    "name": _cells, "link": _cells, "phase": _cells, "experiments": st.integers(0, 10**5),
-    "knowledge": st.integers(0, 10**5), "patterns": st.integers(0, 10**5), "newest": _cells}),
-    max_size=3)
-
-
-@settings(max_examples=300, deadline=None)
-@given(projects=_projects, last_scan=st.one_of(st.none(), _cells), last_scan_file=_cells,
-       last_scan_link=_cells)
-def test_overview_rendered_without_jinja_is_what_jinja_renders(**values: Any) -> None:
-    from cortexfs.overview import render_packaged
-
-    expected = templates.environment(None).get_template("store/OVERVIEW.md.j2").render(**values)
-    assert render_packaged(values) == expected
 
 
 def test_cortex_new_imports_no_jinja_without_an_override(store: Any, project: Any) -> None:
@@ -67,3 +55,43 @@ def test_cortex_new_imports_no_jinja_without_an_override(store: Any, project: An
     assert second.stdout.split()[-1] == "True"
     assert second.stdout.split()[-2].endswith("EXP-002.md")
     assert (Path(second.stdout.split()[-2])).read_text().endswith("\nmine\n")
+
+
+def test_concurrent_new_never_share_an_id(project) -> None:
+    """Real processes racing for ids: every one gets its own."""
+    code = (
+        "import sys\n"
+        "from cortexfs.store import Store\n"
+        "from cortexfs.atoms import EXPERIMENT\n"
+        "from cortexfs.authoring import NewAtom, create_atom\n"
+        "p = Store.open().project('flywheel')\n"
+        "for i in range(10):\n"
+        "    create_atom(p, NewAtom(EXPERIMENT, f'run {sys.argv[1]} {i}', ['race'], [], [], []))\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(n)]) for n in range(4)]
+    assert all(p.wait(timeout=60) == 0 for p in procs)
+    paths = sorted(p.name for _, p in atom_paths(project))
+    assert paths == [f"EXP-{n:03d}.md" for n in range(1, 41)]
+    summaries = {p.read_text().split("summary: ")[1].split("\n")[0] for _, p in
+                 atom_paths(project)}
+    assert len(summaries) == 40
+
+
+def test_add_atom_refuses_before_writing_and_takes_a_body(project) -> None:
+    """The library call behind `cortex new` and MCP add_atom: gate first, one write."""
+    from cortexfs.atoms import EXPERIMENT
+    from cortexfs.authoring import NewAtom, add_atom, kind_named
+    from cortexfs.errors import CortexError, InvalidInputError
+
+    req = NewAtom(EXPERIMENT, "Registry extraction from artifacts", ["registry"], [], [], [])
+    first = add_atom(project, req, body="## Results\n\n573 artifacts.\n")
+    assert first.duplicates == [] and first.change.created == [first.atom.path]
+    assert first.change.message == "atom: add EXP-001 — Registry extraction from artifacts"
+    assert first.atom.path.read_text().endswith("---\n\n## Results\n\n573 artifacts.\n")
+    second = add_atom(project, req)
+    assert [d.id for d in second.duplicates] == ["EXP-001"]
+    with pytest.raises(CortexError):
+        add_atom(project, req, strict=True)
+    assert sorted(p.name for _, p in atom_paths(project)) == ["EXP-001.md", "EXP-002.md"]
+    with pytest.raises(InvalidInputError, match="use exp, k or pat"):
+        kind_named("zzz")

@@ -1,4 +1,5 @@
-"""The atom loader and its cache: hits, misses, damage, racy files, the forked parse."""
+"""cortexfs.loader: the atom loader and its cache — hits, misses, damage, racy files, the
+forked parse."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The command surface: every command documents itself, and --help stays light."""
+"""cortexfs.cli.main: the command surface — every command documents itself, and --help
+stays light."""
 
 from __future__ import annotations
 

@@ -1,27 +1,19 @@
-"""`cortex view`: the site it builds, its escaping, its incremental rebuilds, its server."""
+"""cortexfs.view.build: the site `cortex view` builds, its escaping, its incremental rebuilds,
+its forked worker."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import re
-import threading
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from view_store import BODY_WORD, age, populate, site_files
+from view_store import age, site_files
 
-from cortexfs.escape import script_json
 from cortexfs.store import Project, Store
 from cortexfs.view import search
 from cortexfs.view.build import build, default_dir
-
-
-@pytest.fixture
-def viewed(project: Project) -> Project:
-    populate(project)
-    return project
 
 
 def _links(text: str) -> list[tuple[str, str]]:
@@ -124,35 +116,6 @@ def test_store_values_are_escaped_everywhere(store: Store, viewed: Project) -> N
     assert "script-src &#39;self&#39;" in files["p/flywheel/EXP-003.html"]
 
 
-def test_script_json_cannot_end_a_script() -> None:
-    text = script_json({"s": "</script><!-- \u2028 & >"})
-    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
-    assert json.loads(text) == {"s": "</script><!-- \u2028 & >"}
-
-
-def test_search_index_finds_terms_in_every_field(store: Store, viewed: Project) -> None:
-    site = build(store).root
-    meta = _data(site / "data/search/index.js")
-    assert meta["docs"] == 5 and meta["stopwords"] == sorted(search.STOPWORDS)
-    bucket = search.bucket(BODY_WORD)
-    table = _data(site / f"data/search/s0/{bucket}.js")
-    docs = _data(site / "data/search/docs-0.js")
-    postings = table[BODY_WORD]
-    assert [docs[postings[0]][2], postings[1]] == ["EXP-001", search.BODY]
-    exp001 = docs.index(next(d for d in docs if d[2] == "EXP-001"))
-    registry = _data(site / "data/search/s0/re.js")["registry"]
-    fields = dict(zip(registry[::2], registry[1::2], strict=True))
-    assert fields[exp001] == search.TAGS | search.SUMMARY  # not in its body
-    assert _data(site / f"data/search/s0/{search.bucket('exp-001')}.js")["exp-001"] == \
-        [exp001, search.ID]
-    assert search.bucket("k-012") == "k_2d" and search.bucket("été") == "_e9t"
-
-
-def _data(path: Path) -> object:
-    text = path.read_text(encoding="utf-8")
-    return json.loads(text[text.index(",") + 1:text.rindex(")")])
-
-
 def test_rebuilds_rewrite_only_what_changed(store: Store, viewed: Project,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     first = build(store)
@@ -227,79 +190,6 @@ def test_out_folder_is_checked(store: Store, viewed: Project, tmp_path: Path, cl
     assert cli("view", "--port", "70000", "--serve").exit_code == 1
     result = cli("view", "--port", "8000")
     assert result.exit_code == 1 and "--port goes with --serve" in result.stderr
-
-
-def test_cli_reports_and_opens(store: Store, viewed: Project, cli,
-                               monkeypatch: pytest.MonkeyPatch) -> None:
-    opened: list[str] = []
-    monkeypatch.setattr("webbrowser.open", lambda url: opened.append(url) or True)
-    result = cli("view", "--open")
-    assert result.exit_code == 0, result.output
-    site = default_dir(store)
-    assert f"site: {site / 'index.html'}" in result.stdout
-    assert "5 atoms in 1 project:" in result.stdout
-    assert opened == [(site / "index.html").as_uri()]
-    data = json.loads(cli("view", "-f", "json").stdout)
-    assert data["written"] == 0 and data["atoms"] == 5 and data["site"] == str(site)
-    assert not (store.home / ".gitignore").read_text().find(".cache/") < 0  # never committed
-
-
-def test_help_does_not_import_the_view() -> None:
-    import subprocess
-    import sys
-
-    code = "import sys; from cortexfs.cli.main import app; print('cortexfs.view' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert out.stdout.strip() == "False"
-
-
-# --- the server --------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def served(store: Store, viewed: Project, tmp_path: Path):
-    from cortexfs.view import server
-
-    site = build(store).root
-    (tmp_path / "secret.txt").write_text("secret")
-    (site / "p" / "leak.txt").symlink_to(tmp_path / "secret.txt")
-    (site / "p" / "leakdir").symlink_to(tmp_path)
-    httpd = server.server(site, port=0)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-
-
-def _get(httpd, path: str, method: str = "GET", host: str | None = None) -> tuple[int, bytes]:
-    port = httpd.server_address[1]
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    conn.putrequest(method, path, skip_host=True)
-    conn.putheader("Host", host or f"127.0.0.1:{port}")
-    conn.endheaders()
-    response = conn.getresponse()
-    body = response.read()
-    conn.close()
-    return response.status, body
-
-
-def test_server_serves_the_site_and_nothing_else(served) -> None:
-    assert served.server_address[0] == "127.0.0.1"
-    status, body = _get(served, "/")
-    assert status == 200 and b"<title>Store" in body
-    assert _get(served, "/p/flywheel/EXP-001.html")[0] == 200
-    assert _get(served, "/search.html?q=registry")[0] == 200
-    for path in ("/../secret.txt", "/%2e%2e/secret.txt", "/p/..%2f..%2fsecret.txt",
-                 "/p/leak.txt", "/p/leakdir/secret.txt", "/.cortex-view/manifest.bin",
-                 "/p/", "/p", "/nosuch.html", "/%ff", "/p/flywheel/EXP-001.html%00"):
-        status, body = _get(served, path)
-        assert status == 404 and b"secret" not in body, path
-    assert _get(served, "/", method="POST")[0] == 501
-    assert _get(served, "/", method="PUT")[0] == 501
-    assert _get(served, "/", host="evil.example:80")[0] == 403  # DNS rebinding
-    assert _get(served, "/", host=f"localhost:{served.server_address[1]}")[0] == 200
 
 
 def test_a_forked_worker_builds_the_same_site(store: Store, viewed: Project, tmp_path: Path,

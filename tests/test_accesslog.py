@@ -1,3 +1,5 @@
+"""cortexfs.accesslog: appending reads, folding the log into counts, one folded state."""
+
 from __future__ import annotations
 
 import json
@@ -8,16 +10,6 @@ import pytest
 
 from cortexfs import accesslog
 from cortexfs.store import Project
-from cortexfs.strength import strength
-
-
-def test_strength_pinned_values() -> None:
-    assert strength(0) == 1.0
-    assert strength(168) == pytest.approx((1 + 16.8) ** -0.3)
-    assert round(strength(168), 2) == 0.42
-    assert strength(10_000, priority="amygdala") == 1.0
-    assert strength(168, src="manual") == pytest.approx((1 + 16.8) ** -0.15)
-    assert strength(168, related=3) == pytest.approx((1 + 16.8) ** -0.21)
 
 
 def test_fold_counts_and_newest_and_resumes(tmp_path: Path) -> None:

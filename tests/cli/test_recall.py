@@ -1,4 +1,5 @@
-"""`cortex recall`: text and JSON output, snippets, filters, --open, bad input."""
+"""cortexfs.cli.recall: `cortex recall` — text and JSON output, snippets, filters, --open,
+bad input."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from cortexfs.store import Project, Store
+
+pytestmark = pytest.mark.usefixtures("no_model")  # lexical, heat and recency only
 
 
 def test_text_and_json(store: Store, atoms: Callable[..., Path], cli: object) -> None:

@@ -1,0 +1,42 @@
+"""cortexfs.cli.atoms: `cortex new` writes and commits an atom; each bad input is one line."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cortexfs.loader import atom_paths
+
+
+def test_new_writes_atom_and_commits(cli, project) -> None:
+    result = cli("new", "exp", "-p", "flywheel", "-s", "Registry extraction", "-t", "a,b")
+    assert result.exit_code == 0, result.output
+    path = Path(result.stdout.strip())
+    assert path.name == "EXP-001.md"
+    text = path.read_text()
+    assert "id: EXP-001\n" in text and "tags: [a, b]\n" in text and "## Reflection" in text
+    log = subprocess.run(["git", "log", "--format=%s", "-1"], cwd=project.store.home,
+                         capture_output=True, text=True).stdout
+    assert log.strip() == "atom: add EXP-001 — Registry extraction"
+    second = cli("new", "exp", "-p", "flywheel", "-s", "Next", "-t", "a")
+    assert Path(second.stdout.strip()).name == "EXP-002.md"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["new", "zzz", "-p", "flywheel", "-s", "s", "-t", "a"], "unknown atom type"),
+    (["new", "exp", "-p", "nope", "-s", "s", "-t", "a"], "no project named 'nope'"),
+    (["new", "exp", "-p", "flywheel", "-s", "  ", "-t", "a"], "summary is empty"),
+    (["new", "exp", "-p", "flywheel", "-s", "s", "-t", "has space"], "invalid tag"),
+    (["new", "k", "-p", "flywheel", "-s", "s", "-t", "a"], "knowledge needs evidence"),
+    (["new", "k", "-p", "flywheel", "-s", "s", "-t", "a", "-e", "EXP-009"], "does not exist"),
+    (["new", "pat", "-p", "flywheel", "-s", "s", "-t", "a"], "source experiments"),
+    (["new", "exp", "-p", "flywheel", "-s", "s", "-t", "a", "-l", "FOO-1"], "not an atom id"),
+])
+def test_new_bad_input(cli, project, args: list[str], message: str) -> None:
+    result = cli(*args)
+    assert result.exit_code == 1
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not any(atom_paths(project))

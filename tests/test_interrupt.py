@@ -1,0 +1,77 @@
+"""cortexfs.interrupt: inside a writing command a signal waits for a file boundary, and a
+commit under way is finished; outside one the process stops at once with exit 130."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from cortexfs import interrupt
+from cortexfs.interrupt import EXIT_CODE, Interrupted
+
+
+def test_a_signal_inside_deferred_waits_for_the_next_check() -> None:
+    before = signal.getsignal(signal.SIGINT)  # (SIG_IGN in a shell's background job)
+    with interrupt.deferred():
+        interrupt.check()  # nothing received: goes on
+        os.kill(os.getpid(), signal.SIGINT)
+        assert interrupt.received() == signal.SIGINT
+        with pytest.raises(Interrupted) as stopped:
+            interrupt.check()
+    assert stopped.value.signum == signal.SIGINT
+    assert signal.getsignal(signal.SIGINT) is before  # put back after
+
+
+def test_a_commit_under_way_is_finished_first() -> None:
+    with interrupt.deferred():
+        with interrupt.shielded():
+            os.kill(os.getpid(), signal.SIGTERM)
+            interrupt.check()  # shielded: the commit goes on
+        with pytest.raises(Interrupted):
+            interrupt.check()
+
+
+def test_a_new_command_starts_with_no_signal() -> None:
+    with interrupt.deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+    with interrupt.deferred():
+        assert interrupt.received() == 0
+        interrupt.check()
+
+
+def test_other_threads_are_left_alone() -> None:
+    seen: list[object] = []
+
+    def work() -> None:
+        with interrupt.deferred():
+            seen.append(signal.getsignal(signal.SIGINT))
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert seen == [signal.getsignal(signal.SIGINT)]  # not the cortex handler
+
+
+def test_the_message_says_what_was_done_and_what_to_run() -> None:
+    assert Interrupted(2).message() == "interrupted: nothing was written; nothing is left to do"
+    assert Interrupted(2, "3 of 5 indexes written", "cortex index regen").message() == (
+        "interrupted: 3 of 5 indexes written, run `cortex index regen` again")
+
+
+def test_outside_a_writing_command_the_process_stops_at_once() -> None:
+    code = ("import os, signal, time\n"
+            "from cortexfs import interrupt\n"
+            "interrupt.install()\n"
+            "interrupt.set_command('cortex sync')\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "time.sleep(5)\n"
+            "print('not reached')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == EXIT_CODE == 130
+    assert proc.stderr == "interrupted, run `cortex sync` again\n" and proc.stdout == ""

@@ -1,0 +1,89 @@
+"""cortexfs.store: where a store lives, which projects it holds, and the errors that say
+what to do when a store or a project is not there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cortexfs import scaffold
+from cortexfs.errors import (
+    InvalidInputError,
+    NotAStoreError,
+    OutsideStoreError,
+    ProjectNotFoundError,
+)
+from cortexfs.store import Project, Store, check_project_name
+
+
+def test_a_store_s_places(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s")
+    assert store.context == tmp_path / "s" / "context"
+    assert store.projects_dir == tmp_path / "s" / "context" / "projects"
+    assert (store.cache_dir.name, store.logs_dir.name, store.locks_dir.name,
+            store.templates_dir.name) == (".cache", "logs", ".locks", "templates")
+    project = Project(store, "flywheel")
+    assert project.root == store.projects_dir / "flywheel"
+    assert project.access_log == project.root / "_meta" / "access-log.jsonl"
+
+
+def test_at_and_open_resolve_the_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CORTEX_HOME", str(tmp_path / "env"))
+    assert Store.at().home == tmp_path / "env"
+    assert Store.at(tmp_path / "option").home == tmp_path / "option"
+    with pytest.raises(NotAStoreError, match=r"^no cortex store at .*/env: run `cortex init` "
+                                             r"\(or point CORTEX_HOME / --home at an existing "
+                                             r"store\)$"):
+        Store.open()
+    scaffold.init_store(Store.at())
+    assert Store.open().exists()
+
+
+def test_a_linked_context_is_not_a_store(tmp_path: Path) -> None:
+    real = Store(tmp_path / "real")
+    scaffold.init_store(real)
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "context").symlink_to(real.context)
+    with pytest.raises(OutsideStoreError):
+        Store.open(tmp_path / "linked")
+
+
+def test_projects_are_the_plain_folders_sorted(store: Store, tmp_path: Path) -> None:
+    for name in ("zeta", "alpha"):
+        scaffold.new_project(store, name)
+    (store.projects_dir / ".hidden").mkdir()
+    (store.projects_dir / "_private").mkdir()
+    (store.projects_dir / "a-file").write_text("x")
+    (tmp_path / "elsewhere").mkdir()
+    (store.projects_dir / "linked").symlink_to(tmp_path / "elsewhere")
+    assert store.project_names() == ["alpha", "zeta"]
+    assert [p.name for p in store.projects()] == ["alpha", "zeta"]
+    assert [p.name for p in store.select(None)] == ["alpha", "zeta"]
+    assert [p.name for p in store.select(["zeta", "alpha", "zeta"])] == ["zeta", "alpha"]
+    assert store.folder_projects(store.context / "archive") == []
+
+
+def test_a_missing_project_says_how_to_make_it_or_what_was_meant(store: Store) -> None:
+    scaffold.new_project(store, "flywheel")
+    assert store.project("flywheel") == Project(store, "flywheel")
+    with pytest.raises(ProjectNotFoundError) as typo:
+        store.project("flywheal")
+    assert str(typo.value) == ("no project named 'flywheal': did you mean 'flywheel'? "
+                               "(projects: flywheel)")
+    with pytest.raises(ProjectNotFoundError) as new:
+        store.project("other")
+    assert str(new.value) == ("no project named 'other' (projects: flywheel); create it with "
+                              "`cortex project new other`")
+
+
+@pytest.mark.parametrize("name", ["", ".hidden", "-dash", "a/b", "..", "a" * 65, "tab\there",
+                                  "end\n", "ünï"])
+def test_bad_project_names_are_refused(name: str) -> None:
+    with pytest.raises(InvalidInputError, match=r"^invalid project name .*: use letters, "):
+        check_project_name(name)
+
+
+def test_good_project_names_pass() -> None:
+    for name in ("a", "A1", "my.project_2-x", "9" * 64):
+        check_project_name(name)
