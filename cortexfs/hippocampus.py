@@ -471,8 +471,8 @@ def _strength_order(e: MemoryEntry) -> tuple[float, int, str]:
 # The orders below sort in stable passes on one plain key each, from the last tie-breaker to
 # the first (the key order is one cheap pass over the entries, which come in it): the same
 # order as one sort on a tuple key, ~3x faster (tuples made and compared per entry: 0.17 s
-# of a 100,000-atom regeneration went to `_recent_first` alone).
-def _by_strength(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
+# of a 100,000-atom regeneration went to `recent_first` alone).
+def by_strength(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
     """In `_strength_order`."""
     out = sorted(entries, key=_KEY)
     out.sort(key=_HITS, reverse=True)  # (reverse keeps equal ones in their order)
@@ -480,14 +480,14 @@ def _by_strength(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
     return out
 
 
-_NEVER_US = (dt.datetime.min.replace(tzinfo=dt.UTC) - _EPOCH) // _US
+NEVER_US = (dt.datetime.min.replace(tzinfo=dt.UTC) - _EPOCH) // _US
 
 
 def _event_us(e: MemoryEntry) -> int:
-    return e.event_us if e.event_us is not None else _NEVER_US
+    return e.event_us if e.event_us is not None else NEVER_US
 
 
-def _recent_first(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
+def recent_first(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
     """Newest event first, then by key."""
     out = sorted(entries, key=_KEY)
     out.sort(key=_event_us, reverse=True)
@@ -497,13 +497,13 @@ def _recent_first(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
 def time_buckets(index: MemoryIndex, recent: list[MemoryEntry] | None = None) \
         -> dict[str, list[MemoryEntry]]:
     """This Week / This Month / Older by last access (or date), relative to `reference`
-    (`recent`: the entries in `_recent_first` order, when the caller has them)."""
+    (`recent`: the entries in `recent_first` order, when the caller has them)."""
     ref = (index.reference - _EPOCH) // _US if index.reference is not None else None
-    return _buckets(ref, _recent_first(index.entries) if recent is None else recent)
+    return _buckets(ref, recent_first(index.entries) if recent is None else recent)
 
 
 def _buckets(ref: int | None, recent: Iterable[MemoryEntry]) -> dict[str, list[MemoryEntry]]:
-    """time_buckets of entries in `_recent_first` order, with the clock `ref` in µs."""
+    """time_buckets of entries in `recent_first` order, with the clock `ref` in µs."""
     out: dict[str, list[MemoryEntry]] = {"This Week": [], "This Month": [], "Older": []}
     for entry in recent:
         event = entry.event_us
@@ -613,7 +613,7 @@ def render_single(index: MemoryIndex) -> str:
     out += ["\n" + render_entry(e) for e in qa] or ["\n_No reads recorded yet._\n"]
     out += _section("By Topic", "Every entry, by project and primary tag, strongest first.")
     groups: dict[tuple[str, str], list[MemoryEntry]] = {}
-    for e in _by_strength(index.entries):  # each group in that order too
+    for e in by_strength(index.entries):  # each group in that order too
         groups.setdefault((e.project, e.topic), []).append(e)
     for (project, topic), members in sorted(groups.items()):
         out.append(f"\n### {project} · {topic}\n")
@@ -694,7 +694,7 @@ def project_view(entries: list[MemoryEntry], ref_us: int | None) -> dict[str, An
     the files rendered from the views are those rendered from the entries."""
     from cortexfs.cache import digest
 
-    recent = _recent_first(entries)
+    recent = recent_first(entries)
     months: dict[str, list[tuple[int, str, str]]] = {}
     for e in recent:
         months.setdefault(e.event_month, []).append((-_event_us(e), e.key,
@@ -777,7 +777,7 @@ def render_hierarchical(index: MemoryIndex, known_topics: Iterable[str] = ()) \
     ref_us = (index.reference - _EPOCH) // _US if index.reference is not None else None
     views = {project: project_view(members, ref_us) for project, members in by_project.items()}
     yield from render_views(views, _Figures.of_index(index),
-                            lambda project: _by_strength(by_project[project]),
+                            lambda project: by_strength(by_project[project]),
                             {topic_path(p) for p in known_topics})
 
 
@@ -1190,7 +1190,7 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
         figures = _Figures.of_views(views, reference, sum(s.reads for s in shares), +skipped)
         by_name = {s.project: s for s in shares}
         files = render_views(views, figures,
-                             lambda project: _by_strength(by_name[project].entries(ref_us)),
+                             lambda project: by_strength(by_name[project].entries(ref_us)),
                              skip)
     else:
         files = render(assemble(s.part() for s in shares))

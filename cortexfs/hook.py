@@ -408,7 +408,7 @@ def shell_reads(command: str, cwd: str) -> Iterator[tuple[str, list[str], str]]:
         BUDGET.capped(f"a shell command of {len(command):,} characters (over {MAX_COMMAND:,}) "
                       "was not parsed")
         return
-    tokens = _tokens(_preprocess(command))
+    tokens = shell_tokens(_preprocess(command))
     if tokens is None:  # unbalanced quotes: the shell itself would have refused it
         return
     simple: list[str] = []
@@ -444,7 +444,7 @@ def _preprocess(command: str) -> str:
     return command
 
 
-def _tokens(command: str) -> list[str] | None:
+def shell_tokens(command: str) -> list[str] | None:
     """The words (unquoted) and operators of a shell line, line ends and backquotes as `;`,
     comments dropped; None when a quote is not closed. Linear in the length."""
     tokens: list[str] = []

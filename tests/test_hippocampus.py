@@ -522,10 +522,10 @@ def test_the_orders_sorted_in_passes_are_those_of_one_tuple_key(
                in enumerate(rows)]
     rng.shuffle(entries)
     index: Any = types.SimpleNamespace(entries=entries)
-    never = hippocampus._NEVER_US
-    assert hippocampus._by_strength(entries) == sorted(
+    never = hippocampus.NEVER_US
+    assert hippocampus.by_strength(entries) == sorted(
         entries, key=lambda e: (-e.strength, -e.hits, e.key))
-    assert hippocampus._recent_first(entries) == sorted(
+    assert hippocampus.recent_first(entries) == sorted(
         entries, key=lambda e: (-(e.event_us if e.event_us is not None else never), e.key))
     assert hippocampus.decay_queue(index) == sorted(
         (e for e in entries if e.strength < hippocampus.DECAY_THRESHOLD),

@@ -366,9 +366,9 @@ def test_shell_tokens_are_shlex_s_in_one_linear_pass() -> None:
         expected = [t for t in lexer]
         if "# c" in command:
             expected = ["cat", "a#b"]
-        assert hook._tokens(command) == expected, command
+        assert hook.shell_tokens(command) == expected, command
     long = "cat " + "a" * 1_000_000  # shlex: quadratic in a word's length (1 MB: 38 s)
-    assert hook._tokens(long) == ["cat", "a" * 1_000_000]
+    assert hook.shell_tokens(long) == ["cat", "a" * 1_000_000]
 
 
 def test_a_huge_file_list_is_capped_and_bad_names_skip_only_themselves(

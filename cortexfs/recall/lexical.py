@@ -203,7 +203,7 @@ class LexicalIndex:
         (a long-lived server's choice; `invalidate()` forces the next check).
 
         `meanwhile`: work on the index as it stands (a query), done while a forked process
-        walks its share of a big store (see `_walk`). Its result is returned when the walk
+        walks its share of a big store (see `walk`). Its result is returned when the walk
         found nothing to change — the index it ran on was the fresh one; otherwise None,
         and the caller does the work again on the refreshed index."""
         now = time.monotonic()
@@ -229,14 +229,14 @@ class LexicalIndex:
             done.append(None if meanwhile is None else meanwhile())
 
         walked_at = time.time_ns()  # (before the stats: what the racy rule measures from)
-        walked = self._walk(projects, gap)
+        walked = self.walk(projects, gap)
         if walked:
             done.clear()
             with self._writing():
                 if self._manifest_id != self._on_disk_id():  # another process wrote it
                     self._load()
                     walked_at = time.time_ns()
-                    walked = self._walk(projects)
+                    walked = self.walk(projects)
                 if walked and self._apply(walked, progress, walked_at):
                     self._compact()
                     self._save()
@@ -261,7 +261,7 @@ class LexicalIndex:
                 raise
             yield
 
-    def _walk(self, projects: list[Project],
+    def walk(self, projects: list[Project],
               gap: Callable[[], None] | None = None) -> dict[str, tuple[Any, ...]]:
         """The folders whose listing or stat data differ from the table's (or that are
         gone): folder key → (project, kind, names, stamps, listed).
@@ -303,7 +303,7 @@ class LexicalIndex:
 
     def _walk_folder(self, fkey: str, project: Project, kind: Kind, *,
                      compact: bool = False) -> Any:
-        """One folder of `_walk`: None when its listing and stat data are the table's;
+        """One folder of `walk`: None when its listing and stat data are the table's;
         with `compact` (in the forked child), what crosses the pipe (marshal's types)."""
         old = self.files.folders.get(fkey)
         folder = project.folder(kind)

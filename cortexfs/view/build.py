@@ -42,7 +42,7 @@ from cortexfs.view.site import Site, open_site
 ATOMS_KIND = "view-atoms"
 PROJECTS_KIND = "view-projects"
 PARALLEL_MIN = 400  # atom pages to render from which a second process pays for itself
-CHUNK = 8  # atom jobs claimed at a time by either process (_Shares)
+CHUNK = 8  # atom jobs claimed at a time by either process (Shares)
 STATIC = Path(__file__).resolve().parent / "static"
 
 
@@ -280,7 +280,7 @@ class _Build:
             -> list[_JobResult]:
         """Do the atom jobs, `meanwhile`, and the search segments that changed — in two
         processes when there are many jobs: this one does `meanwhile` and takes jobs from
-        the front, a forked worker takes them from the back (_Shares), so that whichever
+        the front, a forked worker takes them from the back (Shares), so that whichever
         gets more of the machine does more. Each makes the files of the search segments
         whose jobs it did all of; this one makes the rest once the worker is done."""
         if len(jobs) < PARALLEL_MIN or not forked.can_fork():
@@ -288,7 +288,7 @@ class _Build:
             return self._work(jobs, index, set(index.dirty))
         jobs = sorted(jobs, key=lambda j: index.segment(_doc_key(j.pm, j.am)))
         segs = [index.segment(_doc_key(j.pm, j.am)) for j in jobs]
-        shares = _Shares(len(jobs))
+        shares = Shares(len(jobs))
 
         def whole(lo: int, hi: int) -> set[int]:
             """The segments all of whose jobs are in jobs[lo:hi]."""
@@ -374,7 +374,7 @@ class _Build:
                 self.site.put(rel, cache.digest(raw).hex(), partial(bytes, raw))
 
 
-class _Shares:
+class Shares:
     """`count` jobs shared by two processes as they go: one takes chunks from the front
     (`front`), the other from the back (`back`), each claiming a chunk by reading one byte
     of a pipe that holds one byte per chunk, made before the fork; so the two meet wherever

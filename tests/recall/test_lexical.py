@@ -225,7 +225,7 @@ def _walk_both(index: LexicalIndex, monkeypatch: pytest.MonkeyPatch) -> dict[str
                 for k, (p, kind, names, stamps, listed) in w.items()}
 
     monkeypatch.setattr(lexical, "FORK_MIN_FILES", 10**9)
-    serial = plain(index._walk(projects))
+    serial = plain(index.walk(projects))
     monkeypatch.setattr(lexical, "FORK_MIN_FILES", 0)
     started = []
     start = lexical.forked.start
@@ -235,11 +235,11 @@ def _walk_both(index: LexicalIndex, monkeypatch: pytest.MonkeyPatch) -> dict[str
         return start(work)
 
     monkeypatch.setattr(lexical.forked, "start", spy)
-    assert plain(index._walk(projects)) == serial
+    assert plain(index.walk(projects)) == serial
     assert started  # (the fork path was taken)
     mine = lexical.forked.Shared.mine
     monkeypatch.setattr(lexical.forked.Shared, "mine", lambda self: iter(()))
-    assert plain(index._walk(projects)) == serial
+    assert plain(index.walk(projects)) == serial
     monkeypatch.setattr(lexical.forked.Shared, "mine", mine)
     monkeypatch.setattr(lexical.forked, "start", start)
     return serial

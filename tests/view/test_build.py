@@ -207,10 +207,10 @@ def test_a_forked_worker_builds_the_same_site(store: Store, viewed: Project, tmp
 
 
 def test_shares_give_every_job_to_one_process() -> None:
-    from cortexfs.view.build import _Shares
+    from cortexfs.view.build import Shares
 
     for count in (1, 8, 9, 100):
-        shares = _Shares(count)
+        shares = Shares(count)
         front, back = shares.front(), shares.back()
         taken: list[int] = []
         for turn in range(1000):  # the two ends claim in turn, at their own speeds
