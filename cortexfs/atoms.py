@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cortexfs import layout
+from cortexfs.errors import InvalidInputError
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,27 @@ def as_date(value: object) -> dt.date | None:
         except ValueError:
             return None
     return None
+
+
+_AGE = re.compile(r"(\d{1,9})([dwmy])")
+_AGE_DAYS = {"d": 1, "w": 7, "m": 30, "y": 365}
+
+
+def parse_since(value: str, today: dt.date | None = None) -> dt.date:
+    """A `--since` value: `2026-03-01`, or an age before today — `7d`, `2w`, `3m` (30-day
+    months), `1y` (365 days)."""
+    text = value.strip().lower()
+    m = _AGE.fullmatch(text)
+    try:
+        if m:
+            return (today or dt.date.today()) - dt.timedelta(days=int(m[1]) * _AGE_DAYS[m[2]])
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise InvalidInputError(f"--since {value[:40]!r} is not a date: give YYYY-MM-DD or an "
+                                "age such as 7d, 2w, 3m, 1y") from None
+    except OverflowError:
+        raise InvalidInputError(f"--since {value[:40]!r} reaches back before the year 1: give "
+                                "a shorter age or a date") from None
 
 
 @dataclass

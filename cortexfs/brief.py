@@ -32,12 +32,17 @@ budget by `cortexfs.tokens.estimate`.
 from __future__ import annotations
 
 import datetime as dt
+import marshal
+import os
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cortexfs.errors import CortexError, InvalidInputError
+from cortexfs import wall
+from cortexfs.atoms import EXPERIMENT, KINDS, status_group
+from cortexfs.errors import AtomParseError, CortexError, InvalidInputError
 from cortexfs.frontmatter import HTML_COMMENT
 from cortexfs.layout import ISSUES_MD, STATUS_MD
 from cortexfs.tokens import chars_for, estimate, estimate_joined
@@ -205,19 +210,12 @@ def _render(slot: Slot) -> str:
     return slot.head + "".join(slot.items[: slot.kept])
 
 
-def _item(text: str) -> str:
-    """One line (or block) as an item (Slot shortens the ones past MAX_ITEM_CHARS)."""
-    return text.rstrip("\n") + "\n"
-
-
 # --- reading the project -----------------------------------------------------------------------
 
 
 def _read_text(project: Project, name: str) -> str | None:
     """A governance file of the project; None when missing, a link (not part of the store:
     cortexfs.wall) or over the size limit (`cortex validate` says which)."""
-    from cortexfs import wall
-
     return wall.text_or_none(project.store.context, project.root / name)
 
 
@@ -308,9 +306,6 @@ def _rank(store: Store, parts: Sequence[Part]) -> Ranked:
 def _on_retired_evidence(store: Store, entries: Sequence[MemoryEntry]) -> set[str]:
     """The keys of the entries whose evidence experiments (those that exist) are all
     retired: superseded, refined, stale, deprecated or invalidated."""
-    from cortexfs import wall
-    from cortexfs.atoms import EXPERIMENT, KINDS, status_group
-    from cortexfs.errors import AtomParseError
     from cortexfs.loader import read_atom
 
     kinds = {k.folder: k for k in KINDS}
@@ -422,8 +417,8 @@ def _atom_sections(store: Store, projects: Sequence[Project], qualified: bool) -
     parts = _parts(store, projects, scans)
     ranked = _rank(store, parts)
     atoms = AtomSections(
-        [_item(_atom_line(r, qualified, True, ranked.weak)) for r in ranked.minds],
-        [_item(_atom_line(r, qualified, False)) for r in ranked.experiments],
+        [_atom_line(r, qualified, True, ranked.weak) for r in ranked.minds],
+        [_atom_line(r, qualified, False) for r in ranked.experiments],
         ranked.decayed_minds, ranked.decayed_experiments, [part.kinds for part in parts])
     if key is not None:
         cache.save(path, SECTIONS_KIND, (key, (atoms.minds, atoms.experiments,
@@ -438,12 +433,7 @@ def _inputs_key(scans: Sequence[ProjectScan], qualified: bool) -> bytes | None:
     content: a file re-checked by content while its stat data is racy) and their access
     logs' stat data — or None when a log changed within cache.RACY_NS (its stat data
     cannot vouch for its content yet, so nothing is cached or trusted)."""
-    import marshal
-    import os
-    import time
-
     from cortexfs import cache
-    from cortexfs.atoms import KINDS
 
     started = time.time_ns()
     newest = 0
@@ -480,19 +470,19 @@ def _project_brief(store: Store, project: Project, budget: int) -> Brief:
     atoms = _atom_sections(store, [project], qualified=False)
     slots: list[Slot] = []
     status_text = _read_text(project, STATUS_MD)
-    status_items = [_item(line + "\n") for line in markdown_lines(status_text or "")]
+    status_items = markdown_lines(status_text or "")
     rel = f"projects/{project.name}"
     slots.append(Slot("status", STATUS_MD, status_items or ["_STATUS.md is missing or "
                                                                "empty._\n"],
                       0.30, "lines", f"(from {rel}/STATUS.md)"))
     task_items, note = _task_items(project)
     task_items.sort(key=lambda kv: kv[0])
-    items = [_item(line) for _, line in task_items]
+    items = [line for _, line in task_items]
     if note:
-        items.insert(0, _item(f"- {note}"))
+        items.insert(0, f"- {note}")
     slots.append(Slot("tasks", "Open tasks", items, 0.15, "tasks", f"(from {rel}/TASKS.yaml)"))
     issues = issue_blocks(_read_text(project, ISSUES_MD) or "")
-    slots.append(Slot("issues", "Issues", [_item(b) for b in issues], 0.10, "issues",
+    slots.append(Slot("issues", "Issues", issues, 0.10, "issues",
                       f"(from {rel}/ISSUES.md)"))
     slots.append(Slot("knowledge", "Strongest knowledge and patterns", atoms.minds,
                       0.30, "atoms", f"(files: {rel}/knowledge/K-NNN.md, "
@@ -516,11 +506,11 @@ def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brie
         name = project.name
         status = _read_text(project, STATUS_MD)
         phase = read_status(status).phase if status else None
-        overview.append(_item(
+        overview.append(
             f"- {name}: {' '.join((phase or 'no STATUS.md phase').split())} "
             f"({plural(counts.get('experiments', 0), 'experiment')}, "
             f"{counts.get('knowledge', 0)} knowledge, "
-            f"{plural(counts.get('patterns', 0), 'pattern')}) → projects/{name}/STATUS.md"))
+            f"{plural(counts.get('patterns', 0), 'pattern')}) → projects/{name}/STATUS.md")
     task_items: list[tuple[Any, str]] = []
     issue_items: list[str] = []
     for p in projects:
@@ -529,12 +519,12 @@ def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brie
         if note:
             task_items.append(((9, 99, 0), f"- {p.name}: {note}"))
         for block in issue_blocks(_read_text(p, ISSUES_MD) or ""):
-            issue_items.append(_item(f"- {p.name}: {block.splitlines()[0].lstrip('#- ')}"))
+            issue_items.append(f"- {p.name}: {block.splitlines()[0].lstrip('#- ')}")
     task_items.sort(key=lambda kv: kv[0])
     slots = [
         Slot("projects", "Projects", overview, 0.20, "projects",
              "(one line each; `cortex brief PROJECT` gives a project's full brief)"),
-        Slot("tasks", "Open tasks", [_item(line) for _, line in task_items], 0.15,
+        Slot("tasks", "Open tasks", [line for _, line in task_items], 0.15,
              "tasks"),
         Slot("issues", "Issues", issue_items, 0.10, "issues"),
         Slot("knowledge", "Strongest knowledge and patterns", atoms.minds, 0.35,

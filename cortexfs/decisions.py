@@ -50,14 +50,10 @@ class RecordProblem:
     message: str
 
 
-def _blank_comments(text: str) -> str:
-    """`text` with HTML comments replaced by spaces (line numbers stay the same)."""
-    return frontmatter.HTML_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
-
-
 def check_record(text: str) -> list[RecordProblem]:
     """What a decision record's text lacks (empty list when it is complete)."""
-    blanked = _blank_comments(text)
+    # HTML comments blanked out with spaces: line numbers and offsets stay the same
+    blanked = frontmatter.HTML_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
     lines = blanked.splitlines()
     problems: list[RecordProblem] = []
     fields: dict[str, tuple[int | None, str]] = {}

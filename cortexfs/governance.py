@@ -164,10 +164,7 @@ def store_findings(store: Store) -> Iterator[Finding]:
 
 def check(store: Store, projects: list[Project]) -> Iterable[Finding]:
     """The validate.EXTRA_CHECKS entry: governance findings for `projects`."""
-    findings: list[Finding] = []
-    for project in projects:
-        findings.extend(project_findings(project))
-    return findings
+    return [finding for project in projects for finding in project_findings(project)]
 
 
 def store_check(store: Store) -> Iterable[Finding]:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import accesslog, authoring, autocommit, cache, interrupt, layout, renumber, wall
+from cortexfs import accesslog, authoring, cache, interrupt, layout, wall
 from cortexfs.atoms import (
     ATOM_ID,
     EXPERIMENT,
@@ -60,10 +60,7 @@ from cortexfs.frontmatter import MAX_ATOM_BYTES, Document, decode, parse, set_ke
 from cortexfs.frontmatter import locate as locate_parts
 from cortexfs.fsutil import atomic_write
 from cortexfs.loader import atom_paths, load_project
-from cortexfs.status import read_status
 from cortexfs.store import Project, Store, check_project_name
-from cortexfs.tasks import OPEN_STATUSES
-from cortexfs.tasks import load as load_tasks
 from cortexfs.wording import plural
 
 if TYPE_CHECKING:
@@ -287,6 +284,8 @@ def show(store: Store, located: Located, *, session: str = "cli", tool: str = "s
          count: bool = True) -> Shown:
     """The atom whole, what it cites, what cites it, its reads; `count` records the read
     in the project's access log (a read like any other)."""
+    from cortexfs import autocommit
+
     text, doc = read(store, located)
     project = located.project
     atoms = load_project(project, bodies=False).atoms
@@ -337,20 +336,6 @@ class Listed:
                 "last_ref": a.last_ref, "links": a.links, "evidence": a.cited_experiments()}
 
 
-def parse_since(text: str, today: dt.date | None = None) -> dt.date:
-    """`2026-03-01`, or an age: `7d`, `2w`, `3m` (30-day months) before today."""
-    value = text.strip()
-    m = re.fullmatch(r"(\d{1,5})([dwm])", value)
-    if m:
-        days = int(m[1]) * {"d": 1, "w": 7, "m": 30}[m[2]]
-        return (today or dt.date.today()) - dt.timedelta(days=days)
-    try:
-        return dt.date.fromisoformat(value)
-    except ValueError:
-        raise InvalidInputError(f"--since {text[:40]!r} is not a date: use YYYY-MM-DD or an "
-                                "age such as 7d, 2w or 3m") from None
-
-
 def check_status_filter(status: str) -> str:
     name = status.strip().lower()
     if name not in STATUSES:
@@ -393,6 +378,9 @@ def list_atoms(store: Store, project: str | None = None, kind: Kind | None = Non
 def projects(store: Store) -> list[dict[str, Any]]:
     """Each project with its atom counts, phase (STATUS.md) and open tasks; then the
     archived ones (name and `archived: true`)."""
+    from cortexfs.status import read_status
+    from cortexfs.tasks import OPEN_STATUSES
+    from cortexfs.tasks import load as load_tasks
 
     out: list[dict[str, Any]] = []
     for project in store.projects():
@@ -502,6 +490,8 @@ def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = 
         existing = None if names is None else [n for n in names if (
             store.projects_dir / n).is_dir()]
         result = regen(store, existing or None)  # ([]: none left, the store-wide files)
+        if result.drained and txn is not None:
+            txn.wrote_unlisted()  # (lines appended to access logs: not in `written`)
         if warn is not None:
             for problem in result.dubious:
                 warn(f"{_rel(store, Path(problem.path))}: {problem.reason}")
@@ -533,6 +523,8 @@ def _rel(store: Store, path: Path) -> str:
 
 def _drop_log_lines(log: Path, files: set[str]) -> None:
     """Remove the access-log lines about `files` (a late append is dropped too)."""
+    from cortexfs import renumber
+
     def keep(data: bytes) -> bytes:
         return b"".join(line for line in data.splitlines(keepends=True)
                         if accesslog.entry_file(line) not in files)
@@ -844,6 +836,8 @@ def move(store: Store, atoms: list[Located], target: str) -> Plan:
     `TARGET/NEW-ID`. Their access-log lines move with them. Refused while a frontmatter
     reference would cross projects (a moved atom citing one that stays, or the other way
     round): move those together."""
+    from cortexfs import renumber
+
     if not atoms:
         raise InvalidInputError("name the atoms to move")
     source = atoms[0].project
@@ -907,6 +901,8 @@ def _project_texts(project: Project, skip: set[Path]) -> list[Path]:
     """The project's text files a mention may sit in: atoms, governance files, decisions —
     not the generated index.md and CORTEX.md files (regenerated after the move) nor the
     access log, nor links."""
+    from cortexfs import renumber
+
     out = []
     for path in _tree_files(project.root):
         if path in skip or path.name in _GENERATED or path.name == layout.ACCESS_LOG \
@@ -938,6 +934,8 @@ def remove_project(store: Store, name: str, *, force: bool = False) -> Plan:
 
 
 def _contents(project: Project) -> tuple[int, int]:
+    from cortexfs.tasks import load as load_tasks
+
     atoms = sum(1 for _ in atom_paths(project))
     try:
         open_tasks = sum(1 for t in load_tasks(project).tasks if t.status != "done")

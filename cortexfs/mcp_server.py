@@ -25,9 +25,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
-from cortexfs.brief import MIN_BUDGET  # (in an annotation: the SDK evaluates it here)
+from cortexfs import authoring, lifecycle, tasks  # (+30 ms at the server's start, once)
+from cortexfs.atoms import parse_since
+from cortexfs.brief import MIN_BUDGET, build  # (MIN_BUDGET: the SDK evaluates annotations)
+from cortexfs.commit import Change, transaction
 from cortexfs.errors import CortexError, InvalidInputError, from_os_error
 from cortexfs.store import Store
 
@@ -155,9 +158,6 @@ def add_atom(store: Store, kind: str, project: str | None, summary: str, tags: l
              commit: bool = True, executor: str | None = None) -> dict[str, Any]:
     """Write a new atom as `cortex new` does (gate included, its project regenerated);
     `body`, when given, replaces the template's body."""
-    from cortexfs import authoring, lifecycle
-    from cortexfs.commit import transaction
-
     proj = lifecycle.only_project(store, project)
     req = authoring.NewAtom(authoring.kind_named(kind), summary,
                             [t.strip() for t in tags if t.strip()], list(evidence or []),
@@ -194,9 +194,6 @@ def _recall_changed(store: Store) -> None:
 def run_plan(store: Store, make: Callable[[], Any]) -> dict[str, Any]:
     """A lifecycle operation as a tool does it: planned under the store's lock, applied and
     committed in one transaction; its report."""
-    from cortexfs import lifecycle
-    from cortexfs.commit import transaction
-
     with transaction(store) as txn:
         plan = make()
         if not plan.empty:
@@ -312,7 +309,6 @@ def build_server(store: Store) -> Any:
     ) -> dict[str, Any]:
         """Rebuild the index.md files, fold the access logs into refs / last-ref, refresh
         OVERVIEW.md, HIPPOCAMPUS.md and the CORTEX.md blocks; commit what changed."""
-        from cortexfs.commit import Change, transaction
         from cortexfs.regen import regenerate as regen
 
         with transaction(store, commit=commit) as txn:
@@ -350,8 +346,6 @@ def build_server(store: Store) -> Any:
         """What a new session should start with — STATUS.md, open tasks, issues, the
         strongest knowledge and patterns, recent experiments — cut to the token budget,
         ending with a banner that lists what was cut."""
-        from cortexfs.brief import build
-
         return build(store, project, budget).text
 
     _lifecycle_tools(server, store, session)
@@ -370,8 +364,6 @@ ProjectArg = Annotated[str | None, Field(
 
 def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
     """show, list, update, status, supersede, invalidate, move, remove, projects, commit."""
-    from cortexfs import lifecycle  # (+30 ms at the server's start, once: not in each tool)
-
     tool = _tool_of(server)
 
     @tool
@@ -400,11 +392,9 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         invalidated, superseded; each by reads, newest, id): id, summary, status, tags,
         refs. Use it to browse or audit a project; to find atoms about a topic use recall.
         Listing is not a read."""
-        from cortexfs.authoring import kind_named
-
         rows = lifecycle.list_atoms(
-            store, project, kind_named(kind) if kind else None, status, tags,
-            lifecycle.parse_since(since) if since else None)
+            store, project, authoring.kind_named(kind) if kind else None, status, tags,
+            parse_since(since) if since else None)
         return {"atoms": [r.to_json() for r in rows[:limit]], "total": len(rows)}
 
     @tool
@@ -516,7 +506,6 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         an atom written with a file tool), with the indexes regenerated where atoms
         changed. Every other tool commits its own change: use this one after editing files
         directly."""
-        from cortexfs.commit import Change, transaction
         from cortexfs.git import remove_stale_temporaries
 
         if message is not None and not message.strip():
@@ -535,8 +524,6 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
 
 def _task_tools(server: Any, store: Store) -> None:
     """list_tasks, add_task, complete_task (TASKS.yaml)."""
-    from cortexfs import tasks
-
     tool = _tool_of(server)
 
     @tool
@@ -583,9 +570,6 @@ def _task_tools(server: Any, store: Store) -> None:
 def _task_change(store: Store, project: str | None, verb: str,
                  change: Callable[[Any], Any]) -> dict[str, Any]:
     """A task edit as a tool does it (`tasks.change_one`, committed): its report."""
-    from cortexfs import lifecycle, tasks
-    from cortexfs.commit import transaction
-
     proj = lifecycle.only_project(store, project)
     with transaction(store) as txn:
         task = tasks.change_one(txn, proj, verb, change).tasks[0]
@@ -598,7 +582,6 @@ def _server_class() -> Any:
     rather than pydantic's multi-line text with a documentation URL."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-    from pydantic import ValidationError
 
     class Server(MCPServer):
         async def call_tool(self, name: str, arguments: dict[str, Any],

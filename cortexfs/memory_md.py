@@ -129,7 +129,9 @@ class NxMeta:
     @property
     def accesses(self) -> int | None:
         raw = self.fields.get("a")
-        return int(raw) if raw is not None and raw.isdigit() else None
+        if raw is None or not raw.isdecimal():
+            return None
+        return int(raw) if len(raw) <= 18 else 10**18  # (int() refuses 4,300 digits and more)
 
     @property
     def user_marked(self) -> bool:
@@ -544,7 +546,7 @@ def _parse_nx(inner: str, line: int, *, closed: bool) -> NxMeta:
             err(f"nx u={value[:30]} is not a date: use YYYY-MM-DD or ISO 8601")
         elif key == "c" and value not in NX_CONFIDENCE:
             err(f"nx c={value[:30]} is not a confidence: use high, med or low")
-        elif key == "a" and not value.isdigit():
+        elif key == "a" and not value.isdecimal():  # (isdigit() takes "²", which int() refuses)
             err(f"nx a={value[:30]} is not an access count: use a whole number ≥ 0")
         elif key == "s" and value not in NX_SOURCES:
             err(f"nx s={value[:30]} is not a source: use docs, user, inferred or tested")
@@ -692,7 +694,10 @@ def _parse_count(value: str) -> int | None:
     if not m:
         return None
     number = float(m.group(1).replace(",", ""))
-    return round(number * 1000) if m.group(2) else round(number)
+    try:
+        return round(number * 1000) if m.group(2) else round(number)
+    except OverflowError:  # hundreds of digits: infinity as a float, and no count
+        return None
 
 
 def _lint_sections(doc: MemoryDoc, problems: list[Problem]) -> None:

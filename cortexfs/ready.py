@@ -29,25 +29,35 @@ files, read only until each project's latest commit is seen), and regeneration r
 from __future__ import annotations
 
 import datetime as dt
-import importlib
+import marshal
 import os
 import re
 import shlex
+import stat
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from cortexfs import layout, templates, wall
-from cortexfs.atoms import ATOM_ID, KNOWLEDGE
+from cortexfs import cache, layout, templates, validate, wall
+from cortexfs.atoms import ATOM_ID, KINDS, KNOWLEDGE
 from cortexfs.errors import CortexError
+from cortexfs.layout import GENERATED_END, GENERATED_START
+from cortexfs.loader import (
+    RACY,
+    LoadedProject,
+    ProjectScan,
+    atom_paths,
+    collector_paused,
+    scan_many,
+)
 from cortexfs.store import Project, Store
-from cortexfs.wording import plural
+from cortexfs.wording import plural, some
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-
-    from cortexfs.loader import LoadedProject, ProjectScan
 
 MAX_LISTED_PATHS = 10
 _MD_LINK = re.compile(r"\[(?:[^\]\\]|\\.)*\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'][^\"']*[\"'])?\s*\)")
@@ -97,10 +107,6 @@ def check(store: Store, project: str | None = None, *, use_cache: bool = True) -
     points at, which STATUS.md files are uncommitted, today's date and cortex's own code:
     when nothing changed, they are not re-run.
     """
-    import threading
-
-    from cortexfs.loader import collector_paused, scan_many
-
     store.require()
     projects = [store.project(project)] if project else store.projects()
     report = ReadyReport(projects=[p.name for p in projects])
@@ -139,8 +145,6 @@ def check(store: Store, project: str | None = None, *, use_cache: bool = True) -
 def _file_checks(store: Store, project: str | None, projects: list[Project],
                  state: Any, scans: Sequence[ProjectScan]) -> tuple[list[Gap], list[Gap]]:
     """The checks that read files: (gaps listed before the git ones, gaps listed after)."""
-    from cortexfs import validate
-
     loaded = {sc.project.name: sc.loaded() for sc in scans}
     # the atoms' checks start (on both cores when there are many) while the rest is done
     # (forked before loading instead, the child loads its projects' infos again: 0.3 s more
@@ -179,14 +183,6 @@ def _inputs_key(store: Store, project: str | None, state: Any,
     """(digest of everything the file checks read, whether a file changed too recently for
     its stat data to be trusted); None when the inputs cannot be pinned down. The atom
     files of `scans` are in it as the scan has them (stamp, CRC): not stat-ed a second time."""
-    import marshal
-    import time
-
-    from cortexfs import cache
-    from cortexfs.atoms import KINDS
-    from cortexfs.loader import RACY
-    from cortexfs.templates import package_dir
-
     head = _head_commit(store) if state.is_repo else "no-repo"
     if head is None:
         return None
@@ -201,7 +197,7 @@ def _inputs_key(store: Store, project: str | None, state: Any,
                 scanned[str(sc.project.folder(kind))] = (files, sc.others[kind.folder])
                 if any(r[RACY] for _, r in files):
                     newest = started
-    for root in (store.context, store.templates_dir, package_dir("templates")):
+    for root in (store.context, store.templates_dir, templates.package_dir("templates")):
         newest = max(newest, _stamp_tree(root, stamps, scanned))
     # whether a STATUS.md is committed decides which date it has (see _status_freshness)
     dirty_status = [d for d in state.dirty if d.endswith("/STATUS.md")]
@@ -215,10 +211,6 @@ def _stamp_tree(root: Path, out: list[Any],
     A folder of `scanned` (folder → the loader's [(atom file name, record)] and the names
     of its other entries) is not listed again: its atom files are appended as the loader's
     records (stamp, CRC), and only its other entries are stat-ed."""
-    import stat
-
-    from cortexfs.loader import RACY
-
     newest = 0
     stack = [str(root)]
     while stack:
@@ -289,8 +281,6 @@ def _cache_path(store: Store) -> Path:
 
 
 def _cached(store: Store, key: str) -> tuple[list[Gap], list[Gap]] | None:
-    from cortexfs import cache
-
     data = cache.load(_cache_path(store), CACHE_KIND)
     if not isinstance(data, dict) or key not in data:
         return None
@@ -302,8 +292,6 @@ def _cached(store: Store, key: str) -> tuple[list[Gap], list[Gap]] | None:
 
 
 def _save(store: Store, key: str, before: list[Gap], after: list[Gap]) -> None:
-    from cortexfs import cache
-
     def rows(gaps: list[Gap]) -> list[tuple[Any, ...]]:
         return [(g.check, g.message, g.fix, g.project, g.path) for g in gaps]
 
@@ -320,11 +308,6 @@ def _rel(store: Store, path: Path | str) -> str:
     return Path(os.path.relpath(path, store.home)).as_posix()
 
 
-def _ctx_rel(store: Store, path: str) -> str:
-    """A validation finding's path (relative to context/) made relative to CORTEX_HOME."""
-    return f"{store.context.name}/{path}"
-
-
 def _project_of(path: str) -> str | None:
     parts = path.split("/")
     if len(parts) > 2 and parts[0] == "context" and parts[1] == "projects":
@@ -334,8 +317,6 @@ def _project_of(path: str) -> str | None:
 
 def _all_ids(store: Store, loaded: dict[str, LoadedProject]) -> dict[str, set[str]]:
     """Project → its atom ids (files whose frontmatter does not parse included)."""
-    from cortexfs.loader import atom_paths
-
     out: dict[str, set[str]] = {}
     for name in store.project_names():
         if name in loaded:
@@ -379,26 +360,20 @@ def _validation(store: Store, started: Callable[[dict[str, LoadedProject]], list
                 skip: set[str], whole: bool = True) -> Callable[[], list[Gap]]:
     """The validation gaps: the store's checks done, and the atoms' (`started`:
     validate.many_findings) finished by the returned function."""
-    from cortexfs import validate
-
     extra: list[validate.Finding] = []
     projects = [sc.project for sc in scans]
     for spec in validate.EXTRA_CHECKS:
-        module, _, name = spec.partition(":")
-        extra.extend(getattr(importlib.import_module(module), name)(store, projects))
+        extra.extend(validate.load_check(spec)(store, projects))
     for spec in validate.STORE_CHECKS if whole else []:  # (a project's readiness: not these)
-        module, _, name = spec.partition(":")
-        extra.extend(getattr(importlib.import_module(module), name)(store))
+        extra.extend(validate.load_check(spec)(store))
     return lambda: _validation_gaps(
         store, [f for found in started(loaded) for f in found] + extra, skip)
 
 
 def _validation_gaps(store: Store, findings: list[Any], skip: set[str]) -> list[Gap]:
-    from cortexfs import validate
-
     gaps: list[Gap] = []
     for f in validate.Report(findings).findings:
-        path = _ctx_rel(store, f.path)
+        path = f"{store.context.name}/{f.path}"  # (relative to CORTEX_HOME, not context/)
         where = f"{path}:{f.line}" if f.line else path
         if f.rule == "links":
             gaps.append(Gap("broken-link", f"{where}: {f.message}",
@@ -425,12 +400,9 @@ def _derived(store: Store, project: str | None, gaps: list[Gap],
     result = regenerate(store, [project] if project else None, dry_run=True, scans=scans)
     if result.written:
         paths = sorted(_rel(store, p) for p in result.written)
-        shown = ", ".join(paths[:MAX_LISTED_PATHS])
-        more = f" and {len(paths) - MAX_LISTED_PATHS} more" if len(paths) > MAX_LISTED_PATHS \
-            else ""
         target = project or "--all"
         gaps.append(Gap("derived", f"{plural(len(paths), 'generated file')} out of date: "
-                        f"{shown}{more}",
+                        f"{some(paths, MAX_LISTED_PATHS)}",
                         f"run `cortex index regen {target}` (it commits what it writes)",
                         project, None))
     return result.written
@@ -452,9 +424,6 @@ def _git(store: Store, project: str | None, gaps: list[Gap]) -> Any:
     if project is not None:
         dirty = [d for d in dirty if _project_of(d) in (None, project)]
     if dirty:
-        shown = ", ".join(dirty[:MAX_LISTED_PATHS])
-        more = f" and {len(dirty) - MAX_LISTED_PATHS} more" if len(dirty) > MAX_LISTED_PATHS \
-            else ""
         outside = [d for d in dirty if not d.startswith(layout.CONTEXT_PREFIX)]
         fix = "run `cortex commit`" if not outside else (
             f"commit them: `git -C {store.home} add -- "
@@ -463,7 +432,7 @@ def _git(store: Store, project: str | None, gaps: list[Gap]) -> Any:
             "commits only context/)" + (", and `cortex commit` for the rest"
                                         if len(outside) < len(dirty) else ""))
         gaps.append(Gap("uncommitted", f"{plural(len(dirty), 'uncommitted change')}: "
-                        f"{shown}{more}",
+                        f"{some(dirty, MAX_LISTED_PATHS)}",
                         fix, project, None))
     if state.has_remote:
         if state.upstream is None:
@@ -542,10 +511,6 @@ _UNFILLED_KIND = "ready-unfilled"
 def _unfilled(store: Store, name: str, project: str) -> str:
     """A governance file as `cortex project new` writes it (squashed): rendered once per
     project and template version, then remembered — Jinja costs more than the check."""
-    import time
-
-    from cortexfs import cache
-
     path = store.cache_dir / "ready-unfilled.bin"
     stamps = templates.stamps(store, time.time_ns())
     key = cache.digest(repr((name, project, stamps)).encode()).hex() if stamps else None
@@ -582,8 +547,6 @@ def _links_store(store: Store, everywhere: set[str], gaps: list[Gap]) -> None:
 
 def _file_links(store: Store, path: Path, project: str | None, own: set[str],
                 everywhere: set[str], gaps: list[Gap], *, cite_ids: bool) -> None:
-    from cortexfs.layout import GENERATED_END, GENERATED_START
-
     try:
         text = wall.read_text(store.context, path)
     except (OSError, CortexError):  # missing, a link (not part of the store), too big
@@ -622,10 +585,8 @@ def _file_links(store: Store, path: Path, project: str | None, own: set[str],
 
 
 def _hippocampus(store: Store, gaps: list[Gap]) -> None:
-    try:
-        from cortexfs.hippocampus import check_pointers
-    except ImportError:  # pragma: no cover - the module ships with cortexfs
-        return
+    from cortexfs.hippocampus import check_pointers
+
     for problem in check_pointers(store):
         rel = _rel(store, problem.file)
         gaps.append(Gap("hippocampus", f"{rel}:{problem.line}: pointer {problem.pointer!r} "

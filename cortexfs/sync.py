@@ -39,6 +39,7 @@ import contextlib
 import os
 import re
 import signal
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -361,7 +362,8 @@ def _integrate(store: Store, tgt: Target, upstream: str, result: SyncResult) -> 
         if base != head:
             collisions = renumber.find_collisions(home, base, head, upstream)
             if collisions:
-                taken = [f.stem for f in _worktree_atoms(store)]
+                taken = [path.stem for project in store.projects()
+                         for _, path in atom_paths(project)]
                 mapping = renumber.allocate(home, collisions, head, upstream, taken)
                 _journal(home, op="renumber", head=head, base=base, upstream=upstream,
                          display=tgt.display, mapping=[r.to_json() for r in mapping])
@@ -397,12 +399,6 @@ def _projects_changed(home: Path, old: str, new: str) -> list[str]:
 
 def _is_ancestor(home: Path, a: str, b: str) -> bool:
     return git.git_run(home, "merge-base", "--is-ancestor", a, b, check=False).returncode == 0
-
-
-def _worktree_atoms(store: Store) -> Iterator[Path]:
-    for project in store.projects():
-        for _, path in atom_paths(project):
-            yield path
 
 
 @contextlib.contextmanager
@@ -506,16 +502,13 @@ def _stages(home: Path) -> dict[str, dict[int, str]]:
     return stages
 
 
-def _blob(home: Path, sha: str | None) -> bytes | None:
-    return None if sha is None else git.git_blob(home, sha)
-
-
 def _resolve(store: Store) -> list[str]:
     """Resolve the conflicts that are cortex's to resolve; the paths left unresolved."""
     home = store.home
     unresolved = []
     for rel, stages in sorted(_stages(home).items()):
-        base, ours, theirs = (_blob(home, stages.get(i)) for i in (1, 2, 3))
+        base, ours, theirs = (git.git_blob(home, stages[i]) if i in stages else None
+                              for i in (1, 2, 3))
         merged: bytes | None
         if is_log(rel):
             with accesslog.Replacing(home):  # no append between its read and the rename
@@ -723,8 +716,6 @@ def _recover_merge(store: Store, head0: str, head: str, upstream: str,
 
 def _remove_stale_temporaries(home: Path, age: float = 600.0) -> None:
     """Private index and merge files that a killed cortex process left in the git dir."""
-    import time
-
     cutoff = time.time() - age
     for pattern in ("cortex-index.*", "cortex-merge-*"):
         for path in git.git_dir_of(home).glob(pattern):

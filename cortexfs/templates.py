@@ -88,10 +88,9 @@ def _environment(override: str | None, home: str | None) -> jinja2.Environment:
 
 
 def environment(store: Store | None) -> jinja2.Environment:
-    override = store.templates_dir if store is not None else None
-    if store is None or override is None or not override.is_dir():
+    if store is None or not store.templates_dir.is_dir():
         return _environment(None, None)
-    return _environment(str(override), str(store.home))
+    return _environment(str(store.templates_dir), str(store.home))
 
 
 def stamps(store: Store, now_ns: int) -> list[Any] | None:

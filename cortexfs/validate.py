@@ -35,7 +35,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from cortexfs import layout
+from cortexfs import cache, layout, wall
 from cortexfs.atoms import (
     ANTI_PATTERN_PREFIX,
     ANTI_PATTERN_TAG,
@@ -51,6 +51,8 @@ from cortexfs.atoms import (
     kind_of_id,
     split_status,
 )
+from cortexfs.errors import AtomParseError
+from cortexfs.frontmatter import key_lines, read_bytes
 from cortexfs.layout import split_id
 from cortexfs.loader import RACY, LoadedProject, ProjectScan, collector_paused, scan
 from cortexfs.store import Project, Store
@@ -91,10 +93,6 @@ class Finding:
                 "line": self.line, "message": self.message}
 
 
-def _sort_key(f: Finding) -> tuple[str, int, int, str, str]:
-    return (f.path, f.line or 0, 0 if f.severity == ERROR else 1, f.rule, f.message)
-
-
 @dataclass
 class Report:
     """The findings of one validation, sorted by path then line."""
@@ -104,7 +102,8 @@ class Report:
     projects: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.findings = sorted(self.findings, key=_sort_key)
+        self.findings = sorted(self.findings, key=lambda f: (
+            f.path, f.line or 0, 0 if f.severity == ERROR else 1, f.rule, f.message))
 
     @property
     def errors(self) -> list[Finding]:
@@ -651,13 +650,10 @@ def validate(store: Store, projects: list[Project] | None = None) -> Report:
         with collector_paused():  # (its atoms loaded and checked: no cycles among them)
             findings.extend(project_findings(sc))
     for spec in EXTRA_CHECKS:
-        findings.extend(_load_check(spec)(store, selected))
+        findings.extend(load_check(spec)(store, selected))
     if projects is None:
         for spec in STORE_CHECKS:
-            module, _, name = spec.partition(":")
-            store_check: Callable[[Store], Iterable[Finding]] = getattr(
-                importlib.import_module(module), name)
-            findings.extend(store_check(store))
+            findings.extend(load_check(spec)(store))
     findings.extend(link_findings(store, selected, {f.path for f in findings}))
     return Report(findings, atoms, [p.name for p in selected])
 
@@ -666,8 +662,6 @@ def link_findings(store: Store, projects: list[Project], reported: set[str]) -> 
     """Every symbolic link in the store (in the projects being validated and outside any
     project) and in its templates folder, once: none is part of the store (cortexfs.wall),
     so cortex skips it and everything under it. `reported`: paths already named."""
-    from cortexfs import wall
-
     selected = {p.name for p in projects}
     prefix = str(store.projects_dir) + os.sep
     templates = store.templates_dir
@@ -779,7 +773,7 @@ def many_findings(scans: Sequence[ProjectScan],
 
 
 def _findings_key(sc: ProjectScan) -> str:
-    from cortexfs import accesslog, cache
+    from cortexfs import accesslog
 
     project = sc.project
     stats = accesslog.current(project)[0]
@@ -797,8 +791,6 @@ def _findings_path(project: Project) -> Path:
 
 
 def _cached_findings(project: Project, key: str) -> list[Finding] | None:
-    from cortexfs import cache
-
     saved = cache.load(_findings_path(project), FINDINGS_KIND)
     if isinstance(saved, tuple) and len(saved) == 2 and saved[0] == key:
         with contextlib.suppress(TypeError):
@@ -807,8 +799,6 @@ def _cached_findings(project: Project, key: str) -> list[Finding] | None:
 
 
 def _check(sc: ProjectScan, key: str, loaded: LoadedProject | None) -> list[Finding]:
-    from cortexfs import cache
-
     findings = check_project(sc.project, loaded if loaded is not None else sc.loaded())
     cache.save(_findings_path(sc.project), FINDINGS_KIND, (key, _rows(findings)))
     return findings
@@ -818,10 +808,10 @@ def _rows(findings: list[Finding]) -> list[tuple[Any, ...]]:
     return [(f.severity, f.rule, f.path, f.line, f.message) for f in findings]
 
 
-def _load_check(spec: str) -> Callable[[Store, list[Project]], Iterable[Finding]]:
+def load_check(spec: str) -> Callable[..., Iterable[Finding]]:
+    """The function an entry of EXTRA_CHECKS or STORE_CHECKS names ("module:function")."""
     module, _, name = spec.partition(":")
-    check: Callable[[Store, list[Project]], Iterable[Finding]] = getattr(
-        importlib.import_module(module), name)
+    check: Callable[..., Iterable[Finding]] = getattr(importlib.import_module(module), name)
     return check
 
 
@@ -885,9 +875,6 @@ def _project_relative(project: Project, path: str) -> str:
 
 
 def _key_lines(path: str) -> dict[str, int]:
-    from cortexfs.errors import AtomParseError
-    from cortexfs.frontmatter import key_lines, read_bytes
-
     try:  # (read_bytes: never through a link, never more than an atom's limit)
         return key_lines(read_bytes(Path(path)).decode("utf-8", "replace"))
     except AtomParseError:

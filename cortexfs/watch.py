@@ -24,6 +24,7 @@ writes its pid to `.watch.pid`. Events for cortex's own files (index.md, generat
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import signal
@@ -482,8 +483,6 @@ class Watcher:
 
 
 def _parse_iso(ts: str) -> float:
-    import datetime as dt
-
     return dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
 
 

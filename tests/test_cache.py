@@ -49,6 +49,33 @@ def test_code_key_is_a_digest_of_the_sources() -> None:
     assert len(key) == 32 and key == cache.code_key()
 
 
+def test_code_key_follows_each_source_and_reads_one_just_edited(tmp_path: Path) -> None:
+    """By stat data (as Python's bytecode cache), and by content while a source is within
+    the racy window: two copies whose docs.py differ only in content, at the same size and
+    the same (recent) mtime, have different keys."""
+    def key(copy: Path) -> str:
+        proc = subprocess.run([sys.executable, "-c",
+                               "from cortexfs import cache; print(cache.code_key())"],
+                              capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONPATH": str(copy)}, cwd=tmp_path)
+        return proc.stdout.strip()
+
+    copies = []
+    for name in ("a", "b", "c"):
+        shutil.copytree(ROOT / "cortexfs", tmp_path / name / "cortexfs",
+                        ignore=shutil.ignore_patterns("__pycache__"))  # (mtimes kept)
+        copies.append(tmp_path / name)
+    assert key(copies[0]) == key(copies[1]) == cache.code_key()  # the same files
+    docs = [c / "cortexfs" / "recall" / "docs.py" for c in copies]
+    text = docs[0].read_text(encoding="utf-8")
+    docs[1].write_text(text.replace("vsha", "vSHA"), encoding="utf-8")  # same size, now
+    stamp = os.stat(docs[1]).st_mtime_ns
+    os.utime(docs[0], ns=(stamp, stamp))
+    assert key(copies[0]) != key(copies[1])
+    docs[2].write_text(text + "\n", encoding="utf-8")
+    assert key(copies[2]) not in (key(copies[0]), cache.code_key())
+
+
 def test_racy_rule() -> None:
     now = 10 * cache.RACY_NS
     assert cache.racy(now, now) and cache.racy(now - cache.RACY_NS + 1, now)

@@ -109,6 +109,68 @@ def test_a_command_commits_what_is_pending_and_says_so(cli: Any, committed: Proj
     assert "EXP-001" not in index and "Shard moves" in index
 
 
+def test_new_asks_git_early_and_again_only_about_what_it_wrote(
+        cli: Any, committed: Project, write_atom: Callable[..., Path]) -> None:
+    """`cortex new` runs git status while it works and asks again only about the files it
+    wrote: hand edits made before it (an atom edited, one deleted, one new, a governance
+    file) are committed with it, the index consistent with them."""
+    store = committed.store
+    atom = committed.root / "experiments" / "EXP-002.md"
+    atom.write_text(atom.read_text().replace("Shard rebalancing", "Shard moves"))
+    (committed.root / "experiments" / "EXP-001.md").unlink()
+    write_atom("EXP-003", summary="Written by hand")
+    (committed.root / "STATUS.md").write_text("# Status\n\nhand edit\n")
+    result = cli("new", "exp", "-p", "flywheel", "-s", "Made by new", "-t", "x")
+    assert result.exit_code == 0, result.output
+    assert pending(store) == "" and index_matches_head(store)
+    message = sh(store.home, "log", "-1", "--format=%B")
+    for named in ("EXP-001.md (deleted)", "EXP-002.md (edited)", "EXP-003.md (added)",
+                  "STATUS.md (edited)"):
+        assert named in message
+    assert "EXP-004.md" not in message  # the command's own file is not "also" committed
+    head_consistent(store)
+
+
+def test_a_refused_new_leaves_no_git_of_its_own_running(cli: Any, committed: Project) -> None:
+    """The early git status is waited for when the command fails too: none of its git
+    processes outlives its hold of the store's git lock."""
+    for _ in range(3):
+        result = cli("new", "exp", "-p", "flywheel", "-s", "Cache invalidation cut stale reads",
+                     "-t", "x", "--strict")
+        assert result.exit_code == 1 and "nearly duplicates" in result.stderr
+        assert git.git_processes(committed.store.home) == []
+        assert not (git.git_dir_of(committed.store.home) / "index.lock").exists()
+    assert pending(committed.store) == ""
+
+
+def test_asked_again_keeps_the_early_answer_but_for_what_was_written(
+        committed: Project) -> None:
+    store = committed.store
+    atom = committed.root / "experiments" / "EXP-002.md"
+    rel = "context/projects/flywheel/experiments/EXP-002.md"
+    elsewhere = ("??", "context/projects/flywheel/notes.md")  # (not there: git not asked)
+    txn = commit.Transaction(store, True, None)
+    assert txn.asked_again(None) is None
+    assert txn.asked_again([elsewhere]) == [elsewhere]  # wrote nothing
+    txn.add(commit.Change([atom]))
+    early = [elsewhere, (" M", rel)]
+    assert txn.asked_again(early) == [elsewhere]  # the write restored it to HEAD's content
+    atom.write_text(atom.read_text() + "\nmore\n")
+    assert txn.asked_again([elsewhere]) == [elsewhere, (" M", rel)]
+    folder = commit.Transaction(store, True, None)
+    folder.add(commit.Change([committed.root / "experiments"]))  # what is under it is asked
+    assert folder.asked_again([elsewhere, ("??", f"{rel}x")]) == [elsewhere, (" M", rel)]
+    many = commit.Transaction(store, True, None)
+    many.add(commit.Change([committed.root / f"f{i}.md" for i in range(commit.ASKED_AGAIN + 1)]))
+    assert many.asked_again([elsewhere]) is None
+    unlisted = commit.Transaction(store, True, None)
+    unlisted.wrote_unlisted()
+    assert unlisted.asked_again([elsewhere]) is None
+    whole = commit.Transaction(store, True, None)
+    whole.add(commit.Change([store.home]))
+    assert whole.asked_again([elsewhere]) is None
+
+
 def test_cortex_commit_names_what_changed(cli: Any, committed: Project,
                                           write_atom: Callable[..., Path]) -> None:
     store = committed.store

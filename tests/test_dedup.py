@@ -136,3 +136,38 @@ def test_gate_does_not_import_numpy(project: Project, existing: None) -> None:
     loaded = set(json.loads(out.stdout))
     assert "cortexfs.recall.tokenize" in loaded
     assert "numpy" not in loaded and "cortexfs.recall.query" not in loaded
+
+
+def test_the_gate_terms_cache_follows_every_change(project: Project, existing: None,
+                                                   write_atom: Callable[..., Path]) -> None:
+    """The terms kept per file stamp: an edit in place (same size, same second), a new
+    atom, a deleted one and a deleted cache all give what a gate without a cache gives."""
+    import os
+
+    query = ("Cache invalidation on write cut stale reads", ["cache"])
+
+    def gate() -> list[tuple[str, str, float]]:
+        return [(d.id, d.summary, round(d.similarity, 6))
+                for d in dedup.find_duplicates(project, EXPERIMENT, *query)]
+
+    cached = project.store.cache_dir / "dedup" / f"{project.name}.experiments.bin"
+    first = gate()
+    assert cached.exists() and [d[0] for d in first] == ["EXP-001"]
+    assert gate() == first  # served by the cache
+    path = project.root / "experiments" / "EXP-001.md"
+    st = os.stat(path)
+    text = path.read_text()
+    # the same size and mtime: only the content (the loader's CRC) tells the edit
+    path.write_text(text.replace("Cache invalidation", "Queue backpressure"))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert gate() == []
+    path.write_text(text)
+    write_atom("EXP-003", summary="Cache invalidation on writes cut stale reads",
+               tags="[cache]")
+    assert [d[0] for d in gate()] == ["EXP-003", "EXP-001"]
+    (project.root / "experiments" / "EXP-003.md").unlink()
+    assert gate() == first
+    cached.unlink()
+    assert gate() == first
+    cached.write_bytes(b"torn")
+    assert gate() == first

@@ -119,6 +119,34 @@ def test_commit_leaves_the_users_staged_and_unstaged_changes_alone(project: Proj
     assert (home / "notes.txt").read_text() == "v2 unstaged\n"
 
 
+@pytest.mark.parametrize("unmerged", [False, True])
+def test_a_commit_built_from_a_copy_of_your_index_leaves_out_what_you_staged(
+        project: Project, unmerged: bool) -> None:
+    """Without cortex's own index (deleted) the commit is built in a copy of yours: what
+    you staged there is put back as HEAD has it first (and the tree written again), and a
+    copy with unmerged entries is started afresh from HEAD."""
+    home = project.store.home
+    (home / "notes.txt").write_text("v1\n")
+    commit_paths(project.store, [home / "notes.txt"], "notes")
+    (home / "staged.txt").write_text("staged\n")
+    sh(home, "add", "staged.txt")
+    if unmerged:  # stages 1-3 of a path, as a conflicted merge leaves them
+        blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=home, input="x\n",
+                              capture_output=True, text=True, check=True).stdout.strip()
+        subprocess.run(["git", "update-index", "--index-info"], cwd=home, check=True, text=True,
+                       input="".join(f"100644 {blob} {n}\tclash.txt\n" for n in (1, 2, 3)))
+    (git.git_dir_of(home) / git.PRIVATE_INDEX).unlink()
+    ours = project.root / "experiments" / "EXP-001.md"
+    ours.parent.mkdir(exist_ok=True)
+    ours.write_text("---\nid: EXP-001\n---\n")
+    assert commit_paths(project.store, [ours], "atom: add EXP-001 — x")
+    tree = sh(home, "ls-tree", "-r", "--name-only", "HEAD").split()
+    assert "notes.txt" in tree and "staged.txt" not in tree and "clash.txt" not in tree
+    assert sh(home, "show", "--name-only", "--format=", "HEAD").split() == [
+        "context/projects/flywheel/experiments/EXP-001.md"]
+    assert "A  staged.txt" in porcelain(home)  # still staged, in your index
+
+
 def test_first_commit_with_a_user_file_already_staged(tmp_path: Path) -> None:
     home = tmp_path / "fresh"
     sh(tmp_path, "init", "-q", str(home))

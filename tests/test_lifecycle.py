@@ -272,6 +272,7 @@ def test_show_prints_the_atom_its_references_and_counts_a_read(cli: Any, loop: S
     (["show", "EXP-001", "-p", "flywhel"], "did you mean 'flywheel'?"),
     (["list", "--status", "bogus"], "unknown --status 'bogus'"),
     (["list", "--since", "yesterday"], "--since 'yesterday' is not a date"),
+    (["list", "--since", "99999m"], "--since '99999m' reaches back before the year 1"),
     (["list", "--kind", "x"], "unknown atom type 'x'"),
     (["list", "--limit", "0"], "--limit 0"),
     (["validate", "--format", "ids"], "--format ids is for `cortex list`"),
@@ -297,6 +298,9 @@ def test_list_filters_and_sorts_as_the_index(cli: Any, loop: Store) -> None:
                                                                                "K-001"]
     assert cli("list", "--tag", "cache", "-f", "ids").stdout.split() == ["EXP-001", "K-001"]
     assert cli("list", "--since", "2999-01-01", "-f", "ids").stdout == ""
+    # the ages `cortex recall --since` takes (one parser: atoms.parse_since)
+    for age in ("1y", "2W"):  # (atoms dated today)
+        assert cli("list", "--since", age, "-f", "ids").stdout.split() == ids
     data = json.loads(cli("list", "--format", "json", "--limit", "1").stdout)
     assert data["total"] == 3 and data["atoms"][0]["id"] == "EXP-002"
     assert data["atoms"][0]["refs"] == 3  # folded from the log, as the index shows

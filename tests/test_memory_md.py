@@ -184,6 +184,7 @@ def test_oversized_entry_is_an_error_metadata_excluded() -> None:
     ("<!-- nx: c=certain -->", "is not a confidence"),
     ("<!-- nx: a=-1 -->", "is not an access count"),
     ("<!-- nx: a=many -->", "is not an access count"),
+    ("<!-- nx: a=\u00b2 -->", "is not an access count"),
     ("<!-- nx: s=rumour -->", "is not a source"),
     ('<!-- nx: x="unterminated -->', "missing its closing quote"),
     ("<!-- nx: u=2026-01-01 u=2026-01-02 -->", "appears twice"),
@@ -392,6 +393,19 @@ def test_plan_follows_the_retention_rules() -> None:
                               "accessed > 10 times": 1}
     assert plan.kept == 1
     assert plan.archive[1].age_days == (TODAY - dt.date(2025, 10, 1)).days
+
+
+def test_absurd_counts_are_problems_not_crashes() -> None:
+    """A count of thousands of digits: a header that claims it is not a number (as a float it
+    is infinity), and an entry read that often is protected from pruning (int() refuses
+    4,300 digits and more)."""
+    header = ("<!-- neocortex.md v1.0 -->\n<!-- agent: a -->\n<!-- consolidated: 2026-01-01 -->"
+              f"\n<!-- entries: {'9' * 400} | tokens: ~50 -->\n")
+    problems = memory_md.lint(memory_md.parse(memory(header=header))).problems
+    assert any(p.code == "header-counts" and "are not numbers" in p.message for p in problems)
+    text = memory({"Knowledge": f"- Hot\n  <!-- nx: u=2020-01-01 a={'9' * 5000} -->\n"})
+    plan = memory_md.plan_prune(memory_md.parse(text), TODAY)
+    assert plan.protected == {"accessed > 10 times": 1} and not plan.archive
 
 
 def test_prune_dry_run_writes_nothing(tmp_path: Path, cli) -> None:

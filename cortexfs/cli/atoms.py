@@ -141,10 +141,13 @@ def _write_new(store: Store, proj: Project, req: NewAtom, strict: bool, no_commi
     from cortexfs import lifecycle
     from cortexfs.authoring import add_atom
 
-    with common.writing(store, no_commit) as txn:
+    # (every file it writes is in its Change or written by atomic_write: git status may run
+    # meanwhile, see cortexfs.commit.transaction)
+    with common.writing(store, no_commit, ask_early=True) as txn:
         added = add_atom(proj, req, strict=strict, body=body, extra=extra, body_id=body_id)
         txn.add(added.change)
         txn.add(lifecycle.regenerate(store, [proj.name], txn, warn=common.warn))
+    common.nothing_left_to_write()  # (committed: ~20 ms of teardown on 10,000 atoms spared)
     common.report(txn)
     for note in added.notes:
         typer.echo(f"note: {note}", err=True)
@@ -362,12 +365,13 @@ def list_(
     """List atoms, sorted as the indexes are (Active, Invalidated, Superseded; each by refs,
     newest, id). --format text, json, or ids (one id a line, for scripts)."""
     from cortexfs import lifecycle
+    from cortexfs.atoms import parse_since
     from cortexfs.authoring import kind_named
     from cortexfs.errors import InvalidInputError
 
     fmt = common.output_format(ids=True)
     atom_kind = kind_named(kind) if kind is not None else None
-    when = lifecycle.parse_since(since) if since is not None else None
+    when = parse_since(since) if since is not None else None
     if status is not None:
         status = lifecycle.check_status_filter(status)
     if limit is not None and limit < 1:

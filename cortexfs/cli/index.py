@@ -57,6 +57,7 @@ def regen(
             txn.add(Change(result.written, "index: regenerate "
                            + ("all projects" if all_ else some(result.projects, 3)),
                            regenerated=set(result.projects)))
+        common.nothing_left_to_write()  # (committed: the interpreter's teardown spared)
         common.report(txn)
         pending = txn.result.pending if txn.result else []
     committed = bool(txn.result and txn.result.commit) if not check else False

@@ -14,7 +14,6 @@ temporary file renamed into place, without fsync: a cache lost in a crash is reb
 
 from __future__ import annotations
 
-import contextlib
 import json
 import mmap
 import os
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from cortexfs.fsutil import removed_on_error
 
 MAGIC = b"CXARRAY1"
 ALIGN = 64
@@ -45,7 +46,7 @@ def write(path: Path, arrays: dict[str, np.ndarray], meta: Any, mapped: frozense
     start = -(-(len(MAGIC) + 8 + len(header)) // ALIGN) * ALIGN
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
+    with removed_on_error(tmp):
         with os.fdopen(fd, "wb") as f:
             f.write(MAGIC + len(header).to_bytes(8, "little") + header)
             for at, raw in blobs:
@@ -53,10 +54,6 @@ def write(path: Path, arrays: dict[str, np.ndarray], meta: Any, mapped: frozense
                 f.write(raw)
             f.truncate(start + offset)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def read(path: Path) -> tuple[dict[str, np.ndarray], Any]:

@@ -11,7 +11,6 @@ with commas) keeps those only.
 from __future__ import annotations
 
 import datetime as dt
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +21,7 @@ from cortexfs.atoms import (
     KINDS,
     STATUSES,
     SUPERSEDED_STATUSES,
+    parse_since,
 )
 from cortexfs.errors import InvalidInputError
 from cortexfs.recall.docs import KIND_CODE, RETIRED, STATUS_CODE
@@ -30,8 +30,6 @@ from cortexfs.recall.lexical import Columns, LexicalIndex
 KIND_NAMES = {word: k.folder for k in KINDS for word in (k.short, k.name, k.folder)}
 STATUS_GROUPS = {"active": ACTIVE_STATUSES | {"unknown"}, "retired": RETIRED,
                  "superseded": SUPERSEDED_STATUSES, "invalidated": INVALIDATED_STATUSES}
-_SINCE = re.compile(r"^(\d+)([dwmy])$")
-_DAYS = {"d": 1, "w": 7, "m": 30, "y": 365}
 
 
 @dataclass(frozen=True)
@@ -77,7 +75,8 @@ def parse(project: str | None = None, kind: str | list[str] | None = None,
                         f"superseded, invalidated or one of {', '.join(STATUSES)}")
             statuses = frozenset(found)
     tags = tuple(dict.fromkeys(t.lower() for t in _split(tag))) if tag else ()
-    return Filters(project, kinds, statuses, any_status, tags, _since(since, today))
+    return Filters(project, kinds, statuses, any_status, tags,
+                   parse_since(since, today) if since else None)
 
 
 def _split(value: str | list[str]) -> list[str]:
@@ -89,21 +88,6 @@ def _one_of(value: str, names: dict[str, str], option: str, hint: str) -> str:
     if value not in names:
         raise InvalidInputError(f"{option} {value!r} is not known: use {hint}")
     return names[value]
-
-
-def _since(value: str | None, today: dt.date | None) -> dt.date | None:
-    if not value:
-        return None
-    text = value.strip().lower()
-    m = _SINCE.match(text)
-    if m:
-        return (today or dt.date.today()) - dt.timedelta(days=int(m.group(1))
-                                                         * _DAYS[m.group(2)])
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        raise InvalidInputError(f"--since {value!r} is not a date: give YYYY-MM-DD or an "
-                                "age such as 7d, 2w, 3m, 1y") from None
 
 
 def mask(index: LexicalIndex, cols: Columns, f: Filters) -> np.ndarray:

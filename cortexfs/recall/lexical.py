@@ -39,7 +39,7 @@ from cortexfs import accesslog, cache, forked, layout, wall
 from cortexfs.atoms import KINDS, Kind
 from cortexfs.errors import AtomParseError
 from cortexfs.frontmatter import read_bytes
-from cortexfs.fsutil import file_lock
+from cortexfs.fsutil import file_lock, removed_on_error
 from cortexfs.recall import arrays, docs, files, segment
 from cortexfs.recall.builder import Builder
 from cortexfs.recall.docs import Doc
@@ -237,7 +237,7 @@ class LexicalIndex:
                     self._load()
                     walked_at = time.time_ns()
                     walked = self._walk(projects)
-                if walked and self._apply(walked, projects, progress, walked_at):
+                if walked and self._apply(walked, progress, walked_at):
                     self._compact()
                     self._save()
         if not done:
@@ -322,8 +322,8 @@ class LexicalIndex:
             return [names, stamps.tobytes(), listed]
         return (project, kind, names, stamps, listed)
 
-    def _apply(self, walked: dict[str, tuple[Any, ...]], projects: list[Project],
-               progress: Progress | None, walked_at: int) -> bool:
+    def _apply(self, walked: dict[str, tuple[Any, ...]], progress: Progress | None,
+               walked_at: int) -> bool:
         """Update the table (and write segments) for the walked folders; False when nothing
         changed after all (racily-clean files whose bytes were the same)."""
         total = sum(len(w[2]) for w in walked.values())
@@ -541,11 +541,7 @@ def _sha_of(path: Path) -> bytes | None:
 
 def _write(path: Path, write: Callable[[Any], Any]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
+    with removed_on_error(tmp):
         with os.fdopen(fd, "wb") as f:
             write(f)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise

@@ -7,6 +7,7 @@ the process (the MCP server's warm cache); `recall()` is the entry point.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import datetime as dt
 import math
@@ -290,8 +291,6 @@ class Retriever:
         folder = self.lexical.files.folders.get(f"{doc.project}/experiments")
         if folder is None:
             return False
-        import bisect
-
         statuses = []
         for exp in doc.evidence:
             j = bisect.bisect_left(folder.names, f"{exp}.md")

@@ -24,6 +24,7 @@ A segment holds, in numpy arrays (one `cortexfs.recall.arrays` file; most memory
 from __future__ import annotations
 
 import array
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -345,8 +346,6 @@ def merge(name: str, parts: Iterable[tuple[Segment, Iterable[int]]]) -> Segment:
 
 
 def _bisect(items: list[str], item: str) -> int:
-    import bisect
-
     j = bisect.bisect_left(items, item)
     return j if j < len(items) and items[j] == item else -1
 

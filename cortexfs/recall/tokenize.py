@@ -20,12 +20,8 @@ import re
 from collections.abc import Callable
 
 from cortexfs.atoms import ATOM_ID
+from cortexfs.cache import blake2b  # (without hashlib's OpenSSL import: see cortexfs.cache)
 from cortexfs.layout import KIND_FOLDERS, SUFFIXED
-
-try:  # hashlib imports OpenSSL (~5 ms); the blake2 module alone is all we need
-    from _blake2 import blake2b
-except ImportError:  # pragma: no cover - interpreters without the private module
-    from hashlib import blake2b
 
 # English function words (the usual IR stop list): they carry no topic, and questions are
 # full of them ("what did … do when …").
@@ -96,15 +92,10 @@ class Analyzer:
     """Text → index terms (see the module docstring), and their hashes."""
 
     def __init__(self) -> None:
-        try:
-            import Stemmer  # PyStemmer: Snowball, in C
+        import Stemmer  # PyStemmer: Snowball, in C
 
-            self._stem: Callable[[list[str]], list[str]] | None = \
-                Stemmer.Stemmer("english").stemWords
-            self.name = "snowball-en"
-        except ImportError:  # pragma: no cover - PyStemmer is a dependency; stay usable
-            self._stem = None
-            self.name = "plain"
+        self._stem: Callable[[list[str]], list[str]] = Stemmer.Stemmer("english").stemWords
+        self.name = "snowball-en"
         self._terms: dict[str, str] = {}  # word → term
         self.numbering = Numbering()  # stream tokens (see `stream`)
 
@@ -117,8 +108,7 @@ class Analyzer:
         if missing:
             if len(cache) > 500_000:  # a long-lived server: keep memory bounded
                 cache.clear()
-            stemmed = self._stem(missing) if self._stem is not None else missing
-            cache.update(zip(missing, stemmed, strict=True))
+            cache.update(zip(missing, self._stem(missing), strict=True))
         return [cache[w] for w in ws]
 
     def terms(self, text: str) -> list[str]:

@@ -25,17 +25,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cortexfs import cache, forked
 from cortexfs.escape import data_script, url_part
+from cortexfs.fsutil import file_lock
+from cortexfs.layout import VIEW_LOCK
+from cortexfs.loader import collector_paused
+from cortexfs.regen import RegenContext, context
 from cortexfs.store import Project, Store
 from cortexfs.view import model, pages, search
+from cortexfs.view.markdown import renderer
 from cortexfs.view.model import AtomModel, ProjectModel, read_body
 from cortexfs.view.site import Site, open_site
-
-if TYPE_CHECKING:
-    from cortexfs.regen import RegenContext
 
 ATOMS_KIND = "view-atoms"
 PROJECTS_KIND = "view-projects"
@@ -79,10 +81,6 @@ def default_dir(store: Store) -> Path:
 def build(store: Store, projects: list[str] | None = None, out: Path | None = None) \
         -> BuildResult:
     """Build (or bring up to date) the site of `projects` (all when None) in `out`."""
-    from cortexfs.fsutil import file_lock
-    from cortexfs.layout import VIEW_LOCK
-    from cortexfs.loader import collector_paused
-
     started = time.perf_counter()
     store.require()
     shown, skipped = model.select(store, projects)
@@ -119,9 +117,6 @@ class _Job:
 class _Build:
     def __init__(self, store: Store, site: Site, shown: list[Project], skipped: list[str]) \
             -> None:
-        from cortexfs.regen import context
-        from cortexfs.view.markdown import renderer
-
         self.store = store
         self.site = site
         self.shown = shown
@@ -232,7 +227,7 @@ class _Build:
                 named = None if self._racy(am) else known[pm.name].get(am.atom.path.name)
                 if named is not None and named[0] == am.stamp and doc_key not in need_terms:
                     self.site.put(_atom_rel(pm, am), self._atom_key(pm, am, named[1], 0),
-                                  partial(self._render_atom, pm, am, named[1], None))
+                                  partial(self._render_atom, pm, am, None))
                     continue
                 jobs.append(_Job(pm, am, doc_key in need_terms))
         for (project, file, stamp, named, _) in self._run_jobs(jobs, index, meanwhile):
@@ -270,17 +265,16 @@ class _Build:
         racy = self._racy(am)
         key = self._atom_key(pm, am, named,
                              zlib.crc32(text.encode()) | 1 if racy or body is None else 0)
-        self.site.put(_atom_rel(pm, am), key, partial(self._render_atom, pm, am, named, text))
+        self.site.put(_atom_rel(pm, am), key, partial(self._render_atom, pm, am, text))
         a = am.atom
         terms = search.terms(a.id, a.summary, a.tags, text) if job.tokenize else None
         return (pm.name, a.path.name, None if racy or body is None else am.stamp, named, terms)
 
-    def _render_atom(self, pm: ProjectModel, am: AtomModel, named: list[str],
-                     body: str | None) -> str:
+    def _render_atom(self, pm: ProjectModel, am: AtomModel, body: str | None) -> str:
         """An atom page (its body read now unless given)."""
         if body is None:
             body = read_body(am) or ""
-        return pages.render_atom(self.md, pm, pages.atom_data(pm, am, named), body)
+        return pages.render_atom(self.md, pm, pages.atom_data(pm, am), body)
 
     def _run_jobs(self, jobs: list[_Job], index: search.SearchIndex, meanwhile: Callable[[], Any]) \
             -> list[_JobResult]:

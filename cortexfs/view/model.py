@@ -15,6 +15,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from cortexfs import cache, tasks, wall
 from cortexfs.atoms import ATOM_ID, KINDS, Atom, kind_of_id, split_status, status_group
@@ -87,8 +88,6 @@ class AtomModel:
     cited: list[tuple[str, str, AtomModel | None]] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
-        from urllib.parse import quote
-
         a = self.atom
         self.stem = a.path.name[:-3]
         self.href = f"{quote(self.stem, safe='')}.html"

@@ -16,6 +16,7 @@ is what Jinja's autoescape calls too — the pages are byte for byte what the te
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import json
 import marshal
@@ -80,10 +81,6 @@ def render(page: str, **values: Any) -> str:
         csp=CSP, page=page, **values)
 
 
-def project_href(name: str, root: str = "") -> str:
-    return f"{root}p/{url_part(name)}/index.html"
-
-
 # --- the atom page ---------------------------------------------------------------------------
 
 
@@ -103,8 +100,8 @@ def atom_key(ident: str, pm: ProjectModel, am: AtomModel, named: list[str]) -> s
     return digest(ident, pm.name, am.signature, [r.signature for r in related], resolved)
 
 
-def atom_data(pm: ProjectModel, am: AtomModel, named: list[str]) -> dict[str, Any]:
-    """Everything an atom page shows but its body; `named`: the ids its body mentions."""
+def atom_data(pm: ProjectModel, am: AtomModel) -> dict[str, Any]:
+    """Everything an atom page shows but its body."""
     a = am.atom
     backlinks = []
     by_relation: dict[str, list[dict[str, Any]]] = {}
@@ -454,7 +451,7 @@ def store_row(pm: ProjectModel) -> dict[str, Any]:
         hot += refs >= HOT_REFS
         if am.group == "active" and refs == 0 and am.day:
             unread.append(am.day)
-    return {"name": pm.name, "href": project_href(pm.name), "phase": pm.phase,
+    return {"name": pm.name, "href": f"p/{url_part(pm.name)}/index.html", "phase": pm.phase,
             "kinds": kinds, "groups": groups, "hot": hot, "unread_days": sorted(unread),
             "reads": sum(pm.stats.counts.values()), "last": pm.last_activity(),
             "open_tasks": pm.open_tasks(), "errors": len(pm.errors)}
@@ -464,8 +461,6 @@ def store_data(home: str, today: dt.date, rows: list[dict[str, Any]], decay: lis
                total_projects: int, skipped: list[str], page_exists: Any) -> dict[str, Any]:
     """The store page: one row per project (store_row), totals, the decay queue (entries
     of cortexfs.hippocampus; `page_exists(rel)` tells which have a page to link to)."""
-    import bisect
-
     from cortexfs.hippocampus import DECAY_THRESHOLD
 
     cutoff = (today - dt.timedelta(days=COLD_DAYS)).isoformat()

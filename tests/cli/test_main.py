@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 from cli_commands import cli_commands
 
@@ -41,3 +42,25 @@ def test_help_imports_no_heavy_module() -> None:
 def test_version(cli) -> None:
     result = cli("--version")
     assert result.exit_code == 0 and result.stdout.startswith("cortex ")
+
+
+def test_a_console_script_run_builds_only_the_command_named() -> None:
+    import typer.main
+    from typer.testing import CliRunner
+
+    from cortexfs.cli.main import app_for
+
+    runner = CliRunner()
+    for args in (["new", "exp"], ["--home", "/x", "new"], ["--home=/x", "-f", "json", "new"],
+                 ["-fjson", "tasks", "add"], ["--format=json", "new", "--help"]):
+        built: Any = typer.main.get_command(app_for(args))
+        assert list(built.commands) == [a for a in args if a in ("new", "tasks")]
+    for args in ([], ["--help"], ["--version"], ["nosuch"], ["-x", "new"], ["--", "new"],
+                 ["--home"]):
+        assert app_for(args) is app
+    # the same help, usage line and errors as with every command built
+    for path in cli_commands():
+        for args in ([*path, "--help"], [*path, "--no-such-option"]):
+            whole = runner.invoke(app, args)
+            slim = runner.invoke(app_for(args), args)
+            assert (slim.exit_code, slim.output) == (whole.exit_code, whole.output), args

@@ -80,6 +80,8 @@ def test_open_counts_a_read(store: Store, project: Project, atoms: Callable[...,
     (["cache", "--status", "gone"], "--status 'gone' is not a status"),
     (["cache", "--kind", "note"], "--kind 'note' is not known"),
     (["cache", "--since", "soon"], "--since 'soon' is not a date"),
+    (["cache", "--since", "800000d"], "--since '800000d' reaches back before the year 1"),
+    (["cache", "--since", "99999999999d"], "--since '99999999999d' is not a date"),
 ])
 def test_bad_input(store: Store, atoms: Callable[..., Path], cli: object,
                    args: list[str], message: str) -> None:

@@ -23,7 +23,7 @@ def test_an_atom_page_shows_its_atom_and_its_relations(store: Store, viewed: Pro
     body = "# EXP-001: title\n\nSee K-001 and EXP-999.\n"
     named = pages.mentions(body)
     assert named == ["EXP-001", "EXP-999", "K-001"]
-    data = pages.atom_data(pm, am, named)
+    data = pages.atom_data(pm, am)
     assert (data["id"], data["project"], data["file"]) == ("EXP-001", viewed.name,
                                                            "experiments/EXP-001.md")
     page = pages.render_atom(renderer(), pm, data, body)
@@ -37,7 +37,7 @@ def test_the_store_s_values_are_escaped_on_every_page(store: Store, viewed: Proj
     out = [pages.render_project(renderer(), pm, pages.project_data(pm)), pages.render_graph(pm),
            pages.render_search()]
     for am in pm.atoms:
-        out.append(pages.render_atom(renderer(), pm, pages.atom_data(pm, am, []), None))
+        out.append(pages.render_atom(renderer(), pm, pages.atom_data(pm, am), None))
     text = "".join(out)
     assert HOSTILE_SUMMARY not in text and "<script>alert" not in text
     assert "Evil &lt;/script&gt;&lt;script&gt;alert" in text
@@ -51,4 +51,3 @@ def test_a_page_s_key_changes_with_what_it_is_made_of(store: Store, viewed: Proj
     ident = pages.identity()
     key = pages.atom_key(ident, pm, am, [])
     assert key == pages.atom_key(ident, pm, am, []) != pages.atom_key(ident, pm, am, ["K-001"])
-    assert pages.project_href("a b") == "p/a%20b/index.html"
