@@ -1,8 +1,10 @@
-"""cortexfs.cli.atoms: `cortex new` writes and commits an atom; each bad input is one line."""
+"""cortexfs.cli.atoms: `cortex new` writes and commits an atom (and ends with the quick exit,
+as `cortex index regen` does); each bad input is one line."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,24 @@ def test_new_writes_atom_and_commits(cli, project) -> None:
     assert log.strip() == "atom: add EXP-001 — Registry extraction"
     second = cli("new", "exp", "-p", "flywheel", "-s", "Next", "-t", "a")
     assert Path(second.stdout.strip()).name == "EXP-002.md"
+
+
+@pytest.mark.parametrize("args", [
+    ["new", "exp", "-p", "flywheel", "-s", "Registry extraction", "-t", "a,b"],
+    ["index", "regen", "--all", "--format", "json"]])
+def test_new_and_regen_end_with_a_quick_exit_once_committed(project, args: list[str]) -> None:
+    """The console script ends `cortex new` and `cortex index regen` with os._exit once
+    their commit is made and their output flushed (no interpreter teardown)."""
+    code = ("import atexit, sys; atexit.register(lambda: sys.stderr.write('torn down'));"
+            "from cortexfs.__main__ import main; sys.argv[0] = 'cortex'; main()")
+    proc = subprocess.run([sys.executable, "-c", code, "--home", str(project.store.home),
+                           *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "torn down" not in proc.stderr  # the quick exit was taken
+    assert proc.stdout.endswith("EXP-001.md\n" if args[0] == "new" else "}\n")
+    status = subprocess.run(["git", "status", "--porcelain", "--", "context"],
+                            cwd=project.store.home, capture_output=True, text=True).stdout
+    assert status == ""
 
 
 @pytest.mark.parametrize("args, message", [

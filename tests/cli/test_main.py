@@ -8,7 +8,6 @@ import subprocess
 import sys
 from typing import Any
 
-import pytest
 from cli_commands import cli_commands
 
 from cortexfs.cli.main import app
@@ -65,21 +64,3 @@ def test_a_console_script_run_builds_only_the_command_named() -> None:
             whole = runner.invoke(app, args)
             slim = runner.invoke(app_for(args), args)
             assert (slim.exit_code, slim.output) == (whole.exit_code, whole.output), args
-
-
-@pytest.mark.parametrize("args", [
-    ["new", "exp", "-p", "flywheel", "-s", "Registry extraction", "-t", "a,b"],
-    ["index", "regen", "--all", "--format", "json"]])
-def test_new_and_regen_end_with_a_quick_exit_once_committed(project, args: list[str]) -> None:
-    """The console script ends `cortex new` and `cortex index regen` with os._exit once
-    their commit is made and their output flushed (no interpreter teardown)."""
-    code = ("import atexit, sys; atexit.register(lambda: sys.stderr.write('torn down'));"
-            "from cortexfs.__main__ import main; sys.argv[0] = 'cortex'; main()")
-    proc = subprocess.run([sys.executable, "-c", code, "--home", str(project.store.home),
-                           *args], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert "torn down" not in proc.stderr  # the quick exit was taken
-    assert proc.stdout.endswith("EXP-001.md\n" if args[0] == "new" else "}\n")
-    status = subprocess.run(["git", "status", "--porcelain", "--", "context"],
-                            cwd=project.store.home, capture_output=True, text=True).stdout
-    assert status == ""
