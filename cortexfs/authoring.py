@@ -191,7 +191,7 @@ def render_atom(project: Project, req: NewAtom, atom_id: str) -> str:
 def render_packaged(kind: Kind, v: dict[str, Any]) -> str:
     """What the packaged `atoms/<kind>.md.j2` renders from the values `v`, without Jinja:
     importing Jinja and compiling a template is ~30 ms of a `cortex new` that renders
-    nothing else through it (tests/test_authoring_render.py checks that both agree)."""
+    nothing else through it (tests/test_authoring.py checks that both agree)."""
     head = (f"---\nid: {v['id']}\ndate: {v['date']}\nproject: {v['project']}\n"
             f"summary: {v['summary_yaml']}\ntags: {v['tags_yaml']}\n")
     title = f"# {v['id']}: {v['summary']}\n\n"

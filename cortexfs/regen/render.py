@@ -6,7 +6,7 @@ and compiling the templates costs more than rendering a folder of a thousand ato
 regeneration after one edit renders one folder (measured: `cortex index regen` after one
 edit of a 1,000-atom store, 0.17 s with it, 0.21 s through Jinja; a cold 10,000-atom run,
 1.18 s of CPU with it, 1.38 s through Jinja). A store that overrides any of them renders
-every index through Jinja's sandbox (cortexfs.templates). tests/test_regen_render.py
+every index through Jinja's sandbox (cortexfs.templates). tests/regen/test_render.py
 checks that both renderings agree.
 """
 
