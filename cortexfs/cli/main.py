@@ -168,7 +168,7 @@ def app_for(args: list[str]) -> typer.Typer:
     typer turns each registered command into a click command, with its parameters from the
     function's signature, before it runs any: ~22 ms for 38 commands, of a 0.25 s target
     for `cortex new`, against ~3 ms for one. The command runs the same, with the same
-    usage line, help and errors (tests/test_cli_surface.py compares them)."""
+    usage line, help and errors (tests/cli/test_main.py compares them)."""
     i = 0
     while i < len(args) and args[i].startswith("-"):
         option = args[i].split("=", 1)[0]
