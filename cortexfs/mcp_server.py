@@ -385,7 +385,7 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
         tags: Annotated[list[str] | None, Field(
             description="Only atoms carrying every one of these tags.")] = None,
         since: Annotated[str | None, Field(
-            description="Only atoms dated since YYYY-MM-DD, or an age: 7d, 2w, 3m.")] = None,
+            description="Only atoms dated since YYYY-MM-DD, or an age: 7d, 2w, 3m, 1y.")] = None,
         limit: Annotated[int, Field(ge=1, le=1000, description="At most this many.")] = 50,
     ) -> dict[str, Any]:
         """Atoms by their frontmatter, sorted as the index files are (active first, then

@@ -358,7 +358,7 @@ def list_(
         = None,
     since: Annotated[str | None, typer.Option(
         "--since", metavar="DATE|AGE", help="Only atoms dated since YYYY-MM-DD, or 7d, 2w, "
-        "3m ago.")] = None,
+        "3m, 1y ago.")] = None,
     limit: Annotated[int | None, typer.Option(
         "--limit", "-n", help="At most this many atoms.")] = None,
 ) -> None:
