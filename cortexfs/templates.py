@@ -36,7 +36,12 @@ def package_dir(name: str) -> Path:
 
 
 @lru_cache(maxsize=8)
-def _environment(override: str | None, home: str | None) -> jinja2.Environment:
+def _environment(override: str | None, home: str | None,
+                 overrides: tuple[str, ...] = ()) -> jinja2.Environment:
+    """The sandbox for a store whose override folder holds `overrides` (its files), made
+    once per set: Jinja reloads a template whose file changed, but keeps serving a packaged
+    template that an override added since then shadows (a long-running process, such as
+    the MCP server, would not see the new override)."""
     import jinja2
     from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
@@ -90,7 +95,10 @@ def _environment(override: str | None, home: str | None) -> jinja2.Environment:
 def environment(store: Store | None) -> jinja2.Environment:
     if store is None or not store.templates_dir.is_dir():
         return _environment(None, None)
-    return _environment(str(store.templates_dir), str(store.home))
+    override = str(store.templates_dir)
+    files = tuple(sorted(os.path.relpath(os.path.join(folder, name), override)
+                         for folder, _, names in os.walk(override) for name in names))
+    return _environment(override, str(store.home), files)
 
 
 def stamps(store: Store, now_ns: int) -> list[Any] | None:

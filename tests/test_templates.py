@@ -99,3 +99,20 @@ def test_a_linked_templates_folder_is_not_loaded(cli: Any, project: Project, wri
     result = cli("index", "regen", "--all", "--no-commit")
     assert result.exit_code == 1 and "inside templates, which is a symbolic link" in result.stderr
     assert not any("PRIVATE KEY" in p.read_text() for p in project.root.rglob("*.md"))
+
+
+def test_a_running_process_sees_an_override_added_or_removed(store: Store) -> None:
+    """The MCP server renders for as long as it runs: an override that shadows a packaged
+    template it has already rendered is used from the next render on, and its removal too."""
+    (store.templates_dir / "project").mkdir(parents=True)
+    (store.templates_dir / "project" / "other.md.j2").write_text("unrelated\n")
+    packaged = templates.render(store, "project/roadmap.md.j2", project="flywheel",
+                                today="2026-05-06")
+    assert "flywheel" in packaged
+    override = store.templates_dir / "project" / "roadmap.md.j2"
+    override.write_text("# Our roadmap of {{ project }}\n")
+    assert templates.render(store, "project/roadmap.md.j2", project="flywheel",
+                            today="2026-05-06") == "# Our roadmap of flywheel\n"
+    override.unlink()
+    assert templates.render(store, "project/roadmap.md.j2", project="flywheel",
+                            today="2026-05-06") == packaged

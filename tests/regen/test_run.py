@@ -216,13 +216,9 @@ def test_store_template_override(store: Store, project: Project,
     custom.parent.mkdir(parents=True)
     custom.write_text("{% for r in active %}{{ r.id }} {{ r.atom.summary }}\n{% endfor %}"
                       "{{ updated }}\n")
-    from cortexfs import templates
-
-    templates._environment.cache_clear()
     path = project.root / "experiments" / "index.md"
     assert regenerate(store, ["flywheel"]).written == [path]
     assert path.read_text() == "[EXP-001](EXP-001.md) A summary\n2026-05-06T20:31:10Z\n"
-    templates._environment.cache_clear()
 
 
 # --- folding the access log ------------------------------------------------------------------
