@@ -412,16 +412,6 @@ def build(loaded: Iterable[LoadedProject], stats: Mapping[str, AccessStats]) -> 
                     for lp in loaded)
 
 
-def collect(store: Store) -> MemoryIndex:
-    """Build the index straight from the store (what `check_pointers` and tests use)."""
-    from cortexfs.accesslog import fold
-    from cortexfs.loader import load_project
-
-    projects = store.projects()
-    loaded = [load_project(p, bodies=False) for p in projects]
-    return build(loaded, {p.name: fold(p.access_log) for p in projects})
-
-
 # --- rendering ---------------------------------------------------------------------------------
 
 
@@ -1200,23 +1190,6 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
             "key": key, "files": states,
             "keys": {rel: file_key for rel, file_key in keys.items() if rel in states}})
     return changed
-
-
-_HX = re.compile(r"<!--\s*hx:(.*?)-->", re.DOTALL)
-
-
-def parse_hx(text: str) -> dict[str, str]:
-    """The fields of the first `<!-- hx: k=v | k=v … -->` comment in `text` (which may span
-    lines, as in the spec's example); {} when there is none."""
-    m = _HX.search(text)
-    if not m:
-        return {}
-    fields: dict[str, str] = {}
-    for part in m.group(1).split("|"):
-        key, sep, value = part.strip().partition("=")
-        if sep:
-            fields[key.strip()] = " ".join(value.split())
-    return fields
 
 
 # --- pointer checks (cortex ready) -------------------------------------------------------------

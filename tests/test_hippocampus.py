@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cortexfs import accesslog, hippocampus
+from cortexfs.loader import load_project
 from cortexfs.store import Project, Store
 from cortexfs.strength import strength
 from cortexfs.tokens import estimate
@@ -25,14 +27,39 @@ def read(project: Project, file: str, ts: str, times: int = 1) -> None:
                      [accesslog.format_line(file, "Read", "s1", ts)] * times)
 
 
+def collect(store: Store) -> hippocampus.MemoryIndex:
+    """The index built straight from the store's atoms and folded logs, no cache."""
+    projects = store.projects()
+    return hippocampus.build([load_project(p, bodies=False) for p in projects],
+                             {p.name: accesslog.fold(p.access_log) for p in projects})
+
+
 def generate(store: Store) -> list[Path]:
-    return hippocampus.write(store, hippocampus.collect(store))
+    return hippocampus.write(store, collect(store))
+
+
+_HX = re.compile(r"<!--\s*hx:(.*?)-->", re.DOTALL)
+
+
+def parse_hx(text: str) -> dict[str, str]:
+    """The fields of the first `<!-- hx: k=v | k=v … -->` comment in `text` (which may span
+    lines, as in the spec's example); {} when there is none. (How an agent reads an entry's
+    metadata: the package writes it and never reads it back.)"""
+    m = _HX.search(text)
+    if not m:
+        return {}
+    fields: dict[str, str] = {}
+    for part in m.group(1).split("|"):
+        key, sep, value = part.strip().partition("=")
+        if sep:
+            fields[key.strip()] = " ".join(value.split())
+    return fields
 
 
 def hx_of(store: Store, key: str) -> dict[str, str]:
     text = (store.context / "HIPPOCAMPUS.md").read_text()
     at = text.index(f"<!-- hx: id={key} ")
-    return hippocampus.parse_hx(text[at:])
+    return parse_hx(text[at:])
 
 
 # --- strength --------------------------------------------------------------------------------
@@ -103,7 +130,7 @@ def test_regeneration_is_idempotent_and_ignores_the_wall_clock(
 
     monkeypatch.setattr(real_dt, "datetime", Later)
     assert generate(store) == []
-    assert hippocampus.write(store, hippocampus.collect(store), dry_run=True) == []
+    assert hippocampus.write(store, collect(store), dry_run=True) == []
     assert (store.context / "HIPPOCAMPUS.md").read_bytes() == before
 
 
@@ -239,7 +266,7 @@ def test_empty_store_still_gets_an_index(store: Store) -> None:
 
 def test_parse_hx_reads_the_seed_example() -> None:
     seed = (FIXTURES / "hippocampus-seed.md").read_text()
-    assert hippocampus.parse_hx(seed) == {
+    assert parse_hx(seed) == {
         "id": "acme-deploy", "created": "2026-01-10", "accessed": "2026-01-31", "hits": "23",
         "str": "0.92", "tags": "deploy,vercel,acme", "rel": "railway-services,cloudflare-dns"}
     pointer_line = next(line for line in seed.splitlines() if line.startswith("→"))
@@ -412,7 +439,7 @@ def test_incremental_regeneration_equals_a_rebuild_from_nothing(
         assert regenerate(store).written == [], f"step {n}: a second run still writes"
         incremental = _generated(store)
         # the generators' cache-free paths agree too
-        assert hippocampus.write(store, hippocampus.collect(store), dry_run=True) == []
+        assert hippocampus.write(store, collect(store), dry_run=True) == []
         from cortexfs import overview
         from cortexfs.loader import load_project
 
