@@ -156,7 +156,8 @@ def commit_change(store: Store, change: Change, *, everything: bool = True,
             if any(lists_atoms(p) for p in take):
                 take |= {p for p in status if atom_project(p)}
         created = _relative(store, change.created)
-        regenerated, warning = _regenerate_what_needs_it(store, change, take, status, created)
+        regenerated, warning = _regenerate_what_needs_it(store, change, take, status, created,
+                                                         mine)
         take |= set(regenerated)
         if warning is not None:
             take -= {p for p in take if atom_project(p) or lists_atoms(p)} - mine
@@ -189,26 +190,42 @@ def _relative(store: Store, paths: Iterable[Path]) -> set[str]:
 
 
 def _regenerate_what_needs_it(store: Store, change: Change, take: set[str],
-                              status: dict[str, str], created: set[str],
+                              status: dict[str, str], created: set[str], mine: set[str],
                               ) -> tuple[list[str], str | None]:
     """Regenerate the projects whose pending atoms an index in this commit would disagree
     with: an atom changed or deleted in git's eyes (tracked), or a new one while a
-    generated file goes in the same commit. (relative paths written, warning)."""
+    generated file goes in the same commit. (relative paths written, warning).
+
+    A pending generated file this command did not write (left by `--no-commit` or an
+    interrupted command) is regenerated too: it may list an atom that git never saw and
+    that is gone since (deleted by hand, or removed by the interrupted command's undo), a
+    change no `git status` shows. (store-wide files: every project.)"""
     generated = any(lists_atoms(p) for p in take)
     projects: set[str] = set()
+    every = False
+    for rel in take:
+        if rel in mine or not lists_atoms(rel):
+            continue
+        parts = rel.split("/")
+        if len(parts) == 5 and parts[1] == layout.PROJECTS:
+            if parts[2] not in change.regenerated:
+                projects.add(parts[2])
+        elif not change.regenerated:
+            every = True
     for rel in take:
         project = atom_project(rel)
         if project is None or rel in created or project in change.regenerated:
             continue
         if status.get(rel) != "??" or generated:
             projects.add(project)
-    if not projects:
+    if not projects and not every:
         return [], None
     from cortexfs.regen import regenerate
 
     existing = [p for p in sorted(projects) if (store.projects_dir / p).is_dir()]
     try:
-        result = regenerate(store, existing if len(existing) == len(projects) else None)
+        result = regenerate(store, existing if len(existing) == len(projects) and not every
+                            else None)
     except CortexError as e:
         return [], (f"the indexes of {', '.join(sorted(projects))} could not be regenerated "
                     f"({e}), so the atoms changed there stay uncommitted: fix that, then run "
@@ -457,7 +474,11 @@ def transaction(store: Store, *, commit: bool = True, command: str | None = None
                     txn.result = commit_change(store, txn.change, asked=txn.asked_again(asked))
         except interrupt.Interrupted as e:
             written = txn.written()
-            undone = txn.undo(regenerated=False)
+            # the indexes regenerated along the way stay for the next command to go on
+            # from, unless the undo removes a file the command made (`cortex new`'s atom):
+            # then they would list it, and are put back too (a regeneration after the undo
+            # is cut at its first file by the same signal)
+            undone = txn.undo(regenerated=bool(txn.change.created))
             e.rerun = e.rerun or command
             if undone:
                 e.done = f"nothing was kept ({some(undone, 3)} removed or put back)"

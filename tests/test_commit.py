@@ -425,6 +425,56 @@ def test_sigterm_during_new_before_the_write_leaves_nothing(committed: Project) 
     assert pending(store) == ""
 
 
+def test_sigint_after_new_wrote_its_index_puts_the_index_back(committed: Project) -> None:
+    """Was (benchmarks/invariant.py under load): a Ctrl-C between `cortex new`'s index write
+    and its commit removed the atom but kept the index listing it (the regeneration meant to
+    follow the undo was cut by the same signal), and the next command committed that index:
+    HEAD listed an atom HEAD did not hold."""
+    store = committed.store
+    proc = subprocess.Popen([sys.executable, "-c", _SIGNAL_AFTER_REGEN, str(store.home)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1].startswith("interrupted: nothing was kept"), err
+    assert not (committed.root / "experiments" / "EXP-003.md").exists()
+    assert pending(store) == ""  # was: index.md, OVERVIEW.md… listing EXP-003
+    result = cortex(store.home, "tasks", "add", "the next command", "-p", "flywheel")
+    assert result.returncode == 0, result.stderr
+    assert pending(store) == "" and index_matches_head(store)
+    head_consistent(store)
+
+
+_SIGNAL_AFTER_REGEN = """
+import os, signal, sys
+from cortexfs import interrupt, lifecycle
+real = lifecycle.regenerate
+def regenerate(*args, **kw):
+    change = real(*args, **kw)
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C once the index lists the new atom
+    return change
+lifecycle.regenerate = regenerate
+interrupt.install()
+sys.argv = ["cortex", "--home", sys.argv[1], "new", "exp", "-p", "flywheel", "-s", "Cut",
+            "-t", "x"]
+from cortexfs.cli.main import run
+run()
+"""
+
+
+def test_a_pending_index_listing_a_deleted_untracked_atom_is_regenerated(
+        cli: Any, committed: Project) -> None:
+    """Was: `new --no-commit`, the new atom deleted by hand, `cortex commit`: git status
+    shows no atom change (the atom was never tracked), so the index listing it was
+    committed as it was."""
+    store = committed.store
+    result = cli("new", "exp", "-p", "flywheel", "-s", "Not kept", "-t", "x", "--no-commit")
+    assert result.exit_code == 0, result.output
+    (committed.root / "experiments" / "EXP-003.md").unlink()
+    assert cli("commit").exit_code == 0
+    head_consistent(store)
+    assert pending(store) == "" and index_matches_head(store)
+
+
 _SELF_SIGNAL = """
 import os, signal, sys
 from cortexfs import git, interrupt
