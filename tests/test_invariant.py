@@ -292,9 +292,13 @@ class CortexMachine(RuleBasedStateMachine):
         proc.send_signal(how)
         out, err = proc.communicate(timeout=120)
         self.count(f"{which} sent {how.name}: exit {proc.returncode}")
-        assert "Traceback" not in err, err
+        # a SIGINT while `python -m` imports runpy (under load, at 0.05 s): Python's own
+        # start-up stops with its KeyboardInterrupt traceback, before any cortex code runs
+        before_python = err.startswith("Could not import runpy module\n") and \
+            err.rstrip().endswith("\nKeyboardInterrupt") and "cortexfs" not in err
+        assert "Traceback" not in err or before_python, err
         # 0: it finished first; -SIGNAL: the signal came before Python's start-up was done
-        if proc.returncode not in (0, -how):
+        if proc.returncode not in (0, -how) and not before_python:
             assert proc.returncode == 130, (proc.returncode, out, err)
             # "interrupted: <what was done>, run `…` again" inside a writing command,
             # "interrupted, run `…` again" before it began writing
