@@ -266,7 +266,7 @@ def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS, timeout: float = NET
             count = git.git_run(home, "rev-list", "--count",
                                 f"{upstream}..HEAD" if upstream else "HEAD").stdout.strip()
             _checkpoint("before-push")
-            if _push(home, tgt, timeout, set_upstream=not tgt.tracked or not upstream):
+            if push(home, tgt, timeout, set_upstream=not tgt.tracked or not upstream):
                 result.sent += int(count)
                 break
         else:
@@ -315,8 +315,10 @@ def _network(home: Path, timeout: float, *args: str) -> None:
                        "and the network, then run `cortex sync` again")
 
 
-def _push(home: Path, tgt: Target, timeout: float, set_upstream: bool) -> bool:
-    """Push the branch; False when the remote moved meanwhile (the caller retries)."""
+def push(home: Path, tgt: Target, timeout: float, set_upstream: bool) -> bool:
+    """Push the store's branch to `tgt`; False when the push lost a race (the remote branch
+    moved since the fetch, or another push held its ref): fetch, merge and push again.
+    GitError for any other refusal."""
     args = ["push", "--porcelain"]
     if set_upstream:
         args.append("--set-upstream")

@@ -242,18 +242,23 @@ def _scan_all(store: Store, forked_walk: bool, monkeypatch: pytest.MonkeyPatch) 
     """Everything a scan of every project says, walked by one process or shared with a
     forked child (its threshold forced down), against the same cache (nothing saved)."""
     monkeypatch.setattr(loader, "FORK_MIN_FILES", 0 if forked_walk else 1 << 62)
-    real_start, real_unpack, unpacked = forked.start, loader._unpack, []
+    real_start, real_join, reported = forked.start, forked.Shared.join, []
 
     def start(work: Callable[[], object]) -> object:
         child = real_start(work)
         time.sleep(0.2)  # the parent lags, so that the child takes the folders
         return child
 
+    def join(shared: forked.Shared) -> dict[int, object]:
+        got = real_join(shared)
+        reported.extend(got)  # (folders the child walked)
+        return got
+
     with monkeypatch.context() as m:
         m.setattr(forked, "start", start)
-        m.setattr(loader, "_unpack", lambda *a: unpacked.append(a) or real_unpack(*a))
+        m.setattr(forked.Shared, "join", join)
         scans = loader.scan_many(store.projects(), save=False)
-    assert bool(unpacked) == forked_walk  # (folders the child walked)
+    assert bool(reported) == forked_walk
     return [(sc.project.name, sc.folders, sc.others, sc.listed, sc.dirty, sc.parsed,
              [sc.inputs_digest(kind) for kind in KINDS],
              [(a.path.name, a.meta, a.body) for a in sc.loaded(bodies=True).atoms],
@@ -302,17 +307,16 @@ def test_forked_walk_gives_the_serial_walks_records(
     os.utime(exp / "EXP-005.md", ns=(1, 2_000_000_000))
     same()
 
-    def broken(*args: object, compact: bool = False, **kwargs: object) -> object:
-        if compact:  # the child fails part-way: its share is walked by the parent
-            os._exit(3)
-        return real_diff(*args, **kwargs)
+    def broken(order: list[int], work: Callable[[int], object]) -> forked.Shared | None:
+        # the child fails at its first folder: its share is walked by the parent
+        return real_share(order, lambda job: os._exit(3))
 
-    real_diff = loader._folder_diff
+    real_share = forked.share
     serial = _scan_all(store, False, monkeypatch)
     started: list[object] = []
     real_start = forked.start
     monkeypatch.setattr(forked, "start", lambda work: started.append(work) or real_start(work))
-    monkeypatch.setattr(loader, "_folder_diff", broken)
+    monkeypatch.setattr(forked, "share", broken)
     monkeypatch.setattr(loader, "FORK_MIN_FILES", 0)
     assert [(sc.folders, sc.others, sc.listed, sc.dirty)
             for sc in loader.scan_many(store.projects(), save=False)] == \

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cortexfs import cache, ready, scaffold
+from cortexfs import cache, ready, scaffold, validate
 from cortexfs.regen import regenerate
 from cortexfs.store import Project, Store
 
@@ -346,15 +346,16 @@ def test_end_to_end_like_an_agent(cli, store: Store) -> None:
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count full runs of the file checks; trust stat data however recent (tests are fast)."""
+    """Count full runs of the file checks (each starts the atoms' validation once); trust
+    stat data however recent (tests are fast)."""
     calls: list[int] = []
-    real = ready._file_checks
+    real = validate.many_findings
 
-    def spy(*args: object, **kwargs: object) -> tuple[list[ready.Gap], list[ready.Gap]]:
+    def spy(*args: object, **kwargs: object) -> object:
         calls.append(1)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(ready, "_file_checks", spy)
+    monkeypatch.setattr(validate, "many_findings", spy)
     monkeypatch.setattr(cache, "RACY_NS", -10_000_000_000)
     return calls
 

@@ -565,7 +565,7 @@ def test_a_rejected_push_runs_the_cycle_again(tmp_path: Path,
     a, b = make_cluster(tmp_path)
     a.new("exp", "alpha run")
     b.new("exp", "beta run")
-    real_push = sync_lib._push
+    real_push = sync_lib.push
     calls = []
 
     def push_after_b(*args: object, **kwargs: object) -> bool:
@@ -575,11 +575,11 @@ def test_a_rejected_push_runs_the_cycle_again(tmp_path: Path,
             sync_lib.sync(b.store)
         return real_push(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(sync_lib, "_push", push_after_b)
+    monkeypatch.setattr(sync_lib, "push", push_after_b)
     result = sync_lib.sync(a.store)
     assert result.attempts == 2 and len(calls) == 2
     assert [(r.old, r.new) for r in result.renumbered] == [("EXP-001", "EXP-002")]
-    monkeypatch.setattr(sync_lib, "_push", real_push)
+    monkeypatch.setattr(sync_lib, "push", real_push)
     settle([a, b])
     check_invariants([a, b])
 
@@ -588,7 +588,7 @@ def test_a_remote_that_never_stops_moving_is_reported(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     (a,) = make_cluster(tmp_path, 1)
     a.new("exp", "alpha run")
-    monkeypatch.setattr(sync_lib, "_push", lambda *args, **kwargs: False)
+    monkeypatch.setattr(sync_lib, "push", lambda *args, **kwargs: False)
     with pytest.raises(GitError, match=r"origin/main kept changing .* run `cortex sync` again"):
         sync_lib.sync(a.store, max_attempts=2)
 
