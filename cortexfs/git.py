@@ -229,6 +229,7 @@ class WorktreeState:
     in_progress: str | None = None  # merge | rebase | cherry-pick | revert
     last_sync: str | None = None  # ISO-8601 UTC of the last successful `cortex sync`
     branch: str | None = None  # None when HEAD is detached
+    head: str | None = None  # the commit HEAD points at; None before the first commit
 
     def to_json(self) -> dict[str, object]:
         return {"is_repo": self.is_repo, "branch": self.branch, "dirty": self.dirty,
@@ -267,7 +268,10 @@ def _parse_status_v2(out: str, state: WorktreeState) -> None:
         i += 1
         if not rec:
             continue
-        if rec.startswith("# branch.head "):
+        if rec.startswith("# branch.oid "):
+            oid = rec[len("# branch.oid "):]
+            state.head = None if oid == "(initial)" else oid
+        elif rec.startswith("# branch.head "):
             head = rec[len("# branch.head "):]
             state.branch = None if head == "(detached)" else head
         elif rec.startswith("# branch.upstream "):

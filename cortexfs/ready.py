@@ -179,13 +179,11 @@ CACHE_SCOPES = 8  # results kept: the whole store and a few single projects
 
 
 def _inputs_key(store: Store, project: str | None, state: Any,
-                scans: Sequence[ProjectScan]) -> tuple[str, bool] | None:
+                scans: Sequence[ProjectScan]) -> tuple[str, bool]:
     """(digest of everything the file checks read, whether a file changed too recently for
-    its stat data to be trusted); None when the inputs cannot be pinned down. The atom
-    files of `scans` are in it as the scan has them (stamp, CRC): not stat-ed a second time."""
-    head = _head_commit(store) if state.is_repo else "no-repo"
-    if head is None:
-        return None
+    its stat data to be trusted). The atom files of `scans` are in it as the scan has them
+    (stamp, CRC): not stat-ed a second time; the commit HEAD points at as git status said."""
+    head = (state.head or "no commit") if state.is_repo else "no repo"
     started = time.time_ns()
     stamps: list[Any] = []
     newest = 0
@@ -247,33 +245,6 @@ def _stamp_tree(root: Path, out: list[Any],
             out.append((path, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
             newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
     return newest
-
-
-def _head_commit(store: Store) -> str | None:
-    """The commit HEAD points at, read from the git dir (no process); None when unsure."""
-    from cortexfs.git import git_dir_of
-
-    gitdir = git_dir_of(store.home)
-    try:
-        head = (gitdir / "HEAD").read_text(encoding="utf-8").strip()
-        if not head.startswith("ref:"):
-            return head or None
-        ref = head[4:].strip()
-        common = gitdir
-        if (gitdir / "commondir").is_file():
-            common = (gitdir / (gitdir / "commondir").read_text(encoding="utf-8").strip())
-        for where in (gitdir, common):
-            loose = where / ref
-            if loose.is_file():
-                return loose.read_text(encoding="utf-8").strip() or None
-        packed = common / "packed-refs"
-        if packed.is_file():
-            for line in packed.read_text(encoding="utf-8").splitlines():
-                if line.endswith(" " + ref):
-                    return line.split(" ", 1)[0]
-        return "unborn:" + ref  # a branch with no commit yet
-    except OSError:
-        return None
 
 
 def _cache_path(store: Store) -> Path:

@@ -42,6 +42,13 @@ def test_state_of_a_clean_store(store: Store) -> None:
     assert (state.ahead, state.behind) == (0, 0)
     assert state.in_progress is None and state.last_sync is None
     assert state.branch == "main"
+    assert state.head == git.head_commit(store.home) and state.head is not None
+
+
+def test_state_head_before_the_first_commit(tmp_path: Path) -> None:
+    sh(tmp_path, "init", "-q", "-b", "main", str(tmp_path / "fresh"))
+    state = git.worktree_state(Store(tmp_path / "fresh"))
+    assert state.is_repo and state.head is None and state.branch == "main"
 
 
 def test_state_lists_modified_staged_untracked_deleted_renamed_not_ignored(store: Store) -> None:

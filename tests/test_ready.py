@@ -369,6 +369,13 @@ def test_nothing_changed_reuses_the_file_checks(good: Project, counted: list[int
     assert len(counted) == 2
 
 
+def test_a_new_commit_runs_the_file_checks_again(good: Project, counted: list[int]) -> None:
+    first = ready.check(good.store)
+    _commit_all(good.store, "nothing changed but HEAD")  # (which STATUS.md dates are committed)
+    assert ready.check(good.store).to_json() == first.to_json()
+    assert len(counted) == 2
+
+
 def test_cached_gaps_come_back_with_fresh_git_gaps(good: Project, counted: list[int]) -> None:
     (good.root / "mission.md").unlink()
     _commit_all(good.store)
