@@ -403,12 +403,15 @@ def _names(folder: Path) -> list[str]:
 
 
 def _temporary(name: str) -> bool:
-    return (name.startswith(".") and name.endswith(".tmp")) or name.startswith("cortex-index.")
+    return (name.startswith(".") and name.endswith(".tmp")) or \
+        name.startswith(("cortex-index.", "cortex-merge-"))
 
 
 def _abandoned(path: Path, name: str, now: float) -> bool:
     parts = name.removesuffix(".tmp").removesuffix(".lock").split(".")
     pid = parts[-2] if len(parts) >= 3 else ""
+    if name.startswith("cortex-merge-"):  # cortex-merge-PID-LABEL (merge_file)
+        pid = name.split("-")[2]
     if pid.isdigit():
         try:
             os.kill(int(pid), 0)

@@ -39,7 +39,6 @@ import contextlib
 import os
 import re
 import signal
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -648,7 +647,6 @@ def recover(store: Store) -> str | None:
     "the merge landed" means "the upstream commit the journal names is an ancestor of HEAD".
     """
     home = store.home
-    _remove_stale_temporaries(home)
     # a git killed with the sync may have left its lock files (HEAD.lock after it moved
     # HEAD, index.lock…): stale ones go now, not only when a later git trips on them
     git.clear_git_locks(home)
@@ -714,16 +712,6 @@ def _recover_merge(store: Store, head0: str, head: str, upstream: str,
     if git.in_progress(home) is None and _undo_partial_checkout(store, head0, upstream):
         return "undid the files an interrupted merge had half written"
     return None
-
-
-def _remove_stale_temporaries(home: Path, age: float = 600.0) -> None:
-    """Private index and merge files that a killed cortex process left in the git dir."""
-    cutoff = time.time() - age
-    for pattern in ("cortex-index.*", "cortex-merge-*"):
-        for path in git.git_dir_of(home).glob(pattern):
-            with contextlib.suppress(OSError):
-                if path.stat().st_mtime < cutoff:
-                    path.unlink()
 
 
 def _merge_head(home: Path) -> str | None:
