@@ -181,19 +181,20 @@ CACHE_SCOPES = 8  # results kept: the whole store and a few single projects
 def _inputs_key(store: Store, project: str | None, state: Any,
                 scans: Sequence[ProjectScan]) -> tuple[str, bool]:
     """(digest of everything the file checks read, whether a file changed too recently for
-    its stat data to be trusted). The atom files of `scans` are in it as the scan has them
-    (stamp, CRC): not stat-ed a second time; the commit HEAD points at as git status said."""
+    its stat data to be trusted). The atom files of `scans` are in it as the scan's
+    inputs_digest (name, mtime, size, CRC): not stat-ed a second time; the commit HEAD points
+    at as git status said."""
     head = (state.head or "no commit") if state.is_repo else "no repo"
     started = time.time_ns()
     stamps: list[Any] = []
     newest = 0
-    scanned: dict[str, tuple[list[Any], list[str]]] = {}
+    scanned: dict[str, tuple[bytes, list[str]]] = {}
     for sc in scans:
         for kind in KINDS:
             if kind.folder in sc.others:  # walked (a linked folder is not)
-                files = sc.folders[kind.folder]
-                scanned[str(sc.project.folder(kind))] = (files, sc.others[kind.folder])
-                if any(r[RACY] for _, r in files):
+                scanned[str(sc.project.folder(kind))] = (sc.inputs_digest(kind),
+                                                         sc.others[kind.folder])
+                if any(r[RACY] for _, r in sc.folders[kind.folder]):
                     newest = started
     for root in (store.context, store.templates_dir, templates.package_dir("templates")):
         newest = max(newest, _stamp_tree(root, stamps, scanned))
@@ -203,19 +204,18 @@ def _inputs_key(store: Store, project: str | None, state: Any,
     return cache.digest(marshal.dumps(parts, 2)).hex(), cache.racy(newest, started)
 
 
-def _stamp_tree(root: Path, out: list[Any],
-                scanned: dict[str, tuple[list[Any], list[str]]]) -> int:
+def _stamp_tree(root: Path, out: list[Any], scanned: dict[str, tuple[bytes, list[str]]]) -> int:
     """Append (path, mtime, ctime, size, inode) of every file under `root`; newest time.
-    A folder of `scanned` (folder → the loader's [(atom file name, record)] and the names
-    of its other entries) is not listed again: its atom files are appended as the loader's
-    records (stamp, CRC), and only its other entries are stat-ed."""
+    A folder of `scanned` (folder → the scan's inputs_digest of its atom files and the names
+    of its other entries) is not listed again: the digest is appended, and only its other
+    entries are stat-ed."""
     newest = 0
     stack = [str(root)]
     while stack:
         folder = stack.pop()
         if folder in scanned:
-            atoms, others = scanned[folder]
-            out.append((folder, [(name, r[:RACY]) for name, r in atoms]))
+            digest, others = scanned[folder]
+            out.append((folder, digest))
             entries: list[tuple[str, str, os.stat_result | None]] = []
             for name in others:
                 path = os.path.join(folder, name)
