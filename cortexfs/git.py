@@ -765,7 +765,18 @@ def commit_exactly(store: Store, rel: Sequence[str], message: str,
         parent = _head(home)
         index = _private_index(home, gitdir, parent)
         try:
-            tree, entries = _build_tree(home, parent, paths, index)
+            try:
+                tree, entries = _build_tree(home, parent, paths, index)
+            except GitError:
+                if parent is None:
+                    raise
+                # The reused index may name a blob git has pruned: gc keeps what refs,
+                # reflogs and your index name, not this index, and git does not hash a file
+                # again whose stat data matches its entry (a commit undone by `git reset
+                # HEAD~1`, its reflog expired, then gc). A fresh index from HEAD has no stat
+                # data, so every path is hashed (and its object written) again.
+                _read_afresh(home, index, parent)
+                tree, entries = _build_tree(home, parent, paths, index)
             behind = sorted(set(staged) - {e.split("\t", 1)[1] for e in entries})
             if behind:  # your index differs from HEAD where the commit changes nothing
                 _restore_index_entries(home, behind)
@@ -782,6 +793,7 @@ def commit_exactly(store: Store, rel: Sequence[str], message: str,
                            "HEAD", commit, old, check=False)
             if proc.returncode == 0:
                 _keep(index, gitdir)
+                pack_when_due(home)
                 return commit
         finally:
             for leftover in (index, index + ".lock"):
@@ -817,8 +829,16 @@ def _private_index(home: Path, gitdir: Path, parent: str | None) -> str:
             return index
     os.unlink(index)  # git wants to create the index file itself
     if parent is not None:
-        git_run(home, "read-tree", parent, env={"GIT_INDEX_FILE": index})
+        _read_afresh(home, index, parent)
     return index
+
+
+def _read_afresh(home: Path, index: str, parent: str) -> None:
+    """Make the private `index` hold `parent`'s tree, read afresh (no stat data)."""
+    for leftover in (index, index + ".lock"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(leftover)
+    git_run(home, "read-tree", parent, env={"GIT_INDEX_FILE": index})
 
 
 def _keep(index: str, gitdir: Path) -> None:
@@ -860,8 +880,7 @@ def _build_tree(home: Path, parent: str | None, paths: Sequence[str], index: str
     finally:
         built = written()  # (waited for in any case: the index is removed after a failure)
     if any(d.status == "U" for d in diff):  # a copy of an index in conflict: start afresh
-        os.unlink(index)
-        git_run(home, "read-tree", parent, env=env)
+        _read_afresh(home, index, parent)
         return _build_tree(home, parent, paths, index)
     foreign = [d for d in diff if d.path not in wanted]
     if foreign:
@@ -924,6 +943,96 @@ def _restore_index_entries(home: Path, paths: Sequence[str]) -> None:
     with contextlib.suppress(GitError):
         git_run(home, "reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul", "HEAD",
                 input="".join(f"{p}\0" for p in paths))
+
+
+# --- packing the repository ----------------------------------------------------------------
+
+GC_STATE = "cortex-gc"  # in the git dir: the loose-object sample at which cortex last asked
+# git's own leftovers of a killed `git gc`, besides a commit's (`git_lock_files`): its pid
+# file and the locks of pack-refs, reflog expire (a ref's and its reflog's) and the
+# commit-graph; `gc_leftovers` also looks under refs/ and logs/
+GC_LOCKS = ("gc.pid", "gc.pid.lock", "packed-refs.lock", "HEAD.lock", "logs/HEAD.lock",
+            "objects/info/commit-graph.lock")
+_packing: list[subprocess.Popen[bytes]] = []
+
+
+def _common_dir(home: Path) -> Path:
+    """Where the objects, packed-refs and gc.pid are: the git dir, or the main repository's
+    of a linked worktree (named by its `commondir` file)."""
+    gitdir = git_dir_of(home)
+    try:
+        common = (gitdir / "commondir").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return gitdir
+    return gitdir / common if common else gitdir
+
+
+def loose_sample(home: Path) -> int:
+    """The loose objects in `.git/objects/17`: git's own estimate of all of them (×256)."""
+    try:
+        names = os.listdir(_common_dir(home) / "objects" / "17")
+    except OSError:
+        return 0
+    return sum(1 for name in names if len(name) in (38, 62))  # (not tmp_obj_*: SHA-1, SHA-256)
+
+
+def pack_when_due(home: Path) -> None:
+    """After a commit: start `git gc --auto --quiet` in the background when it may be due,
+    so that the loose objects of cortex's commits get packed. Hold `git_lock`.
+
+    cortex commits with plumbing (commit-tree, update-ref), so git never runs the `gc
+    --auto` that a porcelain `git commit` runs, and a store would collect tens of thousands
+    of loose files. git's rule (builtin/gc.c, too_many_loose_objects) packs when
+    `.git/objects/17` holds more than gc.auto/256 loose objects (default 6700 → 27; 0
+    disables it). That takes 2 or more whatever gc.auto is, so below that it is one
+    listdir. Otherwise git is asked once per count seen (recorded in GC_STATE): git reads
+    the user's gc.* config and decides, and a count that stays put after a gc that could
+    not pack does not start another each command. gc runs detached, niced, in a session
+    of its own, its output discarded, and nothing waits for it: a live gc is a live git in
+    the repository (`git_processes`), whose locks cortex waits out as any other's. What a
+    killed gc left is removed first under the stale rule (`stale_lock`), or a stale
+    packed-refs.lock would stop every later gc, silently.
+    """
+    sample = loose_sample(home)
+    if sample < 2:
+        return
+    state = _common_dir(home) / GC_STATE
+    with contextlib.suppress(OSError):
+        if state.read_text(encoding="ascii") == str(sample):
+            return
+    try:
+        state.write_text(str(sample), encoding="ascii")
+    except OSError:
+        return  # (a full disk: not now)
+    for lock in gc_leftovers(home):
+        _remove_if_stale(home, lock)
+    # a killed repack's partial pack (as big as the repository): git's own prune would
+    # leave it for two weeks (gc.pruneExpire); by the same rule it is nobody's
+    pack_dir = _common_dir(home) / "objects" / "pack"
+    for name in _names(pack_dir):
+        if name.startswith("tmp_") and stale_lock(home, pack_dir / name):
+            with contextlib.suppress(OSError):
+                os.unlink(pack_dir / name)
+    _packing[:] = [p for p in _packing if p.poll() is None]  # (reaped: no zombies)
+    import shutil
+
+    nice = ["nice", "-n", "10"] if shutil.which("nice") else []
+    with contextlib.suppress(OSError):
+        _packing.append(subprocess.Popen(
+            [*nice, "git", "gc", "--auto", "--quiet"], cwd=home, env=git_env(),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True))
+
+
+def gc_leftovers(home: Path) -> list[Path]:
+    """The lock files (and gc.pid) that a git gc killed in the middle leaves, if any: see
+    GC_LOCKS."""
+    gitdir = _common_dir(home)
+    found = [gitdir / name for name in GC_LOCKS]
+    for top in ("refs", "logs/refs", "objects/info/commit-graphs"):
+        for folder, _dirs, names in os.walk(gitdir / top):
+            found += [Path(folder, n) for n in names if n.endswith(".lock")]
+    return [p for p in found if os.path.lexists(p)]
 
 
 # --- for `cortex ready` and `cortex sync` ------------------------------------------------------

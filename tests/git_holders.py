@@ -51,6 +51,21 @@ def hold_head_lock(home: Path) -> subprocess.Popen[str]:
     return proc
 
 
+def hold_packed_refs_lock(home: Path, branch: str) -> subprocess.Popen[str]:
+    """A live git process holding `.git/packed-refs.lock` and `branch`'s ref lock, as
+    `git pack-refs` (run by `git gc`) holds them while it prunes the loose refs."""
+    proc = subprocess.Popen(["git", "update-ref", "--stdin"], cwd=home, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(f"start\ndelete refs/heads/{branch}\nprepare\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "start: ok"
+    assert proc.stdout.readline().strip() == "prepare: ok"
+    _wait_for(home / ".git" / "packed-refs.lock", proc)
+    return proc
+
+
 def kill_9(proc: subprocess.Popen[str]) -> None:
     """SIGKILL: the process dies at once and its lock files stay."""
     os.kill(proc.pid, signal.SIGKILL)
