@@ -87,7 +87,7 @@ def git_run(home: Path, *args: str, check: bool = True, input: str | None = None
     settings for this call only.
     """
     deadline = time.monotonic() + LOCK_WAIT_SECONDS
-    cmd = ["git", "--literal-pathspecs", *(a for c in config for a in ("-c", c)), *args]
+    cmd = ["git", "--literal-pathspecs", *_configured(config), *args]
     while True:
         try:
             proc = subprocess.run(cmd, cwd=home, input=input, capture_output=True, text=True,
@@ -111,6 +111,11 @@ def git_run(home: Path, *args: str, check: bool = True, input: str | None = None
     if proc.returncode != 0 and check:
         raise git_error(args, proc.stderr or proc.stdout)
     return proc
+
+
+def _configured(config: Sequence[str]) -> list[str]:
+    """`-c NAME=VALUE` arguments for git."""
+    return [a for c in config for a in ("-c", c)]
 
 
 def _lock_named(home: Path, stderr: str) -> Path:
@@ -704,14 +709,20 @@ def changes_started(home: Path, pathspecs: Sequence[str],
 
 
 def _started(home: Path, args: Sequence[str], env: dict[str, str] | None = None,
-             ) -> Callable[[], str | None]:
-    """`git args`, started now in a process of its own: the returned function waits for its
-    output (and gives it again when called again); None when git failed (the caller then
-    runs it with `git_run`, which says why)."""
+             input: str | None = None) -> Callable[[], str | None]:
+    """`git args`, started now in a process of its own (`input` written to its stdin): the
+    returned function waits for its output (and gives it again when called again); None
+    when git failed (the caller then runs it with `git_run`, which says why)."""
     try:
         proc = subprocess.Popen(["git", "--literal-pathspecs", *args], cwd=home,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                stdin=subprocess.DEVNULL, env=git_env(env), process_group=0)
+                                stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+                                env=git_env(env), process_group=0)
+        if proc.stdin is not None:
+            # (a broken pipe: git failed, and output() says None)
+            with contextlib.suppress(BrokenPipeError), proc.stdin:
+                proc.stdin.write(input.encode("utf-8", "surrogateescape") if input else b"")
+            proc.stdin = None  # (closed: communicate() must not flush it)
     except OSError:
         return lambda: None
 
@@ -726,10 +737,48 @@ def _started(home: Path, args: Sequence[str], env: dict[str, str] | None = None,
     return output
 
 
-def _head(home: Path) -> str | None:
-    """The commit HEAD points at; None on a branch with no commits yet."""
+def _head(home: Path, ask: bool = False) -> str | None:
+    """The commit HEAD points at; None on a branch with no commits yet.
+
+    Read from git's files when they have the usual shape (HEAD names a branch whose ref is
+    a loose file or a line of packed-refs, or holds an id), saving a `git rev-parse`
+    (~2 ms); else, or with `ask`, git is asked. A wrong answer could not make a wrong
+    commit: HEAD moves by compare-and-swap from it (`commit_exactly` then asks git).
+    """
+    if not ask:
+        found = _head_from_files(home)
+        if found is not None:
+            return found
     proc = git_run(home, "rev-parse", "-q", "--verify", "HEAD", check=False)
     return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+_OBJECT_ID = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})")
+
+
+def _head_from_files(home: Path) -> str | None:
+    """HEAD's commit as git's files say it; None when they do not say it plainly."""
+    try:
+        head = (git_dir_of(home) / "HEAD").read_text(encoding="ascii").strip()
+        if _OBJECT_ID.fullmatch(head):
+            return head
+        if not head.startswith("ref: refs/heads/"):
+            return None
+        ref = head[5:]
+        common = _common_dir(home)
+        try:
+            value = (common / ref).read_text(encoding="ascii").strip()
+        except FileNotFoundError:
+            value = ""
+            with open(common / "packed-refs", encoding="ascii") as packed:
+                for line in packed:
+                    sha, _, name = line.rstrip("\n").partition(" ")
+                    if name == ref:
+                        value = sha
+                        break
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return value if _OBJECT_ID.fullmatch(value) else None
 
 
 PRIVATE_INDEX = "cortex-index"  # in the git dir: the index of cortex's last commit, reused
@@ -755,14 +804,15 @@ def commit_exactly(store: Store, rel: Sequence[str], message: str,
     moved HEAD (another committer) is retried; a failure after the index was updated puts
     those entries back as HEAD has them.
 
-    Git calls: rev-parse, update-index, diff-index beside write-tree, commit-tree, update-index,
-    update-ref, whatever the number of paths (paths go through stdin).
+    Git calls: update-index, diff-index beside write-tree, commit-tree beside update-index,
+    update-ref, whatever the number of paths (paths go through stdin); HEAD is read from
+    git's files when they have the usual shape (else rev-parse, see `_head`).
     """
     home = store.home
     paths = sorted(set(rel))
     gitdir = git_dir_of(home)
-    for _attempt in range(5):
-        parent = _head(home)
+    for attempt in range(5):
+        parent = _head(home, ask=attempt > 0)
         index = _private_index(home, gitdir, parent)
         try:
             try:
@@ -786,8 +836,18 @@ def commit_exactly(store: Store, rel: Sequence[str], message: str,
             args = ["commit-tree", tree, "-F", "-"]
             if parent:
                 args += ["-p", parent]
-            commit = git_run(home, *args, input=message.rstrip("\n") + "\n").stdout.strip()
-            _set_index_entries(home, entries)
+            text = message.rstrip("\n") + "\n"
+            # commit-tree beside your index's update (~3 ms): HEAD moves only after both
+            made = _started(home, args, input=text)
+            try:
+                _set_index_entries(home, entries)
+            finally:
+                made_commit = made()  # (waited for in any case)
+            if made_commit is None:  # git failed: ask again, for its message
+                _restore_index_entries(home, paths)
+                made_commit = git_run(home, *args, input=text).stdout
+                _set_index_entries(home, entries)
+            commit = made_commit.strip()
             old = parent or "0" * len(commit)
             proc = git_run(home, "update-ref", "-m", f"commit: {message.splitlines()[0]}",
                            "HEAD", commit, old, check=False)
@@ -799,7 +859,7 @@ def commit_exactly(store: Store, rel: Sequence[str], message: str,
             for leftover in (index, index + ".lock"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(leftover)
-        if _head(home) != parent:
+        if _head(home, ask=True) != parent:
             continue  # another process committed meanwhile: build again on top of it
         _restore_index_entries(home, paths)
         if _is_lock_busy(proc.stderr):
@@ -862,7 +922,7 @@ def _build_tree(home: Path, parent: str | None, paths: Sequence[str], index: str
     git_run(home, "update-index", "--add", "--remove", "-z", "--stdin",
             input="".join(f"{p}\0" for p in paths), env=env, config=FAST_LOOSE_OBJECTS)
     if parent is None:  # the first commit: nothing to compare with
-        tree = git_run(home, "write-tree", env=env).stdout.strip()
+        tree = git_run(home, "write-tree", env=env, config=FAST_LOOSE_OBJECTS).stdout.strip()
         listed = git_run(home, "ls-files", "-s", "-z", env=env).stdout
         zero = "0" * len(tree)
         found = {}
@@ -874,7 +934,7 @@ def _build_tree(home: Path, parent: str | None, paths: Sequence[str], index: str
         return tree, [found.get(p, f"0 {zero}\t{p}") for p in paths]
     # write-tree beside diff-index (~4 ms on 10,000 atoms): neither changes an entry, and the
     # tree is written again below when the index had to change
-    written = _started(home, ["write-tree"], env)
+    written = _started(home, [*_configured(FAST_LOOSE_OBJECTS), "write-tree"], env)
     try:
         diff = _diff_index(home, parent, env)
     finally:
@@ -891,7 +951,7 @@ def _build_tree(home: Path, parent: str | None, paths: Sequence[str], index: str
     if not ours:
         return None, []
     if built is None:
-        built = git_run(home, "write-tree", env=env).stdout
+        built = git_run(home, "write-tree", env=env, config=FAST_LOOSE_OBJECTS).stdout
     return built.strip(), ours
 
 

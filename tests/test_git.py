@@ -557,3 +557,34 @@ def test_a_gc_killed_at_any_point_is_got_past_by_the_next_commands(
     packed(home)
     assert not git.gc_leftovers(home)
     sh(home, "fsck", "--no-progress")
+
+
+@pytest.mark.parametrize("shape", ["loose", "packed", "detached", "linked worktree"])
+def test_a_commit_builds_on_head_however_git_stores_it(
+        store: Store, tmp_path: Path, shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HEAD read from git's files (a loose ref, packed-refs after gc, a detached HEAD, the
+    main repository's refs from a linked worktree) is the parent git itself names, and no
+    `git rev-parse` is run for it."""
+    calls: list[str] = []
+    run = git.git_run
+    monkeypatch.setattr(git, "git_run", lambda home, *args, **kw: calls.append(args[0])
+                        or run(home, *args, **kw))
+    home = store.home
+    if shape == "packed":
+        sh(home, "pack-refs", "--all")
+        assert not (home / ".git/refs/heads/main").exists()
+    elif shape == "detached":
+        sh(home, "checkout", "-q", "--detach")
+    elif shape == "linked worktree":
+        sh(home, "worktree", "add", "-q", "-b", "side", str(tmp_path / "linked"))
+        sh(home, "pack-refs", "--all")
+        store = Store(tmp_path / "linked")
+        home = store.home
+    before = sh(home, "rev-parse", "HEAD").strip()
+    path = store.context / "OVERVIEW.md"
+    path.write_text(f"on a {shape} HEAD\n")
+    made = commit_paths(store, [path], "overview")
+    assert made and made.commit == sh(home, "rev-parse", "HEAD").strip()
+    assert sh(home, "rev-parse", "HEAD~1").strip() == before
+    assert porcelain(home) == ""
+    assert "update-ref" in calls and "rev-parse" not in calls, calls
