@@ -1008,6 +1008,7 @@ def _restore_index_entries(home: Path, paths: Sequence[str]) -> None:
 # --- packing the repository ----------------------------------------------------------------
 
 GC_STATE = "cortex-gc"  # in the git dir: the loose-object sample at which cortex last asked
+GC_ASK_AGAIN = 3600.0  # seconds after which the same sample is asked about again
 # git's own leftovers of a killed `git gc`, besides a commit's (`git_lock_files`): its pid
 # file and the locks of pack-refs, reflog expire (a ref's and its reflog's) and the
 # commit-graph; `gc_leftovers` also looks under refs/ and logs/
@@ -1045,9 +1046,11 @@ def pack_when_due(home: Path) -> None:
     of loose files. git's rule (builtin/gc.c, too_many_loose_objects) packs when
     `.git/objects/17` holds more than gc.auto/256 loose objects (default 6700 → 27; 0
     disables it). That takes 2 or more whatever gc.auto is, so below that it is one
-    listdir. Otherwise git is asked once per count seen (recorded in GC_STATE): git reads
-    the user's gc.* config and decides, and a count that stays put after a gc that could
-    not pack does not start another each command. gc runs detached, niced, in a session
+    listdir. Otherwise git is asked once per count seen (recorded in GC_STATE), and again
+    after GC_ASK_AGAIN: git reads the user's gc.* config and decides, and a count that
+    stays put (after a gc that could not pack, or below the threshold) does not start a
+    git each command; a changed gc.auto counts from the next count or within the hour.
+    gc runs detached, niced, in a session
     of its own, its output discarded, and nothing waits for it: a live gc is a live git in
     the repository (`git_processes`), whose locks cortex waits out as any other's. What a
     killed gc left is removed first under the stale rule (`stale_lock`), or a stale
@@ -1057,8 +1060,9 @@ def pack_when_due(home: Path) -> None:
     if sample < 2:
         return
     state = _common_dir(home) / GC_STATE
-    with contextlib.suppress(OSError):
-        if state.read_text(encoding="ascii") == str(sample):
+    with contextlib.suppress(OSError), open(state, "rb") as f:
+        if f.read(32) == str(sample).encode() \
+                and time.time() - os.fstat(f.fileno()).st_mtime < GC_ASK_AGAIN:
             return
     try:
         state.write_text(str(sample), encoding="ascii")

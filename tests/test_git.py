@@ -497,7 +497,8 @@ def test_what_a_killed_gc_left_is_removed_so_that_the_next_gc_packs(
 def test_packing_is_asked_for_once_per_loose_count(store: Store,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Below 2 loose objects in objects/17 no gc.auto makes gc due: nothing is started;
-    above, git is asked once per count seen (it decides, by the user's config)."""
+    above, git is asked once per count seen, and again after an hour (it decides, by the
+    user's config)."""
     started: list[list[str]] = []
     popen = subprocess.Popen
     monkeypatch.setattr(subprocess, "Popen",
@@ -513,7 +514,15 @@ def test_packing_is_asked_for_once_per_loose_count(store: Store,
         assert len(started) == 1 and started[0][-3:] == ["gc", "--auto", "--quiet"]
         (folder / ("f" * 38)).write_text("")
         git.pack_when_due(store.home)
-    assert len(started) == 2
+        assert len(started) == 2
+        git.pack_when_due(store.home)
+        assert len(started) == 2
+        # the same count an hour later: asked again (a gc.auto changed meanwhile counts)
+        state = git.git_dir_of(store.home) / git.GC_STATE
+        an_hour_ago = time.time() - git.GC_ASK_AGAIN - 1
+        os.utime(state, (an_hour_ago, an_hour_ago))
+        git.pack_when_due(store.home)
+    assert len(started) == 3
 
 
 def test_a_gc_killed_at_any_point_is_got_past_by_the_next_commands(
