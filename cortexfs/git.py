@@ -1050,11 +1050,12 @@ def pack_when_due(home: Path) -> None:
     after GC_ASK_AGAIN: git reads the user's gc.* config and decides, and a count that
     stays put (after a gc that could not pack, or below the threshold) does not start a
     git each command; a changed gc.auto counts from the next count or within the hour.
-    gc runs detached, niced, in a session
-    of its own, its output discarded, and nothing waits for it: a live gc is a live git in
-    the repository (`git_processes`), whose locks cortex waits out as any other's. What a
-    killed gc left is removed first under the stale rule (`stale_lock`), or a stale
-    packed-refs.lock would stop every later gc, silently.
+
+    gc runs detached, niced, in a session of its own, its output discarded, and nothing
+    waits for it: a live gc is a live git in the repository (`git_processes`), whose locks
+    cortex waits out as any other's. What a killed gc left is removed first under the
+    stale rule (`stale_lock`), or a stale packed-refs.lock would stop every later gc,
+    silently.
     """
     sample = loose_sample(home)
     if sample < 2:
