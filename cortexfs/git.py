@@ -674,20 +674,26 @@ def preflight(store: Store, *, init: bool = False) -> None:
 
 # --- committing ------------------------------------------------------------------------------
 
-def changes(home: Path, pathspecs: Sequence[str]) -> list[tuple[str, str]]:
+def changes(home: Path, pathspecs: Sequence[str], *, few: bool = False,
+            ) -> list[tuple[str, str]]:
     """(XY status, path relative to home) of every path under `pathspecs` that differs from
     HEAD in the index or the work tree, untracked included, ignored files not.
 
     One `git status`; it may refresh the stat data of your index (as `git status` does).
+    `few`: the pathspecs are the few paths a command wrote, so git's index preload (up to
+    20 threads over every entry, to stat them in parallel) is left out: it would find only
+    the few that match (the status of a new atom's ~10 files on 10,000 atoms: median 14.9
+    -> 10.1 ms, 15 runs each, load 3.7).
     """
     if not pathspecs:
         return []
-    proc = git_run(home, *_CHANGES, *pathspecs)
+    proc = git_run(home, *_CHANGES, *pathspecs, config=_ONE_THREAD if few else ())
     return [(rec[:2], rec[3:]) for rec in proc.stdout.split("\0") if len(rec) > 3]
 
 
 _CHANGES = ("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames",
             "--ignore-submodules", "--")
+_ONE_THREAD = ("core.preloadIndex=false",)
 
 
 def changes_started(home: Path, pathspecs: Sequence[str],
@@ -698,7 +704,7 @@ def changes_started(home: Path, pathspecs: Sequence[str],
     if not pathspecs:
         return lambda: []
     # one thread (git's index preload starts up to 20): the caller works on the other core
-    output = _started(home, ["-c", "core.preloadIndex=false", *_CHANGES, *pathspecs])
+    output = _started(home, [*_configured(_ONE_THREAD), *_CHANGES, *pathspecs])
 
     def answer() -> list[tuple[str, str]] | None:
         text = output()
