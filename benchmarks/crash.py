@@ -253,6 +253,7 @@ class Tally:
     seen: set[tuple[str, str, str]] = field(default_factory=set)  # each loss counted once
     delays: list[float] = field(default_factory=list)
     final: str = ""  # what is missing for good once everything settled (sync)
+    after: str = ""  # what a last check found once all kills were done (gc)
     details: list[str] = field(default_factory=list)  # this kill's lost items, by name
 
     def note(self, counter: str, what: str, keys: set[str]) -> bool:
@@ -285,6 +286,8 @@ class Tally:
                                                     for w in ("atoms", "log lines")))
         if self.final:
             lines.append(f"    for good (at the end, after every repair and sync): {self.final}")
+        if self.after:
+            lines.append(f"    afterwards: {self.after}")
         if self.delays:
             lines.append(f"    kill delays {min(self.delays):.2f}–{max(self.delays):.2f} s "
                          f"(median {statistics.median(self.delays):.2f}); "
@@ -302,6 +305,18 @@ def make_corpus(out: Path, atoms: int, projects: int, seed: int) -> Path:
     subprocess.run(cortex_cmd(out, "index", "regen", "--all"), check=True,
                    stdout=subprocess.DEVNULL)
     return out
+
+
+def copy_with_remote(corpus: Path, work: Path, name: str) -> Path:
+    """A copy of the corpus at work/name, pushed to a bare remote of its own (so that the
+    next command may be `cortex sync`)."""
+    home = work / name
+    shutil.copytree(corpus, home, symlinks=True)
+    remote = work / f"{name}-remote.git"
+    git(work, "init", "-q", "--bare", str(remote))
+    git(home, "remote", "add", "origin", str(remote))
+    git(home, "push", "-q", "-u", "origin", "HEAD")
+    return home
 
 
 def projects_of(home: Path) -> list[str]:
@@ -424,6 +439,15 @@ class Scenario:
         self.finish()
         return self.tally
 
+    def log_problems(self, home: Path, project: str, sessions: list[str]) -> list[str]:
+        """Whether each tracked log line of `project` is in HEAD once (counted)."""
+        log = head_blob(home, f"context/projects/{project}/_meta/{layout.ACCESS_LOG}")
+        lost, dup = log_counts(log, sessions)
+        if self.tally.note("lost", "log lines", lost) | \
+                self.tally.note("duplicated", "log lines", dup):
+            return ["log lines lost or duplicated in HEAD"]
+        return []
+
     def finish(self) -> None:
         """Anything to count once all kills are done."""
 
@@ -540,12 +564,7 @@ class NewScenario(Scenario):
     def __init__(self, args: argparse.Namespace, work: Path, rng: random.Random,
                  corpus: Path) -> None:
         super().__init__(args, work, rng)
-        self.home = work / "new"
-        shutil.copytree(corpus, self.home, symlinks=True)
-        remote = work / "new-remote.git"
-        git(work, "init", "-q", "--bare", str(remote))
-        git(self.home, "remote", "add", "origin", str(remote))
-        git(self.home, "push", "-q", "-u", "origin", "HEAD")
+        self.home = copy_with_remote(corpus, work, "new")
         self.project = projects_of(self.home)[0]
         self.folder = self.home / "context" / "projects" / self.project / "experiments"
         self.next = ["commit"] if has_commit_command() else ["sync"]
@@ -589,12 +608,7 @@ class NewScenario(Scenario):
             problems.append("an atom written before the kill is not in HEAD")
         if in_head and not self.on_disk:
             problems.append("an atom nobody saw written is in HEAD")
-        log = head_blob(self.home, f"context/projects/{self.project}/_meta/{layout.ACCESS_LOG}")
-        lost, dup = log_counts(log, self.sessions)
-        if self.tally.note("lost", "log lines", lost) | \
-                self.tally.note("duplicated", "log lines", dup):
-            problems.append("log lines lost or duplicated in HEAD")
-        return problems
+        return problems + self.log_problems(self.home, self.project, self.sessions)
 
 
 class SyncScenario(Scenario):
@@ -746,12 +760,7 @@ class GcScenario(Scenario):
     def __init__(self, args: argparse.Namespace, work: Path, rng: random.Random,
                  corpus: Path) -> None:
         super().__init__(args, work, rng)
-        self.home = work / "gc"
-        shutil.copytree(corpus, self.home, symlinks=True)
-        remote = work / "gc-remote.git"
-        git(work, "init", "-q", "--bare", str(remote))
-        git(self.home, "remote", "add", "origin", str(remote))
-        git(self.home, "push", "-q", "-u", "origin", "HEAD")
+        self.home = copy_with_remote(corpus, work, "gc")
         git(self.home, "config", "gc.auto", "0")  # (cortex's own gc: only in `finish`)
         self.project = projects_of(self.home)[0]
         self.summaries: list[str] = []
@@ -826,12 +835,7 @@ class GcScenario(Scenario):
             problems.append("an atom is missing from HEAD")
         if self.tally.note("duplicated", "atoms", {s for s, n in counts.items() if n > 1}):
             problems.append("an atom is in HEAD twice")
-        log = head_blob(self.home, f"context/projects/{self.project}/_meta/{layout.ACCESS_LOG}")
-        lost, dup = log_counts(log, self.sessions)
-        if self.tally.note("lost", "log lines", lost) | \
-                self.tally.note("duplicated", "log lines", dup):
-            problems.append("log lines lost or duplicated in HEAD")
-        return problems
+        return problems + self.log_problems(self.home, self.project, self.sessions)
 
     def finish(self) -> None:
         """After every kill: does cortex's own gc still pack the store? 600 hand-written
@@ -857,7 +861,7 @@ class GcScenario(Scenario):
         left = [str(p.relative_to(self.home)) for p in [
             *cortex_git.gc_leftovers(self.home),
             *(self.home / ".git" / "objects" / "pack").glob("tmp_*")]]
-        self.tally.final = (f"then gc.auto 30 and `cortex commit` of 600 files (exit "
+        self.tally.after = (f"gc.auto 30 and `cortex commit` of 600 files (exit "
                             f"{result.returncode}): {loose} loose objects when it ended, "
                             f"{after} once its gc finished; gc's files left: "
                             f"{', '.join(left) or 'none'}. The kills left: "
