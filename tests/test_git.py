@@ -597,3 +597,24 @@ def test_a_commit_builds_on_head_however_git_stores_it(
     assert sh(home, "rev-parse", "HEAD~1").strip() == before
     assert porcelain(home) == ""
     assert "update-ref" in calls and "rev-parse" not in calls, calls
+
+
+def test_the_private_index_is_split_and_a_lost_shared_file_is_rebuilt(store: Store) -> None:
+    """cortex's own index is kept in git's split form (your index is not); when its shared
+    file is gone, the next commit builds from HEAD instead of failing."""
+    home = store.home
+    gitdir = git.git_dir_of(home)
+    path = store.context / "OVERVIEW.md"
+    path.write_text("first\n")
+    assert commit_paths(store, [path], "overview")
+    shared = list(gitdir.glob("sharedindex.*"))
+    assert shared  # the "link" extension names the shared file; your index has none
+    assert b"link" in (gitdir / git.PRIVATE_INDEX).read_bytes()
+    assert b"link" not in (gitdir / "index").read_bytes()
+    for f in shared:
+        f.unlink()
+    path.write_text("second\n")
+    assert commit_paths(store, [path], "overview again")
+    assert sh(home, "show", "HEAD:context/OVERVIEW.md") == "second\n"
+    assert porcelain(home) == ""
+    sh(home, "fsck", "--no-progress")
