@@ -189,10 +189,13 @@ def files_in_head_with(home: Path, line: str, under: str) -> int:
 
 
 def files_on_disk_with(folder: Path, line: str) -> int:
-    """How many atom files in `folder` (temporaries included) have the whole line `line`."""
+    """How many atom files in `folder` have the whole line `line`. A temporary does not count:
+    `cortex new` writes its atom to one and links it to the atom's name, so a kill before the
+    link leaves an atom never written, whose temporary the next command removes
+    (`repo_problems` checks that none is left): undone, neither lost nor due in HEAD."""
     found = 0
     for entry in os.scandir(folder):
-        if entry.name.endswith((".md", ".tmp")):
+        if entry.name.endswith(".md"):
             try:
                 with open(entry.path, encoding="utf-8", errors="replace") as f:
                     found += line in f.read().splitlines()
