@@ -438,7 +438,7 @@ def apply(store: Store, plan: Plan, txn: Transaction) -> Change:
     for path, (text, stamp) in plan.writes.items():
         interrupt.check()
         if stamp is not None and _stamp(path) != stamp:
-            raise InvalidInputError(f"{_rel(store, path)} changed while cortex was working on "
+            raise InvalidInputError(f"{store.rel(path)} changed while cortex was working on "
                                     "it: run the command again")
         txn.keep(path)
         atomic_write(path, text, root=store.context)
@@ -494,7 +494,7 @@ def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = 
             txn.wrote_unlisted()  # (lines appended to access logs: not in `written`)
         if warn is not None:
             for problem in result.dubious:
-                warn(f"{_rel(store, Path(problem.path))}: {problem.reason}")
+                warn(f"{store.rel(Path(problem.path))}: {problem.reason}")
         return result.written
 
     def again() -> list[str]:
@@ -515,10 +515,6 @@ def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = 
              f"regen {target}`")
         return Change()
     return Change(list(written), regenerated={n for n in names or store.project_names()})
-
-
-def _rel(store: Store, path: Path) -> str:
-    return os.path.relpath(path, store.context).replace(os.sep, "/")
 
 
 def _drop_log_lines(log: Path, files: set[str]) -> None:
@@ -884,10 +880,10 @@ def move(store: Store, atoms: list[Located], target: str) -> Plan:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        new_text = renumber.rewrite_text(text, pointers, _rel(store, path))
+        new_text = renumber.rewrite_text(text, pointers, store.rel(path))
         if new_text != text:
             plan.rewrite(path, text, new_text)
-            plan.notes.append(f"rewrote the mentions in {_rel(store, path)}")
+            plan.notes.append(f"rewrote the mentions in {store.rel(path)}")
     files = {f"{old}.md": f"{new}.md" for old, new in mapping.items()}
     lines = _log_lines(source.access_log, files)
     plan.logs[source.access_log] = (set(files), [])
@@ -949,11 +945,11 @@ def archive_project(store: Store, name: str) -> Plan:
     project = store.project(name)
     dest = store.context / layout.ARCHIVE / name
     if os.path.lexists(dest):
-        raise InvalidInputError(f"{_rel(store, dest)} already exists: rename or remove it, "
+        raise InvalidInputError(f"{store.rel(dest)} already exists: rename or remove it, "
                                 "then archive the project")
     plan = Plan(f"project: archive {name}", regenerate=None)
     plan.trees.append((project.root, dest))
-    plan.result = {"project": name, "archived_to": f"{layout.CONTEXT_PREFIX}{_rel(store, dest)}"}
+    plan.result = {"project": name, "archived_to": f"{layout.CONTEXT_PREFIX}{store.rel(dest)}"}
     return plan
 
 
