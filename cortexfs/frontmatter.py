@@ -347,9 +347,7 @@ def _value(raw: str) -> Any:
     if not raw:
         return None
     first = raw[0]
-    if first == '"':
-        return _quoted(raw)
-    if first == "'":
+    if first in "\"'":
         return _quoted(raw)
     if first == "[":
         if raw[-1] != "]":

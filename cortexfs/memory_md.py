@@ -60,6 +60,7 @@ SECTION_LIMITS: dict[str, tuple[int, int, int, int]] = {
     "Context": (5, 10, 15, 500),
 }
 STANDARD_SECTIONS: tuple[str, ...] = tuple(SECTION_LIMITS)
+_STANDARD_BY_LOWER = {s.lower(): s for s in STANDARD_SECTIONS}
 MAX_SECTIONS = 10
 MAX_ENTRY_TOKENS = 100
 MAX_TOTAL_TOKENS = 15_000  # the footer's "Max tokens"; above it split (spec §11)
@@ -777,10 +778,7 @@ def _lint_entries(doc: MemoryDoc, problems: list[Problem]) -> None:
 
 
 def _canonical(name: str) -> str:
-    for standard in STANDARD_SECTIONS:
-        if name.strip().lower() == standard.lower():
-            return standard
-    return name.strip()
+    return _STANDARD_BY_LOWER.get(name.strip().lower(), name.strip())
 
 
 # --- header counts (`lint --fix`) ------------------------------------------------------------
