@@ -899,14 +899,10 @@ def _project_texts(project: Project, skip: set[Path]) -> list[Path]:
     access log, nor links."""
     from cortexfs import renumber
 
-    out = []
-    for path in _tree_files(project.root):
-        if path in skip or path.name in _GENERATED or path.name == layout.ACCESS_LOG \
-                or not path.name.endswith(renumber.TEXT_SUFFIXES) \
-                or wall.reason(project.store.context, path):
-            continue
-        out.append(path)
-    return sorted(out)
+    return sorted(path for path in _tree_files(project.root)
+                  if path not in skip and path.name not in _GENERATED
+                  and path.name != layout.ACCESS_LOG and path.name.endswith(renumber.TEXT_SUFFIXES)
+                  and not wall.reason(project.store.context, path))
 
 
 # --- projects --------------------------------------------------------------------------------
