@@ -689,27 +689,15 @@ def _edit(tf: TaskFile, expected: list[Any], textual: Callable[[], str | None]) 
         candidate = textual()
     except _CannotEdit:
         candidate = None
-    if candidate is not None and _data_of(candidate) == want:
-        return candidate, False
+    if candidate is not None:
+        edited = parse(candidate, tf.path)
+        if edited.shape is not None and [normalize(t) for t in _task_list(edited.data)] == want:
+            return candidate, False
     return _rewrite(tf, expected), True
 
 
 class _CannotEdit(Exception):
     """The file's layout is one the textual editor does not handle."""
-
-
-def _data_of(text: str) -> list[Any] | None:
-    import yaml
-
-    if too_deep(text) is not None:
-        return None
-    try:
-        data = yaml.load(text, Loader=safe_loader(yaml.SafeLoader))  # noqa: S506 - safe
-    except yaml.YAMLError:
-        return None
-    if data is not None and not isinstance(data, (list, dict)):
-        return None
-    return [normalize(t) for t in _task_list(data)]
 
 
 def _rewrite(tf: TaskFile, tasks: list[Any]) -> str:
