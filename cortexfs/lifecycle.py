@@ -385,11 +385,8 @@ def projects(store: Store) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for project in store.projects():
         counts = {k.folder: sum(1 for _ in atom_paths(project, k)) for k in KINDS}
-        try:
-            status = wall.read_text(store.context, project.root / layout.STATUS_MD)
-            phase = read_status(status).phase
-        except (OSError, InvalidInputError):
-            phase = None
+        status = wall.text_or_none(store.context, project.root / layout.STATUS_MD)
+        phase = read_status(status).phase if status is not None else None
         try:
             open_tasks = sum(1 for t in load_tasks(project).tasks if t.status in OPEN_STATUSES)
         except InvalidInputError:
