@@ -120,10 +120,9 @@ def check_record(text: str) -> list[RecordProblem]:
 
 
 def _find_section(headings: list[tuple[int, int, str]], starts: tuple[str, ...]) -> int | None:
-    for i, (_idx, level, title) in enumerate(headings):
-        if level >= 2 and any(title == s or title.startswith(s + " ") for s in starts):
-            return i
-    return None
+    return next((i for i, (_idx, level, title) in enumerate(headings)
+                 if level >= 2 and any(title == s or title.startswith(s + " ") for s in starts)),
+                None)
 
 
 def _section_lines(lines: list[str], headings: list[tuple[int, int, str]], i: int) -> list[str]:

@@ -226,14 +226,9 @@ def named_in(meta: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _citing(atoms: list[Atom], targets: set[str], skip: set[Path]) -> list[Reference]:
     """Frontmatter references to `targets` (canonical ids) from `atoms` outside `skip`."""
-    found = []
-    for atom in atoms:
-        if atom.path in skip:
-            continue
-        for key, target in named_in(atom.meta):
-            if canonical(target) in targets:
-                found.append(Reference(atom.file_id, key, target, atom.summary))
-    return found
+    return [Reference(atom.file_id, key, target, atom.summary) for atom in atoms
+            if atom.path not in skip for key, target in named_in(atom.meta)
+            if canonical(target) in targets]
 
 
 def _body_mentions(project: Project, targets: set[str], skip: set[Path]) -> dict[Path, set[str]]:

@@ -505,12 +505,8 @@ def _load_for_edit(project: Project) -> TaskFile:
 
 def next_id(tf: TaskFile, archived: set[str]) -> str:
     """T-<highest number among T-N ids in TASKS.yaml and the archive + 1>."""
-    highest = 0
-    for task_id in [*(t.id for t in tf.tasks), *archived]:
-        m = _NUMBERED_ID.match(task_id)
-        if m:
-            highest = max(highest, int(m.group(1)))
-    return f"T-{highest + 1}"
+    numbers = (_NUMBERED_ID.match(task_id) for task_id in [*(t.id for t in tf.tasks), *archived])
+    return f"T-{max((int(m.group(1)) for m in numbers if m), default=0) + 1}"
 
 
 def add_task(project: Project, text: str, *, priority: str | None = None,
@@ -601,16 +597,9 @@ def archive(project: Project, *, older_than_days: int = ARCHIVE_AFTER_DAYS,
         if tf.errors:
             raise InvalidInputError(f"{tf.first_error()}; fix it before archiving "
                                     "(see `cortex validate`)")
-        old: list[Task] = []
-        undated: list[str] = []
-        for task in tf.tasks:
-            if task.status != "done":
-                continue
-            done_on = task.completed_at
-            if done_on is None:
-                undated.append(task.id)
-            elif (today - done_on).days > older_than_days:
-                old.append(task)
+        done = [(t, t.completed_at) for t in tf.tasks if t.status == "done"]
+        undated = [t.id for t, on in done if on is None]
+        old = [t for t, on in done if on is not None and (today - on).days > older_than_days]
         if not old:
             return ArchiveResult([], undated=undated)
         archive_path = project.root / layout.TASKS_ARCHIVE
