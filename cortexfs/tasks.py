@@ -758,11 +758,8 @@ def _dump(value: Any) -> str:
 
 
 def _render_block(task: dict[str, Any], indent: str, eol: str) -> str:
-    lines = []
-    for n, (key, value) in enumerate(task.items()):
-        lead = f"{indent}- " if n == 0 else f"{indent}  "
-        lines.append(f"{lead}{key}: {_dump(value)}{eol}")
-    return "".join(lines)
+    return "".join(f"{indent}{'  ' if n else '- '}{key}: {_dump(value)}{eol}"
+                   for n, (key, value) in enumerate(task.items()))
 
 
 def _append_text(tf: TaskFile, task: dict[str, Any]) -> str:
