@@ -104,13 +104,10 @@ def atom_key(ident: str, pm: ProjectModel, am: AtomModel, named: list[str]) -> s
 def atom_data(pm: ProjectModel, am: AtomModel) -> dict[str, Any]:
     """Everything an atom page shows but its body."""
     a = am.atom
-    backlinks = []
     by_relation: dict[str, list[dict[str, Any]]] = {}
     for relation, source in pm.backlinks.get(am.stem, []):
         by_relation.setdefault(relation, []).append(_face(source.atom.id, source))
-    for relation, label in RELATIONS.items():
-        if relation in by_relation:
-            backlinks.append((label, by_relation[relation]))
+    backlinks = [(label, by_relation[r]) for r, label in RELATIONS.items() if r in by_relation]
     status_ref = next((_face(i, t) for r, i, t in am.cited if r == "status"), None)
     return {
         "project": pm.name, "stem": am.stem, "id": a.id, "kind": a.kind.name,
