@@ -318,3 +318,45 @@ def test_forked_walk_gives_the_serial_walks_records(
             for sc in loader.scan_many(store.projects(), save=False)] == \
         [(folders, others, listed, dirty) for _, folders, others, listed, dirty, *_ in serial]
     assert started
+
+
+def _scanning_ahead() -> bool:
+    import threading
+
+    return any(t.name == "cortex-scan-ahead" for t in threading.enumerate())
+
+
+def _records(scans: list[loader.ProjectScan]) -> object:
+    return [(sc.project.name, sc.folders, sc.others, sc.listed, sc.dirty, sc.parsed,
+             [sc.inputs_digest(kind) for kind in KINDS], [str(e) for e in sc.errors()])
+            for sc in scans]
+
+
+def test_a_scan_ahead_gives_what_a_scan_then_gives(
+        store: Store, project: Project, write_atom: Callable[..., Path]) -> None:
+    from cortexfs import scaffold
+
+    other, _ = scaffold.new_project(store, "second")
+    for i in range(1, 6):
+        write_atom(f"EXP-{i:03d}", summary=f"s{i}", target=other)
+    write_atom("K-001", frontmatter="id: [x\n", target=other)
+    loader.scan_many([other])  # (saved: the ahead compares with these records, as a scan does)
+    os.utime(other.root / "experiments" / "EXP-002.md", ns=(1, 1_000_000_000))
+    with loader.Ahead([other]) as ahead:
+        assert ahead.names == {"second"}
+        taken = ahead.take()
+    assert _records(taken) == _records(loader.scan_many([other], save=False))
+    assert ahead.take() == []  # taken once
+    assert not _scanning_ahead()
+
+
+def test_a_scan_ahead_that_fails_gives_nothing(
+        store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object, **kwargs: object) -> object:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(loader, "scan_many", broken)
+    with loader.Ahead([project]) as ahead:
+        pass  # (left without taking: waited for all the same)
+    assert not _scanning_ahead()
+    assert ahead.take() == []  # the taker scans the project itself
