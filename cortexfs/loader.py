@@ -316,111 +316,135 @@ def scan_many(projects: list[Project], *, save: bool = True,
     so that only what changed crosses the pipe. A failure of the child costs its folders
     walked here, never a different answer. `meanwhile` is called once the walk has
     started (after the fork: a thread may be started there)."""
-    now = time.time_ns()
-    scans = []
-    jobs: list[tuple[int, Kind, Cached]] = []
-    for i, project in enumerate(projects):
-        sc = ProjectScan(project, {}, saving=save)
-        saved = cache.load(cache_path(project), cache_kind())
-        known: dict[str, Any] = {}
-        if (isinstance(saved, tuple) and len(saved) == 2 and isinstance(saved[0], dict)
-                and isinstance(saved[1], bytes)):
-            known, sc._token = saved
-        sc.dirty = set(known) != {kind.folder for kind in KINDS}
-        scans.append(sc)
-        jobs.extend((i, kind, _folder_entry(known.get(kind.folder))) for kind in KINDS)
-    diffs: dict[int, FolderDiff] = {}
-    weights = [len(before[1]) for _, _, before in jobs]
-    shared = None
-    if sum(weights) >= FORK_MIN_FILES:
-        from cortexfs import forked  # (threading with it: not on a small store's path)
-
-        shared = forked.share(sorted(range(len(jobs)), key=lambda j: -weights[j]),
-                              lambda j: _folder_diff(projects[jobs[j][0]], jobs[j][1],
-                                                     jobs[j][2], now, compact=True))
+    walk = _Walk(projects)
+    if walk.files >= FORK_MIN_FILES:
+        walk.share()
     if meanwhile is not None:
         meanwhile()
-    if shared is not None:
-        try:
-            for j in shared.mine():
-                i, kind, before = jobs[j]
+    return walk.finish(save)
+
+
+class _Walk:
+    """One scan_many: the cached records of its projects, the folders to walk (jobs), and a
+    forked process taking some of them when shared."""
+
+    def __init__(self, projects: list[Project]) -> None:
+        self.projects = projects
+        self.now = time.time_ns()
+        self.scans: list[ProjectScan] = []
+        self.jobs: list[tuple[int, Kind, Cached]] = []
+        for i, project in enumerate(projects):
+            sc = ProjectScan(project, {})
+            saved = cache.load(cache_path(project), cache_kind())
+            known: dict[str, Any] = {}
+            if (isinstance(saved, tuple) and len(saved) == 2 and isinstance(saved[0], dict)
+                    and isinstance(saved[1], bytes)):
+                known, sc._token = saved
+            sc.dirty = set(known) != {kind.folder for kind in KINDS}
+            self.scans.append(sc)
+            self.jobs.extend((i, kind, _folder_entry(known.get(kind.folder))) for kind in KINDS)
+        self.weights = [len(before[1]) for _, _, before in self.jobs]
+        self.files = sum(self.weights)  # at the last walk
+        self.shared: Any = None
+
+    def share(self) -> None:
+        """Start a forked process taking folders from the queue (when one can be forked)."""
+        from cortexfs import forked  # (threading with it: not on a small store's path)
+
+        projects, jobs, now = self.projects, self.jobs, self.now
+        self.shared = forked.share(
+            sorted(range(len(jobs)), key=lambda j: -self.weights[j]),
+            lambda j: _folder_diff(projects[jobs[j][0]], jobs[j][1], jobs[j][2], now,
+                                   compact=True))
+
+    def stop(self) -> None:
+        if self.shared is not None:
+            self.shared.stop()
+            self.shared = None
+
+    def finish(self, save: bool) -> list[ProjectScan]:
+        """Walk the folders nobody took, parse the stale files: the scans."""
+        projects, jobs, scans, shared, now = \
+            self.projects, self.jobs, self.scans, self.shared, self.now
+        for sc in scans:
+            sc.saving = save
+        diffs: dict[int, FolderDiff] = {}
+        if shared is not None:
+            try:
+                for j in shared.mine():
+                    i, kind, before = jobs[j]
+                    diffs[j] = _folder_diff(projects[i], kind, before, now)
+                for j, diff in shared.join().items():
+                    diffs[j] = _unpack(diff, jobs[j][2])
+            except BaseException:
+                shared.stop()
+                raise
+        for j, (i, kind, before) in enumerate(jobs):
+            if j not in diffs:  # (not shared, or the child failed)
                 diffs[j] = _folder_diff(projects[i], kind, before, now)
-            for j, diff in shared.join().items():
-                diffs[j] = _unpack(diff, jobs[j][2])
-        except BaseException:
-            shared.stop()
-            raise
-    for j, (i, kind, before) in enumerate(jobs):
-        if j not in diffs:  # (not shared, or the child failed)
-            diffs[j] = _folder_diff(projects[i], kind, before, now)
-    stale: list[tuple[ProjectScan, str, str, str, Stat]] = []
-    for j, (i, kind, _) in enumerate(jobs):
-        sc, diff = scans[i], diffs[j]
-        sc.folders[kind.folder] = diff.files
-        if diff.digest is not None:
-            sc.digests[kind.folder] = diff.digest
-        if diff.walled:
-            continue
-        sc.others[kind.folder] = diff.others
-        sc.listed[kind.folder] = diff.listed
-        sc.dirty = sc.dirty or diff.dirty
-        where = str(projects[i].folder(kind)) + os.sep
-        stale.extend((sc, kind.folder, name, where + name, st) for name, st in diff.stale)
-    if stale:
-        parsed = _parse_many([(path, st) for _, _, _, path, st in stale])
-        fresh: dict[tuple[int, str, str], Record] = {}
-        for (sc, folder, name, _, _), (stamp, info) in zip(stale, parsed, strict=True):
-            fresh[(id(sc), folder, name)] = stamp
-            sc._set(folder, name, stamp, info)
-            sc.parsed += 1
-        for sc in scans:
-            for folder, files in sc.folders.items():
-                for i, (name, stamp) in enumerate(files):
-                    if not stamp:
-                        files[i] = (name, fresh[(id(sc), folder, name)])
-    if save:
-        for sc in scans:
-            sc.save()
-    return scans
+        stale: list[tuple[ProjectScan, str, str, str, Stat]] = []
+        for j, (i, kind, _) in enumerate(jobs):
+            sc, diff = scans[i], diffs[j]
+            sc.folders[kind.folder] = diff.files
+            if diff.digest is not None:
+                sc.digests[kind.folder] = diff.digest
+            if diff.walled:
+                continue
+            sc.others[kind.folder] = diff.others
+            sc.listed[kind.folder] = diff.listed
+            sc.dirty = sc.dirty or diff.dirty
+            where = str(projects[i].folder(kind)) + os.sep
+            stale.extend((sc, kind.folder, name, where + name, st) for name, st in diff.stale)
+        if stale:
+            parsed = _parse_many([(path, st) for _, _, _, path, st in stale])
+            fresh: dict[tuple[int, str, str], Record] = {}
+            for (sc, folder, name, _, _), (stamp, info) in zip(stale, parsed, strict=True):
+                fresh[(id(sc), folder, name)] = stamp
+                sc._set(folder, name, stamp, info)
+                sc.parsed += 1
+            for sc in scans:
+                for folder, files in sc.folders.items():
+                    for i, (name, stamp) in enumerate(files):
+                        if not stamp:
+                            files[i] = (name, fresh[(id(sc), folder, name)])
+        if save:
+            for sc in scans:
+                sc.save()
+        return scans
 
 
 class Ahead:
-    """A scan of some projects taken on a thread while this one does other work: `cortex
-    new` writes its atom meanwhile, and the store-wide files need the other projects'
-    stamps afterwards (~9,000 stats on 10,000 atoms, which release the GIL). Only for
-    projects the caller does not write before it takes the scans. The scans are not saved
-    here: whoever takes them saves them with its own. A scan that failed gives nothing,
-    and the taker scans those projects itself (meeting the error there).
+    """A scan of some projects begun now and taken later (`take`): `cortex new` writes its
+    atom meanwhile, and the store-wide files need the other projects' stamps afterwards
+    (~9,000 stats on 10,000 atoms, ~25 ms). Their folders are walked by a forked process
+    (cortexfs.forked.share), on the other core; whatever it has not taken by then is walked
+    here, as scan_many does (no process can be forked: all of it). A thread would not do:
+    the walk's Python holds the GIL, so it would advance only while this process waits.
+    Only for projects the caller does not write before it takes the scans; they are not
+    saved here, but by whoever takes them, with its own.
 
-    Only a person's edits can move the files between this scan and its use, as they can
-    during any scan: the caller holds the store's git lock, which every cortex command that
+    Only a person's edits can move the files between the walk and its use, as they can
+    during any walk: the caller holds the store's git lock, which every cortex command that
     writes atoms holds around its regeneration (cortexfs.commit.transaction, the watcher).
-    As a context manager, the thread is waited for on leaving."""
+    As a context manager, the forked process is stopped on leaving if it was not taken."""
 
     def __init__(self, projects: list[Project]) -> None:
-        import threading
-
         self.names = {p.name for p in projects}
-        self._scans: list[ProjectScan] = []
-        self._thread = threading.Thread(target=self._run, args=(projects,), daemon=True,
-                                        name="cortex-scan-ahead")
-        self._thread.start()
-
-    def _run(self, projects: list[Project]) -> None:
-        with contextlib.suppress(Exception):  # (said by the taker's own scan)
-            self._scans = scan_many(projects, save=False)
+        self._walk: _Walk | None = _Walk(projects)
+        self._walk.share()
 
     def take(self) -> list[ProjectScan]:
-        """The scans, once taken (waited for); empty when the scan failed or was taken."""
-        self._thread.join()
-        scans, self._scans = self._scans, []
-        return scans
+        """The scans; empty once taken."""
+        walk, self._walk = self._walk, None
+        return walk.finish(save=False) if walk is not None else []
 
     def __enter__(self) -> Ahead:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._thread.join()
+        walk, self._walk = self._walk, None
+        if walk is not None:
+            walk.stop()
 
 
 FORK_MIN_FILES = 20_000  # files (at the last walk) below which a forked walk costs more

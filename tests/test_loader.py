@@ -320,10 +320,12 @@ def test_forked_walk_gives_the_serial_walks_records(
     assert started
 
 
-def _scanning_ahead() -> bool:
-    import threading
-
-    return any(t.name == "cortex-scan-ahead" for t in threading.enumerate())
+def _children() -> str:
+    """This process's child processes (Linux), to see that none is left behind."""
+    path = Path(f"/proc/self/task/{os.getpid()}/children")
+    if not path.exists():
+        pytest.skip("no /proc children list here")
+    return path.read_text()
 
 
 def _records(scans: list[loader.ProjectScan]) -> object:
@@ -332,31 +334,39 @@ def _records(scans: list[loader.ProjectScan]) -> object:
             for sc in scans]
 
 
+@pytest.mark.parametrize("child", ["works", "dies", "none"])
 def test_a_scan_ahead_gives_what_a_scan_then_gives(
-        store: Store, project: Project, write_atom: Callable[..., Path]) -> None:
+        store: Store, project: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch, child: str) -> None:
+    """Begun, then taken after the files moved: the scan taken then, whether the forked
+    process walked the folders, died (the taker walks them), or could not be forked."""
     from cortexfs import scaffold
 
     other, _ = scaffold.new_project(store, "second")
     for i in range(1, 6):
         write_atom(f"EXP-{i:03d}", summary=f"s{i}", target=other)
     write_atom("K-001", frontmatter="id: [x\n", target=other)
-    loader.scan_many([other])  # (saved: the ahead compares with these records, as a scan does)
+    loader.scan_many([other])  # (saved: the walk compares with these records, as a scan does)
     os.utime(other.root / "experiments" / "EXP-002.md", ns=(1, 1_000_000_000))
+    real_start = forked.start
+    if child == "dies":
+        monkeypatch.setattr(forked, "start", lambda work: real_start(lambda: os._exit(3)))
+    elif child == "none":
+        monkeypatch.setattr(forked, "start", lambda work: None)
     with loader.Ahead([other]) as ahead:
         assert ahead.names == {"second"}
+        time.sleep(0.2)  # (the child, if any, has walked every folder by now)
         taken = ahead.take()
     assert _records(taken) == _records(loader.scan_many([other], save=False))
+    assert [sc.parsed for sc in taken] == [1]  # the file whose stamp moved
     assert ahead.take() == []  # taken once
-    assert not _scanning_ahead()
+    assert _children() == ""
 
 
-def test_a_scan_ahead_that_fails_gives_nothing(
-        store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(*args: object, **kwargs: object) -> object:
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(loader, "scan_many", broken)
+def test_a_scan_ahead_left_untaken_leaves_no_process(store: Store, project: Project,
+                                                     write_atom: Callable[..., Path]) -> None:
+    write_atom("EXP-001")
     with loader.Ahead([project]) as ahead:
-        pass  # (left without taking: waited for all the same)
-    assert not _scanning_ahead()
-    assert ahead.take() == []  # the taker scans the project itself
+        pass  # (the command failed before it needed the scans)
+    assert _children() == ""
+    assert ahead.take() == []

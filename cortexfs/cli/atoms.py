@@ -146,7 +146,7 @@ def _write_new(store: Store, proj: Project, req: NewAtom, strict: bool, no_commi
     # meanwhile, see cortexfs.commit.transaction)
     with common.writing(store, no_commit, ask_early=True) as txn, \
             Ahead([store.project(n) for n in store.project_names() if n != proj.name]) as ahead:
-        # (the other projects are scanned meanwhile, for the store-wide files)
+        # (the other projects are walked meanwhile, on the other core: loader.Ahead)
         added = add_atom(proj, req, strict=strict, body=body, extra=extra, body_id=body_id)
         txn.add(added.change)
         txn.add(lifecycle.regenerate(store, [proj.name], txn, warn=common.warn, ahead=ahead))

@@ -76,7 +76,7 @@ def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool
         try:
             _regenerate(run, selected, progress, result)
         finally:
-            if run.ahead is not None:  # not needed after all: no thread outlives the run
+            if run.ahead is not None:  # not needed after all: no process outlives the run
                 run.ahead.take()
         return result
 

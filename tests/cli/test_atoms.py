@@ -45,10 +45,10 @@ def test_new_and_regen_end_with_a_quick_exit_once_committed(project, args: list[
 
 
 def test_new_scans_the_other_projects_while_it_writes(cli, project) -> None:
-    """The other projects are scanned on a thread while the atom is written (loader.Ahead):
-    the store-wide files still show what a person changed there, the commit takes it along,
-    and no thread outlives the command, refused or not."""
-    import threading
+    """The other projects are walked by a forked process while the atom is written
+    (loader.Ahead): the store-wide files still show what a person changed there, the commit
+    takes it along, and no process outlives the command, refused or not."""
+    import os
 
     from cortexfs import scaffold
 
@@ -66,7 +66,8 @@ def test_new_scans_the_other_projects_while_it_writes(cli, project) -> None:
     refused = cli("new", "exp", "-p", "flywheel", "-s", "Registry extraction", "-t", "a,b",
                   "--strict")
     assert refused.exit_code == 1 and "nearly duplicates" in refused.stderr
-    assert not any(t.name == "cortex-scan-ahead" for t in threading.enumerate())
+    children = Path(f"/proc/self/task/{os.getpid()}/children")
+    assert not children.exists() or children.read_text() == ""
 
 
 @pytest.mark.parametrize("args, message", [
