@@ -131,8 +131,9 @@ def atom_paths(project: Project, kind: Kind | None = None) -> Iterator[tuple[Kin
         folder = project.folder(k)
         if wall.reason(project.store.context, folder):
             continue  # a linked folder is not part of the store
+        child = child_maker(folder)
         for name in walk_folder(folder, k, stat=False).names:
-            yield k, folder / name
+            yield k, child(name)
 
 
 def load_project(project: Project, *, bodies: bool = True) -> LoadedProject:

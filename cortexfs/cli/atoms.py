@@ -149,7 +149,8 @@ def _write_new(store: Store, proj: Project, req: NewAtom, strict: bool, no_commi
         # (the other projects are walked meanwhile, on the other core: loader.Ahead)
         added = add_atom(proj, req, strict=strict, body=body, extra=extra, body_id=body_id)
         txn.add(added.change)
-        txn.add(lifecycle.regenerate(store, [proj.name], txn, warn=common.warn, ahead=ahead))
+        txn.add(lifecycle.regenerate(store, [proj.name], txn, warn=common.warn,
+                                     scans=[added.scan] if added.scan else [], ahead=ahead))
     common.nothing_left_to_write()  # (committed: ~20 ms of teardown on 10,000 atoms spared)
     common.report(txn)
     for note in added.notes:
