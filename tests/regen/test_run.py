@@ -226,14 +226,10 @@ def test_store_template_override(store: Store, project: Project,
 # --- folding the access log ------------------------------------------------------------------
 
 
-def test_scans_taken_by_the_caller_are_reused(store: Store, project: Project,
-                                              write_atom: Callable[..., Path],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def _walked_here(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the projects regeneration walks itself from now on (run.scan_many)."""
     from cortexfs import loader
 
-    realistic(project, write_atom)
-    expected = regenerate(store, dry_run=True).written
-    scans = loader.scan_many(store.projects())
     taken: list[str] = []
     real = loader.scan_many
 
@@ -242,6 +238,18 @@ def test_scans_taken_by_the_caller_are_reused(store: Store, project: Project,
         return real(projects, **kwargs)
 
     monkeypatch.setattr(run, "scan_many", spy)
+    return taken
+
+
+def test_scans_taken_by_the_caller_are_reused(store: Store, project: Project,
+                                              write_atom: Callable[..., Path],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from cortexfs import loader
+
+    realistic(project, write_atom)
+    expected = regenerate(store, dry_run=True).written
+    scans = loader.scan_many(store.projects())
+    taken = _walked_here(monkeypatch)
     assert regenerate(store, dry_run=True, scans=scans).written == expected
     assert taken == []
     assert sorted(regenerate(store, scans=scans).written) == sorted(expected)
@@ -265,14 +273,7 @@ def test_scans_ahead_are_waited_for_when_first_needed(store: Store, project: Pro
     write_atom("EXP-006", "The atom a command wrote")  # (in flywheel: regenerated)
     fact = other.root / "knowledge" / "K-002.md"  # a person's edit in the other project
     fact.write_text(fact.read_text().replace("other project fact 2", "edited by hand"))
-    taken: list[str] = []
-    real = loader.scan_many
-
-    def spy(projects: list[Project], **kwargs: Any) -> Any:
-        taken.extend(p.name for p in projects)
-        return real(projects, **kwargs)
-
-    monkeypatch.setattr(run, "scan_many", spy)
+    taken = _walked_here(monkeypatch)
     with loader.Ahead([other]) as ahead:
         written = regenerate(store, ["flywheel"], ahead=ahead).written
         assert ahead.take() == []  # the run took it
