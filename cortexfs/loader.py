@@ -14,7 +14,9 @@ and keeps its own per-file record (cortexfs.recall.files). The speed-ups live he
   "racily clean" files. A missing, stale or corrupt cache only costs a re-parse.
 - The cache keeps the file stamps (and each folder's listing) apart from the parsed
   frontmatter, in a file of its own (`<project>.infos.bin`) read only when someone asks
-  for atoms: a regeneration that finds nothing changed never reads it. A folder whose
+  for atoms: a regeneration that finds nothing changed never reads it; the few files
+  parsed since it was written whole go to a delta beside it (`<project>.infos-delta.bin`),
+  so that a new atom does not rewrite a project's infos. A folder whose
   mtime has not moved is not even listed again (see `walk_folder`).
 - Frontmatter goes through the fast path of `cortexfs.frontmatter` (falling back to YAML).
 """
@@ -169,7 +171,8 @@ class ProjectScan:
     parsed: int = 0  # files parsed (not served by the cache) in this scan
     dirty: bool = False  # the cache file needs saving
     saving: bool = False  # save it again after a load that had to parse files (`scan`'s save)
-    _token: bytes = b""  # names the infos file that goes with the stamps read
+    _token: bytes = b""  # names the infos (file, or delta on it) that go with the stamps read
+    _base: bytes = b""  # names the infos file a delta rests on, when the stamps name a delta
     _infos: dict[str, Info] | None = None  # the cached infos, unmarshalled
     _fresh: dict[str, Info] = field(default_factory=dict)  # infos parsed by this process
 
@@ -211,17 +214,37 @@ class ProjectScan:
         return found
 
     def _cached_infos(self) -> dict[str, Info]:
-        """The infos file, if it is the one the stamps were saved with (else nothing: every
-        file asked for is parsed again)."""
+        """The infos file, if it is the one the stamps were saved with, or the one a delta
+        the stamps were saved with rests on, that delta applied (else nothing: every file
+        asked for is parsed again)."""
         if self._infos is None:
             data: Any = None
             saved = cache.load(infos_path(self.project), infos_kind()) if self._token else None
-            if (isinstance(saved, tuple) and len(saved) == 2 and saved[0] == self._token
-                    and isinstance(saved[1], bytes)):
-                with contextlib.suppress(ValueError, EOFError, TypeError):
-                    data = marshal.loads(saved[1])
+            if isinstance(saved, tuple) and len(saved) == 2 and isinstance(saved[1], bytes):
+                delta = {} if saved[0] == self._token else self._delta_on(saved[0])
+                if delta is not None:
+                    with contextlib.suppress(ValueError, EOFError, TypeError):
+                        data = marshal.loads(saved[1])
+                    if isinstance(data, dict):
+                        data.update(delta)
             self._infos = data if isinstance(data, dict) else {}
         return self._infos
+
+    def _delta_on(self, base: Any) -> dict[str, Info] | None:
+        """The infos of the delta file when the stamps were saved with it and it rests on
+        the infos file `base` names (None: it does not; with `base` None, on whichever)."""
+        saved = cache.load(delta_path(self.project), delta_kind())
+        if not (isinstance(saved, tuple) and len(saved) == 2 and isinstance(saved[0], bytes)
+                and isinstance(saved[1], bytes) and (base is None or saved[0] == base)
+                and cache.digest(saved[0] + saved[1]) == self._token):
+            return None
+        data: Any = None
+        with contextlib.suppress(ValueError, EOFError, TypeError):
+            data = marshal.loads(saved[1])
+        if not isinstance(data, dict):
+            return None
+        self._base = saved[0]
+        return data
 
     def loaded(self, *, bodies: bool = False) -> LoadedProject:
         """The atoms and parse errors as a LoadedProject."""
@@ -269,6 +292,29 @@ class ProjectScan:
             files.insert(i, (name, stamp))
         return stamp
 
+    def _save_delta(self) -> bool:
+        """Save the infos parsed since the infos file was written whole as a delta on it,
+        up to DELTA_MAX of them (False: write the infos file whole). A new atom or a few
+        edited ones do not rewrite the infos of the whole project (~1,300 atoms: ~5 ms).
+        The infos the stamps name are the delta they were saved with, if any, else the
+        infos file itself, which must still be there."""
+        delta = self._delta_on(None)
+        if delta is None:
+            self._base, delta = self._token, {}
+        delta.update(self._fresh)
+        if len(delta) > DELTA_MAX:
+            return False
+        saved = cache.load(infos_path(self.project), infos_kind())  # (its rows stay bytes)
+        if not (isinstance(saved, tuple) and len(saved) == 2 and saved[0] == self._base):
+            return False  # no infos file to rest on (lost, or another save's)
+        blob = marshal.dumps(delta)
+        if not cache.save(delta_path(self.project), delta_kind(), (self._base, blob)):
+            return False
+        if self._infos is not None:
+            self._infos.update(self._fresh)
+        self._token, self._fresh = cache.digest(self._base + blob), {}
+        return True
+
     def _set(self, folder: str, name: str, stamp: Record, info: Info | None) -> None:
         key = f"{folder}/{name}"
         if info is not None:
@@ -283,7 +329,7 @@ class ProjectScan:
         are not there; a token links the two)."""
         if not self.dirty:
             return
-        if self._fresh or not self._token:
+        if (self._fresh or not self._token) and not (self._token and self._save_delta()):
             kept = {f"{folder}/{name}" for folder, files in self.folders.items()
                     for name, _ in files}
             infos = {k: v for k, v in self._cached_infos().items() if k in kept}
@@ -292,7 +338,7 @@ class ProjectScan:
             token = cache.digest(blob)
             if not cache.save(infos_path(self.project), infos_kind(), (token, blob)):
                 return
-            self._token, self._infos, self._fresh = token, infos, {}
+            self._token, self._base, self._infos, self._fresh = token, b"", infos, {}
         folders = {kind.folder: (self.listed.get(kind.folder, (0, 0)),
                                  self.others.get(kind.folder, []),
                                  self.folders[kind.folder], self.inputs_digest(kind))
@@ -536,6 +582,20 @@ def infos_path(project: Project) -> Path:
 def infos_kind() -> tuple[str, tuple[str, ...]]:
     """What the infos file is saved under: (token, {"folder/name": info} marshalled)."""
     return ("atom-infos", INFO)
+
+
+DELTA_MAX = 64  # infos parsed since the infos file was written whole, kept apart
+
+
+def delta_path(project: Project) -> Path:
+    """The infos parsed since the infos file was written whole (`ProjectScan._save_delta`)."""
+    return project.store.cache_dir / "atoms" / f"{project.name}.infos-delta.bin"
+
+
+def delta_kind() -> tuple[str, tuple[str, ...]]:
+    """What the delta file is saved under: (token of the infos file it rests on,
+    {"folder/name": info} marshalled); the stamps name it by the digest of both."""
+    return ("atom-infos-delta", INFO)
 
 
 # a folder's entry of the atoms cache: its listing, its records, their inputs_digest

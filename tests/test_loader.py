@@ -119,6 +119,61 @@ def test_infos_that_do_not_go_with_the_stamps_are_not_used(
     assert [a.summary for a in load_project(project).atoms][0] == "second"
 
 
+@pytest.mark.parametrize("damage", [None, "lost", "stale", "replaced"])
+def test_a_few_parsed_files_are_saved_as_a_delta_on_the_infos(
+        project: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch, damage: str | None) -> None:
+    """Up to DELTA_MAX infos parsed since the infos file was written whole go to a delta
+    file beside it; the stamps name the pair. A lost or stale delta, or an infos file
+    another save replaced, is never trusted: the files are parsed again."""
+    monkeypatch.setattr(loader, "DELTA_MAX", 3)
+    for i in range(1, 5):
+        write_atom(f"EXP-{i:03d}", summary=f"run {i}")
+    scan(project)
+    infos, delta = loader.infos_path(project), loader.delta_path(project)
+    whole = infos.read_bytes()
+
+    def summaries() -> list[object]:
+        return [a.meta["summary"] for a in scan(project, save=False).loaded().atoms]
+
+    write_atom("EXP-005", summary="run 5")  # a new atom
+    write_atom("EXP-002", summary="run 2, edited")
+    first = scan(project)
+    assert first.parsed == 2 and infos.read_bytes() == whole and delta.is_file()
+    want = ["run 1", "run 2, edited", "run 3", "run 4", "run 5"]
+    if damage == "lost":
+        delta.unlink()
+    elif damage == "stale":  # the delta of another save on the same infos file
+        kept = delta.read_bytes()
+        write_atom("EXP-003", summary="run 3, edited")
+        scan(project)
+        delta.write_bytes(kept)
+        want[2] = "run 3, edited"
+    elif damage == "replaced":  # the infos file written whole by another save meanwhile
+        edited = write_atom("EXP-004", summary="run 4, edited")
+        sc = scan(project, save=False)
+        sc.loaded()
+        monkeypatch.setattr(loader, "DELTA_MAX", 0)
+        sc.save()  # (whole)
+        monkeypatch.setattr(loader, "DELTA_MAX", 3)
+        replaced = infos.read_bytes()
+        edited.write_text(edited.read_text().replace("run 4, edited", "run 4, again"))
+        scan(project)  # a delta on the new infos file
+        assert replaced != whole
+        infos.write_bytes(whole)  # a valid infos file, but not the one the delta rests on
+        want[3] = "run 4, again"
+    again = scan(project, save=False)
+    assert [a.meta["summary"] for a in again.loaded().atoms] == want
+    assert summaries() == want
+    if damage is None:
+        assert again.parsed == 0 and again.loaded() is not None
+    for i in range(6, 10):  # past DELTA_MAX: the infos file is written whole again
+        write_atom(f"EXP-{i:03d}", summary=f"run {i}")
+    scan(project).loaded()
+    assert infos.read_bytes() != whole
+    assert summaries() == [*want, "run 6", "run 7", "run 8", "run 9"]
+
+
 def test_flipped_byte_in_the_cache_is_caught(project: Project,
                                              write_atom: Callable[..., Path]) -> None:
     write_atom("EXP-001", summary="real")
