@@ -465,7 +465,8 @@ class Ahead:
     atom meanwhile, and the store-wide files need the other projects' stamps afterwards
     (~9,000 stats on 10,000 atoms, ~25 ms). Their folders are walked by a forked process
     (cortexfs.forked.share), on the other core; whatever it has not taken by then is walked
-    here, as scan_many does (no process can be forked: all of it). A thread would not do:
+    here, as scan_many does (no process can be forked, or fewer than AHEAD_MIN_FILES files
+    to walk: all of it). A thread would not do:
     the walk's Python holds the GIL, so it would advance only while this process waits.
     Only for projects the caller does not write before it takes the scans; they are not
     saved here, but by whoever takes them, with its own.
@@ -478,7 +479,8 @@ class Ahead:
     def __init__(self, projects: list[Project]) -> None:
         self.names = {p.name for p in projects}
         self._walk: _Walk | None = _Walk(projects)
-        self._walk.share()
+        if self._walk.files >= AHEAD_MIN_FILES:
+            self._walk.share()
 
     def take(self) -> list[ProjectScan]:
         """The scans; empty once taken."""
@@ -495,6 +497,9 @@ class Ahead:
 
 
 FORK_MIN_FILES = 20_000  # files (at the last walk) below which a forked walk costs more
+# files (at the last walk) below which Ahead walks them itself when taken: a fork and the
+# copy-on-write it causes cost ~3-5 ms, a stat ~2.5 us here
+AHEAD_MIN_FILES = 2_000
 Stat = tuple[int, int, int, int]  # (mtime_ns, size, inode, mode) of a file to parse
 
 

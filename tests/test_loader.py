@@ -404,6 +404,7 @@ def test_a_scan_ahead_gives_what_a_scan_then_gives(
     write_atom("K-001", frontmatter="id: [x\n", target=other)
     loader.scan_many([other])  # (saved: the walk compares with these records, as a scan does)
     os.utime(other.root / "experiments" / "EXP-002.md", ns=(1, 1_000_000_000))
+    monkeypatch.setattr(loader, "AHEAD_MIN_FILES", 0)  # (a forked walk even for a few files)
     real_start = forked.start
     if child == "dies":
         monkeypatch.setattr(forked, "start", lambda work: real_start(lambda: os._exit(3)))
@@ -421,7 +422,9 @@ def test_a_scan_ahead_gives_what_a_scan_then_gives(
 
 
 def test_a_scan_ahead_left_untaken_leaves_no_process(store: Store, project: Project,
-                                                     write_atom: Callable[..., Path]) -> None:
+                                                     write_atom: Callable[..., Path],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loader, "AHEAD_MIN_FILES", 0)
     write_atom("EXP-001")
     before = _children()
     with loader.Ahead([project]) as ahead:

@@ -44,13 +44,15 @@ def test_new_and_regen_end_with_a_quick_exit_once_committed(project, args: list[
     assert status == ""
 
 
-def test_new_scans_the_other_projects_while_it_writes(cli, project) -> None:
+def test_new_scans_the_other_projects_while_it_writes(cli, project, monkeypatch) -> None:
     """The other projects are walked by a forked process while the atom is written
     (loader.Ahead): the store-wide files still show what a person changed there, the commit
     takes it along, and no process outlives the command, refused or not."""
     import os
 
-    from cortexfs import scaffold
+    from cortexfs import loader, scaffold
+
+    monkeypatch.setattr(loader, "AHEAD_MIN_FILES", 0)  # (forked even for these few files)
 
     children = Path(f"/proc/self/task/{os.getpid()}/children")
     before = set(children.read_text().split()) if children.exists() else set()

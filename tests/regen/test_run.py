@@ -265,6 +265,7 @@ def test_scans_ahead_are_waited_for_when_first_needed(store: Store, project: Pro
 
     # the store-wide files read every project: they take the other project's scan ahead
     monkeypatch.setattr(derived, "GENERATORS", STORE_WIDE)
+    monkeypatch.setattr(loader, "AHEAD_MIN_FILES", 0)  # (walked by a forked process)
     other, _ = scaffold.new_project(store, "second")
     realistic(project, write_atom)
     for i in range(1, 4):
