@@ -485,8 +485,8 @@ def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = 
     the change goes on without it: knowledge is recorded even when the indexes cannot be
     rebuilt (the committer then leaves what rests on them uncommitted, and says so).
     `scans`, `ahead`: scans this command has taken (with what it wrote since refreshed in
-    them), and scans of projects it did not write, taken meanwhile (cortexfs.regen's); used
-    by the first regeneration only: the one after an undo scans afresh."""
+    them), and scans of projects it did not write, taken meanwhile, as cortexfs.regen takes
+    them; used by the first regeneration only (the one after an undo scans afresh)."""
     from cortexfs.errors import CortexError, EnvironmentProblem
     from cortexfs.regen import regenerate as regen
 

@@ -487,13 +487,17 @@ class Ahead:
         walk, self._walk = self._walk, None
         return walk.finish(save=False) if walk is not None else []
 
+    def close(self) -> None:
+        """Drop the scans if they were not taken (the forked process stopped and reaped)."""
+        walk, self._walk = self._walk, None
+        if walk is not None:
+            walk.stop()
+
     def __enter__(self) -> Ahead:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        walk, self._walk = self._walk, None
-        if walk is not None:
-            walk.stop()
+        self.close()
 
 
 FORK_MIN_FILES = 20_000  # files (at the last walk) below which a forked walk costs more

@@ -77,7 +77,7 @@ def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool
             _regenerate(run, selected, progress, result)
         finally:
             if run.ahead is not None:  # not needed after all: no process outlives the run
-                run.ahead.take()
+                run.ahead.close()
         return result
 
 

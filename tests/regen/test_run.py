@@ -287,15 +287,20 @@ def test_scans_ahead_are_waited_for_when_first_needed(store: Store, project: Pro
     assert regenerate(store, dry_run=True).written == []
 
 
-def test_scans_ahead_not_needed_are_taken_all_the_same(store: Store, project: Project,
-                                                       write_atom: Callable[..., Path]) -> None:
+def test_scans_ahead_not_needed_are_dropped(store: Store, project: Project,
+                                           write_atom: Callable[..., Path],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from cortexfs import loader, scaffold
 
+    monkeypatch.setattr(loader, "AHEAD_MIN_FILES", 0)  # (walked by a forked process)
+    children = Path(f"/proc/self/task/{os.getpid()}/children")
+    before = set(children.read_text().split()) if children.exists() else set()
     other, _ = scaffold.new_project(store, "second")
     write_atom("EXP-001")
     ahead = loader.Ahead([other])  # (no store-wide generator reads the other project here)
     assert regenerate(store, ["flywheel"], ahead=ahead).written
-    assert ahead.take() == []  # taken and dropped by the run: no process left behind
+    assert ahead.take() == []  # dropped by the run
+    assert not children.exists() or set(children.read_text().split()) <= before
 
 
 def test_unwritable_index_is_a_clear_error(store: Store, project: Project,
