@@ -604,3 +604,43 @@ def test_sync_refuses_to_merge_an_unrelated_repository(store: Store, tmp_path: P
     with pytest.raises(GitError, match="shares no history with this store and holds no cortex"):
         sync_lib.sync(store)
     assert git.head_commit(store.home) == head and not (store.home / "README").exists()
+
+
+def test_a_sync_beside_a_running_gc_loses_nothing(tmp_path: Path) -> None:
+    """`git gc` running again and again on one machine (as cortex starts it in the
+    background, or a person does) while it syncs: fetch, merge and push wait out its
+    locks; the clones agree, nothing is lost, git fsck is clean."""
+    import threading
+
+    a, b = make_cluster(tmp_path)
+    e = a.new("exp", "read on both sides while b packs")
+    a.sync()
+    b.sync()
+    for i in range(3):
+        a.new("exp", f"made on a while b packs, number {i}")
+        b.new("exp", f"made on b while it packs, number {i}")
+    a.read_atom(e, 40)
+    a.sync()
+    stop = threading.Event()
+    runs = []
+
+    def collect() -> None:
+        while not stop.is_set():
+            runs.append(subprocess.run(["git", "gc", "--quiet"], cwd=b.home,
+                                       capture_output=True, text=True).returncode)
+
+    packer = threading.Thread(target=collect)
+    packer.start()
+    try:
+        b.read_atom(e, 40)
+        b.sync()
+        b.new("exp", "made on b after its sync beside gc")
+        b.sync()
+    finally:
+        stop.set()
+        packer.join()
+    assert runs and all(code == 0 for code in runs)
+    settle([a, b])
+    check_invariants([a, b])
+    for c in (a, b):
+        sh(c.home, "fsck", "--no-progress")
