@@ -35,7 +35,7 @@ import datetime as dt
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,7 +59,7 @@ from cortexfs.errors import AtomParseError, InvalidInputError, OutsideStoreError
 from cortexfs.frontmatter import MAX_ATOM_BYTES, Document, decode, parse, set_keys
 from cortexfs.frontmatter import locate as locate_parts
 from cortexfs.fsutil import atomic_write
-from cortexfs.loader import atom_paths, load_project
+from cortexfs.loader import Ahead, ProjectScan, atom_paths, load_project
 from cortexfs.store import Project, Store, check_project_name
 from cortexfs.wording import plural
 
@@ -465,7 +465,8 @@ def apply(store: Store, plan: Plan, txn: Transaction) -> Change:
 
 
 def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = None,
-               warn: Callable[[str], None] | None = None) -> Change:
+               warn: Callable[[str], None] | None = None,
+               scans: Iterable[ProjectScan] = (), ahead: Ahead | None = None) -> Change:
     """Regenerate `names` (every project when None) and the store-wide files, as a Change
     whose indexes need no second regeneration by the committer.
 
@@ -474,14 +475,18 @@ def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = 
     again). With `warn`, a regeneration that fails for a reason in the store (a template
     override that does what a template may not, an unreadable file) is said through it and
     the change goes on without it: knowledge is recorded even when the indexes cannot be
-    rebuilt (the committer then leaves what rests on them uncommitted, and says so)."""
+    rebuilt (the committer then leaves what rests on them uncommitted, and says so).
+    `scans`, `ahead`: scans this command has taken (with what it wrote since refreshed in
+    them), and scans of projects it did not write, taken meanwhile, as cortexfs.regen takes
+    them; used by the first regeneration only (the one after an undo scans afresh)."""
     from cortexfs.errors import CortexError, EnvironmentProblem
     from cortexfs.regen import regenerate as regen
 
-    def run() -> list[Path]:
+    def run(scans: Iterable[ProjectScan] = (), ahead: Ahead | None = None) -> list[Path]:
         existing = None if names is None else [n for n in names if (
             store.projects_dir / n).is_dir()]
-        result = regen(store, existing or None)  # ([]: none left, the store-wide files)
+        # ([]: none left, the store-wide files)
+        result = regen(store, existing or None, scans=scans, ahead=ahead)
         if result.drained and txn is not None:
             txn.wrote_unlisted()  # (lines appended to access logs: not in `written`)
         if warn is not None:
@@ -496,7 +501,7 @@ def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = 
     if txn is not None:
         txn.after_undo(again)
     try:
-        written = run()
+        written = run(scans, ahead)
     except EnvironmentProblem:
         raise
     except CortexError as e:
