@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""kill -9 at random points of `cortex index regen`, `cortex new` and `cortex sync`: does the
-next cortex command alone put everything right?
+"""kill -9 at random points of `cortex index regen`, `cortex new`, `cortex sync` and of a
+`git gc`: does the next cortex command alone put everything right?
 
-    python benchmarks/crash.py [--kills 100] [--scenario regen new sync] [--atoms 2000]
+    python benchmarks/crash.py [--kills 100] [--scenario regen new sync gc] [--atoms 2000]
                                [--sync-atoms 200] [--edits 2] [--kill group|process]
                                [--seed 1] [--workdir DIR] [--verbose]
 
@@ -18,6 +18,8 @@ A command that ended before its kill is not counted. Then the next command runs,
     regen   `cortex index regen --all` again
     new     `cortex commit` (`cortex sync` in a checkout that has no `cortex commit`)
     sync    `cortex sync` again on the killed clone; then both clones sync until they agree
+    gc      (the killed command is `git gc`) `cortex new`, `index regen --all` and `sync` in
+            turn, the sync beside another gc; git fsck must be clean (see GcScenario)
 
 The work, tracked to tell what must survive: regen — access-log lines (appended and then
 committed, as the hook's auto-commit does) that change the refs of hundreds of atoms, plus
@@ -97,11 +99,14 @@ def run(home: Path, args: list[str], timeout: float) -> Run:
     return Run(proc.returncode, time.perf_counter() - start, proc.stderr)
 
 
-def run_killed(home: Path, args: list[str], delay: float, group: bool) -> Run:
-    """Start the command; SIGKILL it (its process group with `group`) after `delay`."""
+def run_killed(home: Path, args: list[str], delay: float, group: bool,
+               argv: list[str] | None = None) -> Run:
+    """Start the command (cortex `args`, or the command line `argv` in `home`); SIGKILL it
+    (its process group with `group`) after `delay`."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cortex_cmd(home, *args), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(argv or cortex_cmd(home, *args), cwd=home,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
         _, err = proc.communicate(timeout=delay)
         return Run(proc.returncode, time.perf_counter() - start, err)
@@ -184,10 +189,13 @@ def files_in_head_with(home: Path, line: str, under: str) -> int:
 
 
 def files_on_disk_with(folder: Path, line: str) -> int:
-    """How many atom files in `folder` (temporaries included) have the whole line `line`."""
+    """How many atom files in `folder` have the whole line `line`. A temporary does not count:
+    `cortex new` writes its atom to one and links it to the atom's name, so a kill before the
+    link leaves an atom never written, whose temporary the next command removes
+    (`repo_problems` checks that none is left): undone, neither lost nor due in HEAD."""
     found = 0
     for entry in os.scandir(folder):
-        if entry.name.endswith((".md", ".tmp")):
+        if entry.name.endswith(".md"):
             try:
                 with open(entry.path, encoding="utf-8", errors="replace") as f:
                     found += line in f.read().splitlines()
@@ -248,6 +256,7 @@ class Tally:
     seen: set[tuple[str, str, str]] = field(default_factory=set)  # each loss counted once
     delays: list[float] = field(default_factory=list)
     final: str = ""  # what is missing for good once everything settled (sync)
+    after: str = ""  # what a last check found once all kills were done (gc)
     details: list[str] = field(default_factory=list)  # this kill's lost items, by name
 
     def note(self, counter: str, what: str, keys: set[str]) -> bool:
@@ -280,6 +289,8 @@ class Tally:
                                                     for w in ("atoms", "log lines")))
         if self.final:
             lines.append(f"    for good (at the end, after every repair and sync): {self.final}")
+        if self.after:
+            lines.append(f"    afterwards: {self.after}")
         if self.delays:
             lines.append(f"    kill delays {min(self.delays):.2f}–{max(self.delays):.2f} s "
                          f"(median {statistics.median(self.delays):.2f}); "
@@ -297,6 +308,18 @@ def make_corpus(out: Path, atoms: int, projects: int, seed: int) -> Path:
     subprocess.run(cortex_cmd(out, "index", "regen", "--all"), check=True,
                    stdout=subprocess.DEVNULL)
     return out
+
+
+def copy_with_remote(corpus: Path, work: Path, name: str) -> Path:
+    """A copy of the corpus at work/name, pushed to a bare remote of its own (so that the
+    next command may be `cortex sync`)."""
+    home = work / name
+    shutil.copytree(corpus, home, symlinks=True)
+    remote = work / f"{name}-remote.git"
+    git(work, "init", "-q", "--bare", str(remote))
+    git(home, "remote", "add", "origin", str(remote))
+    git(home, "push", "-q", "-u", "origin", "HEAD")
+    return home
 
 
 def projects_of(home: Path) -> list[str]:
@@ -341,6 +364,10 @@ class Scenario:
     def home_of_kill(self) -> Path:
         raise NotImplementedError
 
+    def argv(self) -> list[str] | None:
+        """The killed command line when it is not cortex's `command`."""
+        return None
+
     def during(self) -> Callable[[], None] | None:
         """Start whatever runs beside the command; a function that stops it (and returns
         once it has stopped: nothing of it may run on into the next command)."""
@@ -377,7 +404,7 @@ class Scenario:
             delay = self.rng.uniform(0, duration)
             stop = self.during()
             result = run_killed(self.home_of_kill(), self.command, delay,
-                                self.args.kill == "group")
+                                self.args.kill == "group", self.argv())
             if stop:
                 stop()
             if result.returncode is not None:
@@ -414,6 +441,15 @@ class Scenario:
                     repair(home)
         self.finish()
         return self.tally
+
+    def log_problems(self, home: Path, project: str, sessions: list[str]) -> list[str]:
+        """Whether each tracked log line of `project` is in HEAD once (counted)."""
+        log = head_blob(home, f"context/projects/{project}/_meta/{layout.ACCESS_LOG}")
+        lost, dup = log_counts(log, sessions)
+        if self.tally.note("lost", "log lines", lost) | \
+                self.tally.note("duplicated", "log lines", dup):
+            return ["log lines lost or duplicated in HEAD"]
+        return []
 
     def finish(self) -> None:
         """Anything to count once all kills are done."""
@@ -531,12 +567,7 @@ class NewScenario(Scenario):
     def __init__(self, args: argparse.Namespace, work: Path, rng: random.Random,
                  corpus: Path) -> None:
         super().__init__(args, work, rng)
-        self.home = work / "new"
-        shutil.copytree(corpus, self.home, symlinks=True)
-        remote = work / "new-remote.git"
-        git(work, "init", "-q", "--bare", str(remote))
-        git(self.home, "remote", "add", "origin", str(remote))
-        git(self.home, "push", "-q", "-u", "origin", "HEAD")
+        self.home = copy_with_remote(corpus, work, "new")
         self.project = projects_of(self.home)[0]
         self.folder = self.home / "context" / "projects" / self.project / "experiments"
         self.next = ["commit"] if has_commit_command() else ["sync"]
@@ -580,12 +611,7 @@ class NewScenario(Scenario):
             problems.append("an atom written before the kill is not in HEAD")
         if in_head and not self.on_disk:
             problems.append("an atom nobody saw written is in HEAD")
-        log = head_blob(self.home, f"context/projects/{self.project}/_meta/{layout.ACCESS_LOG}")
-        lost, dup = log_counts(log, self.sessions)
-        if self.tally.note("lost", "log lines", lost) | \
-                self.tally.note("duplicated", "log lines", dup):
-            problems.append("log lines lost or duplicated in HEAD")
-        return problems
+        return problems + self.log_problems(self.home, self.project, self.sessions)
 
 
 class SyncScenario(Scenario):
@@ -723,6 +749,129 @@ class SyncScenario(Scenario):
         return sorted(set(problems))
 
 
+class GcScenario(Scenario):
+    """kill -9 of a `git gc` (as cortex starts one when packing is due, or a person runs
+    one) at a random point, with every process it started: the next cortex command — `new`,
+    `index regen --all` and `sync` in turn, the sync beside another gc that runs on — must
+    finish alone, with `git fsck` clean and every atom and log line in HEAD once. At the
+    end, a store set to `gc.auto 30` must pack itself again after one `cortex new`."""
+
+    name = "gc"
+    command = ["(git gc)"]
+    NEXT = ("new", "regen", "sync")
+
+    def __init__(self, args: argparse.Namespace, work: Path, rng: random.Random,
+                 corpus: Path) -> None:
+        super().__init__(args, work, rng)
+        self.home = copy_with_remote(corpus, work, "gc")
+        git(self.home, "config", "gc.auto", "0")  # (cortex's own gc: only in `finish`)
+        self.project = projects_of(self.home)[0]
+        self.summaries: list[str] = []
+        self.sessions: list[str] = []
+        self.left: Counter[str] = Counter()  # what the killed gcs left, by file name
+
+    def home_of_kill(self) -> Path:
+        return self.home
+
+    def killed_now(self) -> None:
+        from cortexfs import git as cortex_git
+
+        gitdir = self.home / ".git"
+        self.left.update(str(p.relative_to(gitdir)) for p in cortex_git.gc_leftovers(self.home))
+        self.left.update(f"objects/pack/{re.sub(r'_[^_]*$', '_*', p.name)}"
+                         for p in (gitdir / "objects" / "pack").glob("tmp_*"))
+
+    def argv(self) -> list[str]:
+        return ["git", "gc", "--quiet"]
+
+    def calibrate(self) -> float:
+        seconds = 0.0
+        for _ in range(2):
+            self.i += 1
+            self.prepare()
+            start = time.perf_counter()
+            git(self.home, "gc", "--quiet")
+            seconds = time.perf_counter() - start
+            self.follow_up()
+        return seconds
+
+    def _new(self, summary: str) -> Run:
+        result = run(self.home, ["new", "exp", "-p", self.project, "-s", summary, "-t", TAG],
+                     self.args.timeout)
+        if result.returncode == 0:
+            self.summaries.append(summary)
+        return result
+
+    def prepare(self) -> None:
+        """Loose objects for the gc to pack, reflog entries for it to expire."""
+        result = self._new(f"{TAG} gc {self.i}")
+        if result.returncode != 0:
+            raise SystemExit(f"cortex new before a gc failed: {result.stderr}")
+        sessions = [f"{TAG}-gc-{self.i}-{k}" for k in range(3)]
+        append_lines(self.home, self.project, sessions, self.rng,
+                     atom_names(self.home, self.project))
+        self.sessions += sessions
+
+    def follow_up(self) -> Run:
+        step = self.NEXT[self.i % len(self.NEXT)]
+        if step == "new":
+            return self._new(f"{TAG} gc {self.i} next")
+        if step == "regen":
+            return run(self.home, ["index", "regen", "--all"], self.args.timeout)
+        beside = subprocess.Popen(["git", "gc", "--quiet"], cwd=self.home,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            return run(self.home, ["sync"], self.args.timeout)
+        finally:
+            beside.wait()
+
+    def check(self) -> list[str]:
+        problems = repo_problems(self.home)
+        fsck = subprocess.run(["git", "fsck", "--no-progress", "--no-dangling"],
+                              cwd=self.home, capture_output=True, text=True)
+        if fsck.returncode != 0 or fsck.stdout.strip():
+            problems.append("git fsck finds errors")
+        under = f"context/projects/{self.project}/experiments"
+        counts = {s: files_in_head_with(self.home, f"summary: {s}", under)
+                  for s in self.summaries}
+        if self.tally.note("lost", "atoms", {s for s, n in counts.items() if n == 0}):
+            problems.append("an atom is missing from HEAD")
+        if self.tally.note("duplicated", "atoms", {s for s, n in counts.items() if n > 1}):
+            problems.append("an atom is in HEAD twice")
+        return problems + self.log_problems(self.home, self.project, self.sessions)
+
+    def finish(self) -> None:
+        """After every kill: does cortex's own gc still pack the store? 600 hand-written
+        files committed by `cortex commit` make it due at gc.auto 30."""
+        from cortexfs import git as cortex_git
+
+        git(self.home, "config", "gc.auto", "30")
+        folder = self.home / "context" / "crash-gc-notes"
+        folder.mkdir(exist_ok=True)
+        sample = cortex_git.loose_sample(self.home)
+        for attempt in range(5):  # (git's estimate must move for cortex to ask again)
+            for k in range(600):
+                (folder / f"n{k}.md").write_text(f"note {k} {attempt}\n", encoding="utf-8")
+            result = run(self.home, ["commit"], self.args.timeout)
+            if cortex_git.loose_sample(self.home) != sample:
+                break
+        loose = int(git(self.home, "count-objects").split()[0])
+        deadline = time.monotonic() + 600
+        time.sleep(0.5)  # (the gc it started is a git process by then)
+        while time.monotonic() < deadline and cortex_git.git_processes(self.home):
+            time.sleep(0.1)
+        after = int(git(self.home, "count-objects").split()[0])
+        left = [str(p.relative_to(self.home)) for p in [
+            *cortex_git.gc_leftovers(self.home),
+            *(self.home / ".git" / "objects" / "pack").glob("tmp_*")]]
+        self.tally.after = (f"gc.auto 30 and `cortex commit` of 600 files (exit "
+                            f"{result.returncode}): {loose} loose objects when it ended, "
+                            f"{after} once its gc finished; gc's files left: "
+                            f"{', '.join(left) or 'none'}. The kills left: "
+                            + (", ".join(f"{n} × {name}" for name, n in self.left.most_common())
+                               or "nothing"))
+
+
 # --- main ------------------------------------------------------------------------------------
 
 def isolate(work: Path) -> None:
@@ -741,8 +890,8 @@ def isolate(work: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=100, help="kills per scenario")
-    parser.add_argument("--scenario", nargs="+", choices=("regen", "new", "sync"),
-                        default=["regen", "new", "sync"])
+    parser.add_argument("--scenario", nargs="+", choices=("regen", "new", "sync", "gc"),
+                        default=["regen", "new", "sync", "gc"])
     parser.add_argument("--atoms", type=int, default=2000, help="store size for regen and new")
     parser.add_argument("--sync-atoms", type=int, default=200, help="store size for sync")
     parser.add_argument("--edits", type=int, default=2, help="hand edits before each regen")
@@ -770,7 +919,7 @@ def main() -> int:
     tallies = []
     try:
         started = time.perf_counter()
-        if {"regen", "new"} & set(args.scenario):
+        if {"regen", "new", "gc"} & set(args.scenario):
             corpus = make_corpus(work / "corpus", args.atoms, 4, args.seed)
         if "sync" in args.scenario:
             sync_corpus = make_corpus(work / "sync-corpus", args.sync_atoms, 2, args.seed)
@@ -779,6 +928,8 @@ def main() -> int:
                 scenario: Scenario = RegenScenario(args, work, rng, corpus)
             elif name == "new":
                 scenario = NewScenario(args, work, rng, corpus)
+            elif name == "gc":
+                scenario = GcScenario(args, work, rng, corpus)
             else:
                 scenario = SyncScenario(args, work, rng, sync_corpus)
             tallies.append(scenario.run())

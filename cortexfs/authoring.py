@@ -28,7 +28,7 @@ from cortexfs.errors import AtomParseError, InvalidInputError
 from cortexfs.escape import yaml_scalar
 from cortexfs.frontmatter import decode, parse, set_keys
 from cortexfs.fsutil import file_lock, temp_prefix
-from cortexfs.loader import atom_paths
+from cortexfs.loader import ProjectScan, atom_paths, scan
 from cortexfs.store import Project
 
 if TYPE_CHECKING:
@@ -232,12 +232,14 @@ def kind_named(short: str) -> Kind:
 @dataclass
 class AddedAtom:
     """What `add_atom` did: the atom, the near-duplicates it warned about, the change to
-    commit (cortexfs.commit)."""
+    commit (cortexfs.commit), and the project's scan with the new atom in it (what the
+    gate read: a regeneration that follows need not walk the project again)."""
 
     atom: Atom
     duplicates: list[Duplicate]
     change: Change
     notes: list[str] = field(default_factory=list)  # what the conventions added
+    scan: ProjectScan | None = None
 
 
 def add_atom(project: Project, req: NewAtom, *, strict: bool = False,
@@ -254,10 +256,13 @@ def add_atom(project: Project, req: NewAtom, *, strict: bool = False,
 
     notes = apply_conventions(req)
     check_request(project, req)
-    duplicates = dedup.check_new_atom(project, req.kind, req.summary, req.tags, strict=strict)
+    sc = scan(project, save=False)  # (saved by whoever takes it on, e.g. the regeneration)
+    duplicates = dedup.check_new_atom(project, req.kind, req.summary, req.tags, strict=strict,
+                                      scan=sc)
     atom = create_atom(project, req, body=body, extra=extra, body_id=body_id)
+    sc.refresh(req.kind, atom.path.name)
     change = Change([atom.path], f"atom: add {atom.id} — {atom.summary}", created=[atom.path])
-    return AddedAtom(atom, duplicates, change, notes)
+    return AddedAtom(atom, duplicates, change, notes, sc)
 
 
 def id_lock(project: Project, kind: Kind) -> Path:

@@ -372,17 +372,6 @@ def _atom_line(r: MemoryEntry, qualified: bool, with_strength: bool,
 # --- assembling ----------------------------------------------------------------------------------
 
 
-def _parts(store: Store, projects: Sequence[Project],
-           scans: Sequence[ProjectScan] = ()) -> list[Part]:
-    """The projects' HIPPOCAMPUS.md parts: their active atoms with hits and last access (the
-    access logs folded), from the regeneration's caches where they are current (`scans`:
-    scans of some projects this process has just taken)."""
-    from cortexfs import hippocampus
-    from cortexfs.regen import context
-
-    return hippocampus.parts(context(store, scans), [p.name for p in projects])
-
-
 @dataclass
 class AtomSections:
     """The brief's atom sections, rendered: knowledge and patterns (rank order), experiments
@@ -414,7 +403,11 @@ def _atom_sections(store: Store, projects: Sequence[Project], qualified: bool) -
         saved = cache.load(path, SECTIONS_KIND)
         if isinstance(saved, tuple) and len(saved) == 2 and saved[0] == key:
             return AtomSections(*saved[1])
-    parts = _parts(store, projects, scans)
+    from cortexfs import hippocampus, regen
+
+    # the projects' HIPPOCAMPUS.md parts: their active atoms with hits and last access,
+    # from the regeneration's caches where they are current (`scans`: just taken)
+    parts = hippocampus.parts(regen.context(store, scans), [p.name for p in projects])
     ranked = _rank(store, parts)
     atoms = AtomSections(
         [_atom_line(r, qualified, True, ranked.weak) for r in ranked.minds],

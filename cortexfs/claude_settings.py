@@ -255,32 +255,33 @@ def _dump(data: dict[str, Any], like: str | None) -> str:
     return json.dumps(data, indent=indent, ensure_ascii=False) + "\n"
 
 
+def _drop(groups: list[Any], ours: Any) -> bool:
+    """Take the hooks that `ours` accepts out of `groups`, and the groups that leaves empty
+    (no other group); True when any hook went."""
+    removed, emptied = False, []
+    for group in groups:
+        inner = group.get("hooks", [])
+        if any(ours(h) for h in inner):
+            removed = True
+            group["hooks"] = [h for h in inner if not ours(h)]
+            if not group["hooks"]:
+                emptied.append(id(group))
+    groups[:] = [g for g in groups if id(g) not in emptied]
+    return removed
+
+
 def _put(settings: dict[str, Any], event: str, matcher: str | None, entry: dict[str, Any],
          ours: Any) -> None:
     """Make `entry` cortex's only hook for `event`: in place of an old one, else appended."""
     groups: list[Any] = settings.setdefault("hooks", {}).setdefault(event, [])
-    placed = False
-    emptied = []
-    for group in groups:
-        inner = group.get("hooks", [])
-        if not any(ours(h) for h in inner):
-            continue
-        here = not placed and group.get("matcher") == matcher
-        kept = []
-        for h in inner:
-            if not ours(h):
-                kept.append(h)
-            elif here and not placed:
-                kept.append(entry)
-                placed = True
-        group["hooks"] = kept
-        if not kept:
-            emptied.append(id(group))
-    groups[:] = [g for g in groups if id(g) not in emptied]
-    if not placed:
-        group = {"matcher": matcher} if matcher is not None else {}
-        group["hooks"] = [entry]
-        groups.append(group)
+    spot = next((g["hooks"] for g in groups if g.get("matcher") == matcher
+                 and any(ours(h) for h in g.get("hooks", []))), None)
+    if spot is not None:  # the first old entry of the first group for `matcher`
+        spot[next(i for i, h in enumerate(spot) if ours(h))] = entry
+    _drop(groups, lambda h: ours(h) and h is not entry)
+    if spot is None:
+        groups.append({**({"matcher": matcher} if matcher is not None else {}),
+                       "hooks": [entry]})
 
 
 def _remove(settings: dict[str, Any], ours: Any) -> None:
@@ -289,18 +290,9 @@ def _remove(settings: dict[str, Any], ours: Any) -> None:
         return
     removed = False
     for event in list(hooks):
-        groups = hooks[event]
-        emptied = []
-        for group in groups:
-            inner = group.get("hooks", [])
-            if any(ours(h) for h in inner):
-                removed = True
-                group["hooks"] = [h for h in inner if not ours(h)]
-                if not group["hooks"]:
-                    emptied.append(id(group))
-        if emptied:
-            groups[:] = [g for g in groups if id(g) not in emptied]
-            if not groups:
+        if _drop(hooks[event], ours):
+            removed = True
+            if not hooks[event]:
                 del hooks[event]
     if removed and not hooks:
         del settings["hooks"]

@@ -358,7 +358,8 @@ class Transaction:
                     return True
             return False
 
-        return [c for c in early if stands(c[1])] + git.changes(home, sorted(touched))
+        return [c for c in early if stands(c[1])] + git.changes(home, sorted(touched),
+                                                                 few=True)
 
     def keep_quietly(self, path: Path) -> None:
         """keep(path), for a file a write is about to replace (a regenerated index): put

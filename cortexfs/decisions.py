@@ -120,10 +120,9 @@ def check_record(text: str) -> list[RecordProblem]:
 
 
 def _find_section(headings: list[tuple[int, int, str]], starts: tuple[str, ...]) -> int | None:
-    for i, (_idx, level, title) in enumerate(headings):
-        if level >= 2 and any(title == s or title.startswith(s + " ") for s in starts):
-            return i
-    return None
+    return next((i for i, (_idx, level, title) in enumerate(headings)
+                 if level >= 2 and any(title == s or title.startswith(s + " ") for s in starts)),
+                None)
 
 
 def _section_lines(lines: list[str], headings: list[tuple[int, int, str]], i: int) -> list[str]:
@@ -185,13 +184,6 @@ def slugify(title: str) -> str:
     return slug.strip("-")
 
 
-def folder_for(store: Store, project: str | None) -> Path:
-    """`context/decisions/`, or the project's `decisions/` folder."""
-    if project is None:
-        return store.context / layout.DECISIONS
-    return store.project(project).root / layout.DECISIONS
-
-
 def new_decision(store: Store, title: str, project: str | None = None,
                  today: dt.date | None = None) -> Path:
     """Write the next `NNNN-slug.md` from the decision template; returns its path."""
@@ -204,7 +196,8 @@ def new_decision(store: Store, title: str, project: str | None = None,
         raise InvalidInputError(f"the title {title!r} has no letters or digits to name the "
                                 "file after: use a title with some")
     store.require()
-    folder = folder_for(store, project)
+    folder = (store.context if project is None else store.project(project).root) \
+        / layout.DECISIONS
     lock = store.locks_dir / layout.decisions_lock(project)
     with file_lock(lock, what="decision numbers"):
         numbers = [record_number(p.name) or 0 for p in records(folder, store.context)]

@@ -28,6 +28,7 @@ from cortexfs.errors import InvalidInputError
 from cortexfs.store import Project
 
 if TYPE_CHECKING:
+    from cortexfs.loader import ProjectScan
     from cortexfs.recall import Analyzer
 
 JACCARD_THRESHOLD = 0.6
@@ -73,14 +74,16 @@ def jaccard(a: set[str], b: set[str]) -> float:
 
 def find_duplicates(project: Project, kind: Kind, summary: str, tags: list[str],
                     jaccard_threshold: float = JACCARD_THRESHOLD,
-                    cosine_threshold: float = COSINE_THRESHOLD) -> list[Duplicate]:
+                    cosine_threshold: float = COSINE_THRESHOLD,
+                    scan: ProjectScan | None = None) -> list[Duplicate]:
     """Existing atoms of `kind` in `project` that the new atom nearly duplicates, most
     similar first (at most MAX_REPORTED).
 
     The lexical side reads the summaries and tags from the loader's cache (a stat per
     file): `cortex new` must not wait for recall's index to be rebuilt (at 10,000 atoms a
-    rebuild after each new atom took 10 s)."""
-    gated = _gate_rows(project, kind)
+    rebuild after each new atom took 10 s). `scan`: the project's scan, if the caller has
+    just taken it (else it is taken here)."""
+    gated = _gate_rows(project, kind, scan)
     if not gated:
         return []
     new_terms = gate_terms(summary, tags)
@@ -121,7 +124,8 @@ def find_duplicates(project: Project, kind: Kind, summary: str, tags: list[str],
     return sorted(found.values(), key=lambda d: -d.similarity)[:MAX_REPORTED]
 
 
-def _gate_rows(project: Project, kind: Kind) -> list[tuple[Callable[[], Atom], set[str]]]:
+def _gate_rows(project: Project, kind: Kind, sc: ProjectScan | None
+               ) -> list[tuple[Callable[[], Atom], set[str]]]:
     """Each atom of `kind` in `project` (made when asked for) with its gate terms.
 
     The terms are kept in a cache beside the loader's, under each file's stamp as the
@@ -132,7 +136,8 @@ def _gate_rows(project: Project, kind: Kind) -> list[tuple[Callable[[], Atom], s
     from cortexfs import cache
     from cortexfs.loader import CRC, ERROR, INO, MTIME, SIZE, child_maker, scan
 
-    sc = scan(project)
+    if sc is None:
+        sc = scan(project)
     path = project.store.cache_dir / "dedup" / f"{project.name}.{kind.folder}.bin"
     what = ("gate-terms", _analyzer().name)
     saved = cache.load(path, what)
@@ -166,10 +171,10 @@ def _gate_rows(project: Project, kind: Kind) -> list[tuple[Callable[[], Atom], s
 
 
 def check_new_atom(project: Project, kind: Kind, summary: str, tags: list[str],
-                   strict: bool = False) -> list[Duplicate]:
+                   strict: bool = False, scan: ProjectScan | None = None) -> list[Duplicate]:
     """The gate as `cortex new` runs it: the near-duplicates to warn about, or (strict)
     a DuplicateAtomError naming the closest one, before anything is written."""
-    dups = find_duplicates(project, kind, summary, tags)
+    dups = find_duplicates(project, kind, summary, tags, scan=scan)
     if dups and strict:
         raise DuplicateAtomError(
             f"not written: the new atom nearly duplicates {dups[0].describe()}; update that "

@@ -179,10 +179,7 @@ class WordPiece:
 
     def encode(self, text: str) -> list[int]:
         """Word-piece ids of `text`, without [CLS]/[SEP] and without truncation."""
-        ids: list[int] = []
-        for word in self.words(text):
-            ids.extend(self.word_ids(word))
-        return ids
+        return [i for word in self.words(text) for i in self.word_ids(word)]
 
     def windows(self, text: str, max_tokens: int = MAX_TOKENS, max_windows: int = 0,
                 overlap: int = WINDOW_OVERLAP) -> list[list[int]]:
@@ -397,21 +394,17 @@ class Embedder:
         out = np.zeros((len(sequences), self.dim), dtype=np.float32)
         order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
         with _single_blas_thread():
-            self._encode_sorted(sequences, order, out, batch)
+            for start in range(0, len(order), batch):
+                idx = order[start:start + batch]
+                width = max(len(sequences[i]) for i in idx)
+                ids = np.zeros((len(idx), width), dtype=np.int64)
+                mask = np.zeros((len(idx), width), dtype=np.float32)
+                for row, i in enumerate(idx):
+                    seq = sequences[i]
+                    ids[row, :len(seq)] = seq
+                    mask[row, :len(seq)] = 1.0
+                out[idx] = self.encoder.forward(ids, mask)
         return out
-
-    def _encode_sorted(self, sequences: Sequence[Sequence[int]], order: list[int],
-                       out: np.ndarray, batch: int) -> None:
-        for start in range(0, len(order), batch):
-            idx = order[start:start + batch]
-            width = max(len(sequences[i]) for i in idx)
-            ids = np.zeros((len(idx), width), dtype=np.int64)
-            mask = np.zeros((len(idx), width), dtype=np.float32)
-            for row, i in enumerate(idx):
-                seq = sequences[i]
-                ids[row, :len(seq)] = seq
-                mask[row, :len(seq)] = 1.0
-            out[idx] = self.encoder.forward(ids, mask)
 
     def embed(self, texts: Iterable[str]) -> np.ndarray:
         """One vector per text (a long text is truncated to the model's window)."""

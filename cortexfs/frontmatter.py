@@ -347,9 +347,7 @@ def _value(raw: str) -> Any:
     if not raw:
         return None
     first = raw[0]
-    if first == '"':
-        return _quoted(raw)
-    if first == "'":
+    if first in "\"'":
         return _quoted(raw)
     if first == "[":
         if raw[-1] != "]":
@@ -660,9 +658,7 @@ def set_keys(text: str, updates: dict[str, Any], path: str = "<string>") -> str:
     i = 0
     while i < len(block):
         m = _TOP_KEY.match(block[i])
-        end = i + 1
-        if m:
-            end = _value_end(block, i)
+        end = _value_end(block, i) if m else i + 1
         if m and m.group(1) in pending:
             key = m.group(1)
             value = pending.pop(key)

@@ -58,15 +58,11 @@ def _read(store: Store, path: Path, problems: list[Finding] | None = None) -> st
         return None
     except InvalidInputError as e:
         if problems is not None:
-            problems.append(Finding(ERROR, "size", _rel(store, path), None,
+            problems.append(Finding(ERROR, "size", store.rel(path), None,
                                     str(e).replace(str(path), path.name)))
         return None
     except OSError:  # a FIFO or device named like one: not a file
         return None
-
-
-def _rel(store: Store, path: Path) -> str:
-    return path.relative_to(store.context).as_posix()
 
 
 def project_findings(project: Project) -> Iterator[Finding]:
@@ -75,26 +71,26 @@ def project_findings(project: Project) -> Iterator[Finding]:
     root = project.root
     for name in GOVERNANCE_FILES:
         if (root / name).is_dir():
-            yield Finding(ERROR, "governance-file", _rel(store, root / name), None,
+            yield Finding(ERROR, "governance-file", store.rel(root / name), None,
                           f"{name} is a folder, not a file: move it away, then run `cortex "
                           f"project new {project.name}` to add the file")
         elif not (root / name).is_file():
-            yield Finding(WARNING, "governance-file", _rel(store, root / name), None,
+            yield Finding(WARNING, "governance-file", store.rel(root / name), None,
                           f"project {project.name} has no {name}: run `cortex project new "
                           f"{project.name}` (it adds the missing files and keeps the others)")
     problems: list[Finding] = []
     status = _read(store, root / layout.STATUS_MD, problems)
     if status is not None:
-        yield from status_findings(_rel(store, root / layout.STATUS_MD), status)
+        yield from status_findings(store.rel(root / layout.STATUS_MD), status)
     issues = _read(store, root / layout.ISSUES_MD, problems)
     if issues is not None:
         count = len(issues.splitlines())
         if count > ISSUES_MAX_LINES:
-            yield Finding(ERROR, "issues", _rel(store, root / layout.ISSUES_MD), None,
+            yield Finding(ERROR, "issues", store.rel(root / layout.ISSUES_MD), None,
                           f"ISSUES.md has {count} lines, over the {ISSUES_MAX_LINES}-line "
                           "limit: delete the resolved issues")
     if (root / layout.TASKS_FILE).is_file():
-        rel = _rel(store, root / layout.TASKS_FILE)
+        rel = store.rel(root / layout.TASKS_FILE)
         try:
             tf = tasks.load(project)
         except InvalidInputError as e:  # not UTF-8, too big: a finding, not a crash
@@ -112,7 +108,7 @@ def decision_findings(store: Store, folder: Path) -> Iterator[Finding]:
     """Findings for every record in a decisions folder: names, numbers, required parts."""
     seen: dict[int, str] = {}
     for path in decisions.records(folder, store.context):
-        rel = _rel(store, path)
+        rel = store.rel(path)
         number = decisions.record_number(path.name)
         if not decisions.RECORD_NAME.match(path.name):
             yield Finding(WARNING, "decision", rel, None,
@@ -142,16 +138,16 @@ def store_findings(store: Store) -> Iterator[Finding]:
     except FileNotFoundError:
         size = None
     if size is not None and size >= USER_MAX_BYTES:
-        yield Finding(ERROR, "user", _rel(store, user), None,
+        yield Finding(ERROR, "user", store.rel(user), None,
                       f"USER.md is {size:,} bytes, over the 3 KB limit ({USER_MAX_BYTES:,}): "
                       "keep only the preferences that change how the agent works")
     yield from decision_findings(store, store.context / layout.DECISIONS)
     for folder in content_dirs(store):
         path = folder / layout.CORTEX_MD
-        rel = _rel(store, path)
+        rel = store.rel(path)
         text = _read(store, path)
         if text is None:
-            where = _rel(store, folder) or "."
+            where = store.rel(folder) or "."
             yield Finding(WARNING, "cortex-md", rel, None,
                           f"the folder {where}/ has no CORTEX.md: run `cortex index regen "
                           "--all` to create one, then say in it what the folder is for")

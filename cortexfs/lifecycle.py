@@ -35,7 +35,7 @@ import datetime as dt
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,7 +59,7 @@ from cortexfs.errors import AtomParseError, InvalidInputError, OutsideStoreError
 from cortexfs.frontmatter import MAX_ATOM_BYTES, Document, decode, parse, set_keys
 from cortexfs.frontmatter import locate as locate_parts
 from cortexfs.fsutil import atomic_write
-from cortexfs.loader import atom_paths, load_project
+from cortexfs.loader import Ahead, ProjectScan, atom_paths, load_project
 from cortexfs.store import Project, Store, check_project_name
 from cortexfs.wording import plural
 
@@ -226,14 +226,9 @@ def named_in(meta: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _citing(atoms: list[Atom], targets: set[str], skip: set[Path]) -> list[Reference]:
     """Frontmatter references to `targets` (canonical ids) from `atoms` outside `skip`."""
-    found = []
-    for atom in atoms:
-        if atom.path in skip:
-            continue
-        for key, target in named_in(atom.meta):
-            if canonical(target) in targets:
-                found.append(Reference(atom.file_id, key, target, atom.summary))
-    return found
+    return [Reference(atom.file_id, key, target, atom.summary) for atom in atoms
+            if atom.path not in skip for key, target in named_in(atom.meta)
+            if canonical(target) in targets]
 
 
 def _body_mentions(project: Project, targets: set[str], skip: set[Path]) -> dict[Path, set[str]]:
@@ -385,11 +380,8 @@ def projects(store: Store) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for project in store.projects():
         counts = {k.folder: sum(1 for _ in atom_paths(project, k)) for k in KINDS}
-        try:
-            status = wall.read_text(store.context, project.root / layout.STATUS_MD)
-            phase = read_status(status).phase
-        except (OSError, InvalidInputError):
-            phase = None
+        status = wall.text_or_none(store.context, project.root / layout.STATUS_MD)
+        phase = read_status(status).phase if status is not None else None
         try:
             open_tasks = sum(1 for t in load_tasks(project).tasks if t.status in OPEN_STATUSES)
         except InvalidInputError:
@@ -438,7 +430,7 @@ def apply(store: Store, plan: Plan, txn: Transaction) -> Change:
     for path, (text, stamp) in plan.writes.items():
         interrupt.check()
         if stamp is not None and _stamp(path) != stamp:
-            raise InvalidInputError(f"{_rel(store, path)} changed while cortex was working on "
+            raise InvalidInputError(f"{store.rel(path)} changed while cortex was working on "
                                     "it: run the command again")
         txn.keep(path)
         atomic_write(path, text, root=store.context)
@@ -473,7 +465,8 @@ def apply(store: Store, plan: Plan, txn: Transaction) -> Change:
 
 
 def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = None,
-               warn: Callable[[str], None] | None = None) -> Change:
+               warn: Callable[[str], None] | None = None,
+               scans: Iterable[ProjectScan] = (), ahead: Ahead | None = None) -> Change:
     """Regenerate `names` (every project when None) and the store-wide files, as a Change
     whose indexes need no second regeneration by the committer.
 
@@ -482,19 +475,23 @@ def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = 
     again). With `warn`, a regeneration that fails for a reason in the store (a template
     override that does what a template may not, an unreadable file) is said through it and
     the change goes on without it: knowledge is recorded even when the indexes cannot be
-    rebuilt (the committer then leaves what rests on them uncommitted, and says so)."""
+    rebuilt (the committer then leaves what rests on them uncommitted, and says so).
+    `scans`, `ahead`: scans this command has taken (with what it wrote since refreshed in
+    them), and scans of projects it did not write, taken meanwhile, as cortexfs.regen takes
+    them; used by the first regeneration only (the one after an undo scans afresh)."""
     from cortexfs.errors import CortexError, EnvironmentProblem
     from cortexfs.regen import regenerate as regen
 
-    def run() -> list[Path]:
+    def run(scans: Iterable[ProjectScan] = (), ahead: Ahead | None = None) -> list[Path]:
         existing = None if names is None else [n for n in names if (
             store.projects_dir / n).is_dir()]
-        result = regen(store, existing or None)  # ([]: none left, the store-wide files)
+        # ([]: none left, the store-wide files)
+        result = regen(store, existing or None, scans=scans, ahead=ahead)
         if result.drained and txn is not None:
             txn.wrote_unlisted()  # (lines appended to access logs: not in `written`)
         if warn is not None:
             for problem in result.dubious:
-                warn(f"{_rel(store, Path(problem.path))}: {problem.reason}")
+                warn(f"{store.rel(Path(problem.path))}: {problem.reason}")
         return result.written
 
     def again() -> list[str]:
@@ -504,7 +501,7 @@ def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = 
     if txn is not None:
         txn.after_undo(again)
     try:
-        written = run()
+        written = run(scans, ahead)
     except EnvironmentProblem:
         raise
     except CortexError as e:
@@ -515,10 +512,6 @@ def regenerate(store: Store, names: list[str] | None, txn: Transaction | None = 
              f"regen {target}`")
         return Change()
     return Change(list(written), regenerated={n for n in names or store.project_names()})
-
-
-def _rel(store: Store, path: Path) -> str:
-    return os.path.relpath(path, store.context).replace(os.sep, "/")
 
 
 def _drop_log_lines(log: Path, files: set[str]) -> None:
@@ -884,10 +877,10 @@ def move(store: Store, atoms: list[Located], target: str) -> Plan:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        new_text = renumber.rewrite_text(text, pointers, _rel(store, path))
+        new_text = renumber.rewrite_text(text, pointers, store.rel(path))
         if new_text != text:
             plan.rewrite(path, text, new_text)
-            plan.notes.append(f"rewrote the mentions in {_rel(store, path)}")
+            plan.notes.append(f"rewrote the mentions in {store.rel(path)}")
     files = {f"{old}.md": f"{new}.md" for old, new in mapping.items()}
     lines = _log_lines(source.access_log, files)
     plan.logs[source.access_log] = (set(files), [])
@@ -903,14 +896,10 @@ def _project_texts(project: Project, skip: set[Path]) -> list[Path]:
     access log, nor links."""
     from cortexfs import renumber
 
-    out = []
-    for path in _tree_files(project.root):
-        if path in skip or path.name in _GENERATED or path.name == layout.ACCESS_LOG \
-                or not path.name.endswith(renumber.TEXT_SUFFIXES) \
-                or wall.reason(project.store.context, path):
-            continue
-        out.append(path)
-    return sorted(out)
+    return sorted(path for path in _tree_files(project.root)
+                  if path not in skip and path.name not in _GENERATED
+                  and path.name != layout.ACCESS_LOG and path.name.endswith(renumber.TEXT_SUFFIXES)
+                  and not wall.reason(project.store.context, path))
 
 
 # --- projects --------------------------------------------------------------------------------
@@ -949,11 +938,11 @@ def archive_project(store: Store, name: str) -> Plan:
     project = store.project(name)
     dest = store.context / layout.ARCHIVE / name
     if os.path.lexists(dest):
-        raise InvalidInputError(f"{_rel(store, dest)} already exists: rename or remove it, "
+        raise InvalidInputError(f"{store.rel(dest)} already exists: rename or remove it, "
                                 "then archive the project")
     plan = Plan(f"project: archive {name}", regenerate=None)
     plan.trees.append((project.root, dest))
-    plan.result = {"project": name, "archived_to": f"{layout.CONTEXT_PREFIX}{_rel(store, dest)}"}
+    plan.result = {"project": name, "archived_to": f"{layout.CONTEXT_PREFIX}{store.rel(dest)}"}
     return plan
 
 

@@ -60,6 +60,7 @@ SECTION_LIMITS: dict[str, tuple[int, int, int, int]] = {
     "Context": (5, 10, 15, 500),
 }
 STANDARD_SECTIONS: tuple[str, ...] = tuple(SECTION_LIMITS)
+_STANDARD_BY_LOWER = {s.lower(): s for s in STANDARD_SECTIONS}
 MAX_SECTIONS = 10
 MAX_ENTRY_TOKENS = 100
 MAX_TOTAL_TOKENS = 15_000  # the footer's "Max tokens"; above it split (spec §11)
@@ -278,7 +279,6 @@ def parse(text: str, path: Path | str = "MEMORY.md") -> MemoryDoc:
 def _parse_header(lines: list[str], problems: list[Problem]) -> tuple[Header, int]:
     header = Header()
     i = 0
-    seen_comment = False
     while i < len(lines):
         bare = _bare(lines[i]).strip()
         if not bare:
@@ -287,7 +287,6 @@ def _parse_header(lines: list[str], problems: list[Problem]) -> tuple[Header, in
         m = _COMMENT_RE.match(bare)
         if not m or _NX_OPEN in bare:
             break
-        seen_comment = True
         header.last_index = i
         version = _VERSION_RE.match(bare)
         if version:
@@ -299,7 +298,7 @@ def _parse_header(lines: list[str], problems: list[Problem]) -> tuple[Header, in
         else:
             _parse_header_fields(m.group(1), i, header, problems)
         i += 1
-    header.present = seen_comment
+    header.present = header.last_index is not None
     return header, i
 
 
@@ -777,10 +776,7 @@ def _lint_entries(doc: MemoryDoc, problems: list[Problem]) -> None:
 
 
 def _canonical(name: str) -> str:
-    for standard in STANDARD_SECTIONS:
-        if name.strip().lower() == standard.lower():
-            return standard
-    return name.strip()
+    return _STANDARD_BY_LOWER.get(name.strip().lower(), name.strip())
 
 
 # --- header counts (`lint --fix`) ------------------------------------------------------------
@@ -1058,9 +1054,7 @@ def apply_prune(path: Path, today: dt.date) -> PruneResult:
         for archive, entries in sorted(by_file.items()):
             if _append_to_archive(archive, entries, today):
                 written.append(archive)
-        drop: set[int] = set()
-        for judged in plan.archive:
-            drop.update(range(judged.entry.start, judged.entry.end))
+        drop = {i for j in plan.archive for i in range(j.entry.start, j.entry.end)}
         kept = [line for i, line in enumerate(doc.lines) if i not in drop]
         try:
             current = path.read_bytes()
@@ -1086,18 +1080,14 @@ _ARCHIVE_HEADER = (
 def _append_to_archive(archive: Path, entries: list[Entry], today: dt.date) -> bool:
     """Add `entries` under their sections in `archive`; skip ones already archived (a rerun
     after a crash). True when the file changed."""
-    if archive.exists():
-        doc = read(archive)
-        lines = list(doc.lines)
-    else:
-        doc = parse(_ARCHIVE_HEADER.format(year=archive.stem), archive)
-        lines = list(doc.lines)
+    doc = read(archive) if archive.exists() else \
+        parse(_ARCHIVE_HEADER.format(year=archive.stem), archive)
+    lines = list(doc.lines)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     eol = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
-    present: dict[str, set[str]] = {}
-    for section in doc.sections:
-        present[_canonical(section.name)] = {_archived_key(e.lines) for e in section.entries}
+    present = {_canonical(s.name): {_archived_key(e.lines) for e in s.entries}
+               for s in doc.sections}
     # insertion points, computed on the original line numbers and applied bottom-up
     inserts: dict[int, list[str]] = {}
     appended: dict[str, list[str]] = {}

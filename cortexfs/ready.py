@@ -179,23 +179,22 @@ CACHE_SCOPES = 8  # results kept: the whole store and a few single projects
 
 
 def _inputs_key(store: Store, project: str | None, state: Any,
-                scans: Sequence[ProjectScan]) -> tuple[str, bool] | None:
+                scans: Sequence[ProjectScan]) -> tuple[str, bool]:
     """(digest of everything the file checks read, whether a file changed too recently for
-    its stat data to be trusted); None when the inputs cannot be pinned down. The atom
-    files of `scans` are in it as the scan has them (stamp, CRC): not stat-ed a second time."""
-    head = _head_commit(store) if state.is_repo else "no-repo"
-    if head is None:
-        return None
+    its stat data to be trusted). The atom files of `scans` are in it as the scan's
+    inputs_digest (name, mtime, size, CRC): not stat-ed a second time; the commit HEAD points
+    at as git status said."""
+    head = (state.head or "no commit") if state.is_repo else "no repo"
     started = time.time_ns()
     stamps: list[Any] = []
     newest = 0
-    scanned: dict[str, tuple[list[Any], list[str]]] = {}
+    scanned: dict[str, tuple[bytes, list[str]]] = {}
     for sc in scans:
         for kind in KINDS:
             if kind.folder in sc.others:  # walked (a linked folder is not)
-                files = sc.folders[kind.folder]
-                scanned[str(sc.project.folder(kind))] = (files, sc.others[kind.folder])
-                if any(r[RACY] for _, r in files):
+                scanned[str(sc.project.folder(kind))] = (sc.inputs_digest(kind),
+                                                         sc.others[kind.folder])
+                if any(r[RACY] for _, r in sc.folders[kind.folder]):
                     newest = started
     for root in (store.context, store.templates_dir, templates.package_dir("templates")):
         newest = max(newest, _stamp_tree(root, stamps, scanned))
@@ -205,19 +204,18 @@ def _inputs_key(store: Store, project: str | None, state: Any,
     return cache.digest(marshal.dumps(parts, 2)).hex(), cache.racy(newest, started)
 
 
-def _stamp_tree(root: Path, out: list[Any],
-                scanned: dict[str, tuple[list[Any], list[str]]]) -> int:
+def _stamp_tree(root: Path, out: list[Any], scanned: dict[str, tuple[bytes, list[str]]]) -> int:
     """Append (path, mtime, ctime, size, inode) of every file under `root`; newest time.
-    A folder of `scanned` (folder → the loader's [(atom file name, record)] and the names
-    of its other entries) is not listed again: its atom files are appended as the loader's
-    records (stamp, CRC), and only its other entries are stat-ed."""
+    A folder of `scanned` (folder → the scan's inputs_digest of its atom files and the names
+    of its other entries) is not listed again: the digest is appended, and only its other
+    entries are stat-ed."""
     newest = 0
     stack = [str(root)]
     while stack:
         folder = stack.pop()
         if folder in scanned:
-            atoms, others = scanned[folder]
-            out.append((folder, [(name, r[:RACY]) for name, r in atoms]))
+            digest, others = scanned[folder]
+            out.append((folder, digest))
             entries: list[tuple[str, str, os.stat_result | None]] = []
             for name in others:
                 path = os.path.join(folder, name)
@@ -247,33 +245,6 @@ def _stamp_tree(root: Path, out: list[Any],
             out.append((path, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
             newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
     return newest
-
-
-def _head_commit(store: Store) -> str | None:
-    """The commit HEAD points at, read from the git dir (no process); None when unsure."""
-    from cortexfs.git import git_dir_of
-
-    gitdir = git_dir_of(store.home)
-    try:
-        head = (gitdir / "HEAD").read_text(encoding="utf-8").strip()
-        if not head.startswith("ref:"):
-            return head or None
-        ref = head[4:].strip()
-        common = gitdir
-        if (gitdir / "commondir").is_file():
-            common = (gitdir / (gitdir / "commondir").read_text(encoding="utf-8").strip())
-        for where in (gitdir, common):
-            loose = where / ref
-            if loose.is_file():
-                return loose.read_text(encoding="utf-8").strip() or None
-        packed = common / "packed-refs"
-        if packed.is_file():
-            for line in packed.read_text(encoding="utf-8").splitlines():
-                if line.endswith(" " + ref):
-                    return line.split(" ", 1)[0]
-        return "unborn:" + ref  # a branch with no commit yet
-    except OSError:
-        return None
 
 
 def _cache_path(store: Store) -> Path:

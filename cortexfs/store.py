@@ -57,6 +57,10 @@ class Store:
         """Per-store template overrides: a file here wins over the packaged one."""
         return self.home / layout.TEMPLATES
 
+    def rel(self, path: str | os.PathLike[str]) -> str:
+        """`path` relative to context/, with `/` (how messages and findings name a file)."""
+        return os.path.relpath(path, self.context).replace(os.sep, "/")
+
     def exists(self) -> bool:
         return self.projects_dir.is_dir()
 

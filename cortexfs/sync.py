@@ -39,7 +39,6 @@ import contextlib
 import os
 import re
 import signal
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -266,7 +265,7 @@ def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS, timeout: float = NET
             count = git.git_run(home, "rev-list", "--count",
                                 f"{upstream}..HEAD" if upstream else "HEAD").stdout.strip()
             _checkpoint("before-push")
-            if _push(home, tgt, timeout, set_upstream=not tgt.tracked or not upstream):
+            if push(home, tgt, timeout, set_upstream=not tgt.tracked or not upstream):
                 result.sent += int(count)
                 break
         else:
@@ -315,8 +314,10 @@ def _network(home: Path, timeout: float, *args: str) -> None:
                        "and the network, then run `cortex sync` again")
 
 
-def _push(home: Path, tgt: Target, timeout: float, set_upstream: bool) -> bool:
-    """Push the branch; False when the remote moved meanwhile (the caller retries)."""
+def push(home: Path, tgt: Target, timeout: float, set_upstream: bool) -> bool:
+    """Push the store's branch to `tgt`; False when the push lost a race (the remote branch
+    moved since the fetch, or another push held its ref): fetch, merge and push again.
+    GitError for any other refusal."""
     args = ["push", "--porcelain"]
     if set_upstream:
         args.append("--set-upstream")
@@ -646,7 +647,6 @@ def recover(store: Store) -> str | None:
     "the merge landed" means "the upstream commit the journal names is an ancestor of HEAD".
     """
     home = store.home
-    _remove_stale_temporaries(home)
     # a git killed with the sync may have left its lock files (HEAD.lock after it moved
     # HEAD, index.lock…): stale ones go now, not only when a later git trips on them
     git.clear_git_locks(home)
@@ -712,16 +712,6 @@ def _recover_merge(store: Store, head0: str, head: str, upstream: str,
     if git.in_progress(home) is None and _undo_partial_checkout(store, head0, upstream):
         return "undid the files an interrupted merge had half written"
     return None
-
-
-def _remove_stale_temporaries(home: Path, age: float = 600.0) -> None:
-    """Private index and merge files that a killed cortex process left in the git dir."""
-    cutoff = time.time() - age
-    for pattern in ("cortex-index.*", "cortex-merge-*"):
-        for path in git.git_dir_of(home).glob(pattern):
-            with contextlib.suppress(OSError):
-                if path.stat().st_mtime < cutoff:
-                    path.unlink()
 
 
 def _merge_head(home: Path) -> str | None:

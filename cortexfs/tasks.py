@@ -505,12 +505,8 @@ def _load_for_edit(project: Project) -> TaskFile:
 
 def next_id(tf: TaskFile, archived: set[str]) -> str:
     """T-<highest number among T-N ids in TASKS.yaml and the archive + 1>."""
-    highest = 0
-    for task_id in [*(t.id for t in tf.tasks), *archived]:
-        m = _NUMBERED_ID.match(task_id)
-        if m:
-            highest = max(highest, int(m.group(1)))
-    return f"T-{highest + 1}"
+    numbers = (_NUMBERED_ID.match(task_id) for task_id in [*(t.id for t in tf.tasks), *archived])
+    return f"T-{max((int(m.group(1)) for m in numbers if m), default=0) + 1}"
 
 
 def add_task(project: Project, text: str, *, priority: str | None = None,
@@ -601,16 +597,9 @@ def archive(project: Project, *, older_than_days: int = ARCHIVE_AFTER_DAYS,
         if tf.errors:
             raise InvalidInputError(f"{tf.first_error()}; fix it before archiving "
                                     "(see `cortex validate`)")
-        old: list[Task] = []
-        undated: list[str] = []
-        for task in tf.tasks:
-            if task.status != "done":
-                continue
-            done_on = task.completed_at
-            if done_on is None:
-                undated.append(task.id)
-            elif (today - done_on).days > older_than_days:
-                old.append(task)
+        done = [(t, t.completed_at) for t in tf.tasks if t.status == "done"]
+        undated = [t.id for t, on in done if on is None]
+        old = [t for t, on in done if on is not None and (today - on).days > older_than_days]
         if not old:
             return ArchiveResult([], undated=undated)
         archive_path = project.root / layout.TASKS_ARCHIVE
@@ -689,27 +678,15 @@ def _edit(tf: TaskFile, expected: list[Any], textual: Callable[[], str | None]) 
         candidate = textual()
     except _CannotEdit:
         candidate = None
-    if candidate is not None and _data_of(candidate) == want:
-        return candidate, False
+    if candidate is not None:
+        edited = parse(candidate, tf.path)
+        if edited.shape is not None and [normalize(t) for t in _task_list(edited.data)] == want:
+            return candidate, False
     return _rewrite(tf, expected), True
 
 
 class _CannotEdit(Exception):
     """The file's layout is one the textual editor does not handle."""
-
-
-def _data_of(text: str) -> list[Any] | None:
-    import yaml
-
-    if too_deep(text) is not None:
-        return None
-    try:
-        data = yaml.load(text, Loader=safe_loader(yaml.SafeLoader))  # noqa: S506 - safe
-    except yaml.YAMLError:
-        return None
-    if data is not None and not isinstance(data, (list, dict)):
-        return None
-    return [normalize(t) for t in _task_list(data)]
 
 
 def _rewrite(tf: TaskFile, tasks: list[Any]) -> str:
@@ -781,11 +758,8 @@ def _dump(value: Any) -> str:
 
 
 def _render_block(task: dict[str, Any], indent: str, eol: str) -> str:
-    lines = []
-    for n, (key, value) in enumerate(task.items()):
-        lead = f"{indent}- " if n == 0 else f"{indent}  "
-        lines.append(f"{lead}{key}: {_dump(value)}{eol}")
-    return "".join(lines)
+    return "".join(f"{indent}{'  ' if n else '- '}{key}: {_dump(value)}{eol}"
+                   for n, (key, value) in enumerate(task.items()))
 
 
 def _append_text(tf: TaskFile, task: dict[str, Any]) -> str:

@@ -465,7 +465,7 @@ class Watcher:
             for raw in data[:end].splitlines():
                 try:
                     entry = json.loads(raw)
-                    wall = _parse_iso(entry["ts"])
+                    wall = dt.datetime.fromisoformat(entry["ts"]).timestamp()
                     recent.setdefault(str(entry["file"]), []).append(
                         (wall, str(entry.get("tool", ""))))
                 except (ValueError, KeyError, TypeError):
@@ -480,10 +480,6 @@ class Watcher:
             else:
                 del recent[name]
         return recent
-
-
-def _parse_iso(ts: str) -> float:
-    return dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
 
 
 def _default_regenerate(store: Store, projects: list[str] | None) -> Any:

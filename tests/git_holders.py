@@ -39,15 +39,27 @@ def hold_index_lock(home: Path) -> subprocess.Popen[str]:
 def hold_head_lock(home: Path) -> subprocess.Popen[str]:
     """A live git process holding `.git/HEAD.lock` (and the branch's ref lock)."""
     head = _git(home, "rev-parse", "HEAD").strip()
+    return _holding(home, f"update HEAD {head}", "HEAD.lock")
+
+
+def hold_packed_refs_lock(home: Path, branch: str) -> subprocess.Popen[str]:
+    """A live git process holding `.git/packed-refs.lock` and `branch`'s ref lock, as
+    `git pack-refs` (run by `git gc`) holds them while it prunes the loose refs."""
+    return _holding(home, f"delete refs/heads/{branch}", "packed-refs.lock")
+
+
+def _holding(home: Path, update: str, lock: str) -> subprocess.Popen[str]:
+    """`git update-ref --stdin` told `start`, `update`, `prepare`: it holds the locks of that
+    update (`lock` among them) until it is killed or its stdin closes."""
     proc = subprocess.Popen(["git", "update-ref", "--stdin"], cwd=home, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(f"start\nupdate HEAD {head}\nprepare\n")
+    proc.stdin.write(f"start\n{update}\nprepare\n")
     proc.stdin.flush()
     assert proc.stdout.readline().strip() == "start: ok"
     assert proc.stdout.readline().strip() == "prepare: ok"
-    _wait_for(home / ".git" / "HEAD.lock", proc)
+    _wait_for(home / ".git" / lock, proc)
     return proc
 
 

@@ -95,3 +95,29 @@ def test_add_atom_refuses_before_writing_and_takes_a_body(project) -> None:
     assert sorted(p.name for _, p in atom_paths(project)) == ["EXP-001.md", "EXP-002.md"]
     with pytest.raises(InvalidInputError, match="use exp, k or pat"):
         kind_named("zzz")
+
+
+def test_add_atom_gives_the_projects_scan_with_the_new_atom(project, write_atom) -> None:
+    """What the gate read, the new atom refreshed in it: what a scan taken afterwards gives
+    (a regeneration that follows uses it rather than walking the project again)."""
+    import os
+
+    from cortexfs import loader
+    from cortexfs.atoms import EXPERIMENT
+    from cortexfs.authoring import NewAtom, add_atom
+
+    for i in range(1, 4):
+        write_atom(f"EXP-{i:03d}", summary=f"run {i}")
+    write_atom("K-001", frontmatter="id: [x\n")
+    loader.scan(project)
+    os.utime(project.root / "experiments" / "EXP-002.md", ns=(1, 1_000_000_000))
+    added = add_atom(project, NewAtom(EXPERIMENT, "A new run", ["a"], [], [], []))
+    assert added.scan is not None and added.atom.path.name == "EXP-004.md"
+    fresh = loader.scan(project, save=False)
+    assert added.scan.folders == fresh.folders and added.scan.others == fresh.others
+    assert [added.scan.inputs_digest(k) for k in KINDS] == [fresh.inputs_digest(k) for k in KINDS]
+    assert [(a.path, a.meta) for a in added.scan.loaded().atoms] == \
+        [(a.path, a.meta) for a in fresh.loaded().atoms]
+    assert [str(e) for e in added.scan.errors()] == [str(e) for e in fresh.errors()]
+    added.scan.save()  # (the regeneration's save): the next walk finds the records current
+    assert loader.scan(project, save=False).parsed == 0

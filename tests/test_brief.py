@@ -199,7 +199,7 @@ def test_brief_from_the_regeneration_caches_is_the_brief_from_the_atoms(
 
     from cortexfs import hippocampus
     from cortexfs.loader import load_project
-    from cortexfs.regen import regenerate
+    from cortexfs.regen import context, regenerate
 
     other, _ = scaffold.new_project(store, "other")
     write_atom("EXP-001", summary="Other project's experiment", date="2026-03-07", target=other)
@@ -217,8 +217,8 @@ def test_brief_from_the_regeneration_caches_is_the_brief_from_the_atoms(
     assert [brief.build(store, name, 2_000).text for name in (None, "flywheel", "other")] \
         == cached
     ranked = [(e.key, e.strength, e.hits) for e in from_atoms().entries]
-    assert [(e.key, e.strength, e.hits) for e in hippocampus.assemble(
-        brief._parts(store, store.projects())).entries] == ranked
+    assert [(e.key, e.strength, e.hits) for e in hippocampus.assemble(hippocampus.parts(
+        context(store), [p.name for p in store.projects()])).entries] == ranked
 
 
 def test_cached_atom_sections_notice_every_change_to_the_atoms_and_logs(
@@ -230,6 +230,8 @@ def test_cached_atom_sections_notice_every_change_to_the_atoms_and_logs(
     import os
     import shutil
     import time
+
+    from cortexfs import hippocampus
 
     ages = iter(range(600, 0, -10))
 
@@ -251,7 +253,7 @@ def test_cached_atom_sections_notice_every_change_to_the_atoms_and_logs(
     assert {p.name for p in (store.cache_dir / "brief").iterdir()} == \
         {"store.bin", "project-flywheel.bin"}
     with monkeypatch.context() as m:  # nothing changed: nothing is ranked again
-        m.setattr(brief, "_parts", lambda *_: pytest.fail("ranked again"))
+        m.setattr(hippocampus, "parts", lambda *_: pytest.fail("ranked again"))
         assert [brief.build(store, name).text for name in (None, "flywheel")] == want
 
     def check(change: Callable[[], object], seen: str | None, gone: str | None) -> None:

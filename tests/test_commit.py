@@ -397,13 +397,15 @@ def test_abandoned_temporaries_are_removed_after_a_killed_cortex(cli: Any,
     live = folder / f".EXP-002.md.{os.getpid()}.a1b2c3d4.tmp"
     old = folder / ".index.md.zz9yy8xx.tmp"  # an older cortex's, without a pid
     young = folder / ".index.md.aa1bb2cc.tmp"
-    for path in (abandoned, live, old, young):
+    merged = store.home / ".git" / f"cortex-merge-{dead.pid}-ours"  # (git.merge_file's)
+    merging = store.home / ".git" / f"cortex-merge-{os.getpid()}-base"
+    for path in (abandoned, live, old, young, merged, merging):
         path.write_text("partial")
     os.utime(old, (time.time() - 3600, time.time() - 3600))
     result = cli("new", "exp", "-p", "flywheel", "-s", "The next command", "-t", "x")
     assert result.exit_code == 0, result.output
-    assert not abandoned.exists() and not old.exists()
-    assert live.exists() and young.exists()
+    assert not abandoned.exists() and not old.exists() and not merged.exists()
+    assert live.exists() and young.exists() and merging.exists()
     abandoned.write_text("again, but no holder was killed: nothing is scanned")
     assert cli("new", "exp", "-p", "flywheel", "-s", "Another", "-t", "x").exit_code == 0
     assert abandoned.exists()

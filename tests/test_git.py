@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import threading
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from git_holders import hold_head_lock, hold_index_lock, kill_9, release
+from git_holders import hold_head_lock, hold_index_lock, hold_packed_refs_lock, kill_9, release
 
 from cortexfs import git
 from cortexfs.commit import commit_paths
@@ -42,6 +43,13 @@ def test_state_of_a_clean_store(store: Store) -> None:
     assert (state.ahead, state.behind) == (0, 0)
     assert state.in_progress is None and state.last_sync is None
     assert state.branch == "main"
+    assert state.head == git.head_commit(store.home) and state.head is not None
+
+
+def test_state_head_before_the_first_commit(tmp_path: Path) -> None:
+    sh(tmp_path, "init", "-q", "-b", "main", str(tmp_path / "fresh"))
+    state = git.worktree_state(Store(tmp_path / "fresh"))
+    assert state.is_repo and state.head is None and state.branch == "main"
 
 
 def test_state_lists_modified_staged_untracked_deleted_renamed_not_ignored(store: Store) -> None:
@@ -386,3 +394,234 @@ def test_git_runs_only_in_this_module() -> None:
                     and isinstance(node.elts[0], ast.Constant) and node.elts[0].value == "git":
                 found.append(f"{path.relative_to(package)}:{node.lineno}")
     assert found == []
+
+
+def test_a_private_index_naming_objects_gc_pruned_is_rebuilt_from_head(store: Store) -> None:
+    """git gc keeps what refs, reflogs and your index name, not cortex's private index: a
+    commit undone by `git reset HEAD~1` leaves a work file whose blob only that index names,
+    with matching stat data (so git does not hash it again). Once the reflog expired and gc
+    pruned the blob, the next commit rebuilds the index from HEAD instead of failing."""
+    home = store.home
+    path = store.context / "OVERVIEW.md"
+    path.write_text("kept in the work tree, undone in git\n")
+    assert commit_paths(store, [path], "overview")
+    blob = sh(home, "rev-parse", "HEAD:context/OVERVIEW.md").strip()
+    sh(home, "reset", "-q", "HEAD~1")  # "undo the last commit", keeping the file
+    sh(home, "reflog", "expire", "--expire-unreachable=now", "--all")
+    sh(home, "gc", "-q", "--prune=now")
+    gone = subprocess.run(["git", "cat-file", "-e", blob], cwd=home, capture_output=True)
+    assert gone.returncode != 0  # pruned: only cortex's private index still named it
+    assert commit_paths(store, [path], "overview again")
+    assert sh(home, "rev-parse", "HEAD:context/OVERVIEW.md").strip() == blob
+    assert porcelain(home) == ""
+    sh(home, "fsck", "--no-progress")
+
+
+# --- packing the repository (git gc --auto) --------------------------------------------------
+
+def packed(home: Path, timeout: float = 60.0) -> None:
+    """Wait until the repository is packed (fewer than 60 loose objects, a pack) and no git
+    process works in it (the detached gc cortex started has finished)."""
+    deadline = time.monotonic() + timeout
+    while objects(home)[0] >= 60 or objects(home)[1] == 0 or git.git_processes(home) \
+            or (git.git_dir_of(home) / "gc.pid").exists():
+        assert time.monotonic() < deadline, "git gc did not pack the repository"
+        time.sleep(0.05)
+
+
+def objects(home: Path) -> tuple[int, int]:
+    """(loose objects, packs), as `git count-objects` counts them."""
+    counted = dict(line.split(": ") for line in sh(home, "count-objects", "-v").splitlines())
+    return int(counted["count"]), int(counted["packs"])
+
+
+def notes(store: Store, n: int = 600) -> list[Path]:
+    """n hand-written files under context/: a few hundred loose objects once committed."""
+    folder = store.context / "notes"
+    folder.mkdir(exist_ok=True)
+    paths = [folder / f"n{i}.md" for i in range(n)]
+    for i, path in enumerate(paths):
+        path.write_text(f"note {i}\n")
+    return paths
+
+
+def test_a_store_packs_itself_by_its_gc_auto_and_says_nothing_more(tmp_path: Path,
+                                                                    cli: object) -> None:
+    """gc.auto 30: a few commands in, git gc packs the store in the background; the
+    commands print and commit what they do with gc.auto 0 (packing off)."""
+    import re
+
+    seen = {}
+    for auto in ("0", "30"):
+        home = tmp_path / f"gc.auto-{auto}"
+        run = lambda *args, home=home: cli("--home", str(home), *args)  # type: ignore[operator] # noqa: E731
+        assert run("init").exit_code == 0
+        sh(home, "config", "gc.auto", auto)
+        assert run("project", "new", "flywheel").exit_code == 0
+        notes(Store(home))
+        results = [run("commit", "-m", "notes")]
+        results += [run("new", "exp", "-p", "flywheel", "-s", summary, "-t", "a")
+                    for summary in ("Registry extraction", "Cache warmup order",
+                                    "Tokenizer drift on logs")]
+        if auto != "0":
+            packed(home)
+        printed = [(r.exit_code, re.sub(r"\b[0-9a-f]{10}\b", "<sha>",
+                                        r.stdout.replace(str(home), "~")), r.stderr)
+                   for r in results]
+        seen[auto] = (printed, sh(home, "log", "--format=%s%n%b", "--name-status"),
+                      sh(home, "ls-tree", "-r", "--name-only", "HEAD"), porcelain(home),
+                      objects(home))
+        sh(home, "fsck", "--no-progress")
+    *same, unpacked = seen["0"]
+    *same_30, packs = seen["30"]
+    assert same_30 == same and same[3] == ""
+    assert all(code == 0 and err == "" for code, _, err in same[0]), same[0]
+    assert unpacked[0] > 600 and unpacked[1] == 0
+    assert packs[1] >= 1, packs
+
+
+def test_what_a_killed_gc_left_is_removed_so_that_the_next_gc_packs(
+        store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    """A stale packed-refs.lock (pack-refs killed mid-way) would make every later gc fail
+    before it packs, silently: it is removed under the stale rule, with the note."""
+    home = store.home
+    sh(home, "branch", "old")
+    kill_9(hold_packed_refs_lock(home, "old"))
+    gitdir = git.git_dir_of(home)
+    assert (gitdir / "packed-refs.lock").exists() and (gitdir / "refs/heads/old.lock").exists()
+    failed = subprocess.run(["git", "-c", "gc.autoDetach=false", "gc", "--quiet"], cwd=home,
+                            capture_output=True, text=True)
+    assert failed.returncode != 0 and "packed-refs.lock" in failed.stderr
+    sh(home, "config", "gc.auto", "30")
+    assert commit_paths(store, notes(store), "notes")
+    packed(home)
+    err = capsys.readouterr().err
+    assert err.count("cortex: removed the stale git lock") == 2, err
+    assert not git.gc_leftovers(home)
+    sh(home, "fsck", "--no-progress")
+
+
+def test_packing_is_asked_for_once_per_loose_count(store: Store,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below 2 loose objects in objects/17 no gc.auto makes gc due: nothing is started;
+    above, git is asked once per count seen, and again after an hour (it decides, by the
+    user's config)."""
+    started: list[list[str]] = []
+    popen = subprocess.Popen
+    monkeypatch.setattr(subprocess, "Popen",
+                        lambda args, **kw: started.append(args) or popen(["true"]))
+    folder = git.git_dir_of(store.home) / "objects" / "17"
+    folder.mkdir(exist_ok=True)
+    before = len(os.listdir(folder))
+    with git.git_lock(store):
+        for name in [f"{i:038x}" for i in range(2 - min(before, 2))]:
+            (folder / name).write_text("")
+        git.pack_when_due(store.home)
+        git.pack_when_due(store.home)  # the same count: git was asked already
+        assert len(started) == 1 and started[0][-3:] == ["gc", "--auto", "--quiet"]
+        (folder / ("f" * 38)).write_text("")
+        git.pack_when_due(store.home)
+        assert len(started) == 2
+        git.pack_when_due(store.home)
+        assert len(started) == 2
+        # the same count an hour later: asked again (a gc.auto changed meanwhile counts)
+        state = git.git_dir_of(store.home) / git.GC_STATE
+        an_hour_ago = time.time() - git.GC_ASK_AGAIN - 1
+        os.utime(state, (an_hour_ago, an_hour_ago))
+        git.pack_when_due(store.home)
+    assert len(started) == 3
+
+
+def test_a_gc_killed_at_any_point_is_got_past_by_the_next_commands(
+        project: Project, cli: object) -> None:
+    """kill -9 of `git gc` and everything it started, at random points: each next command
+    (`cortex new`, `index regen`) succeeds, fsck is clean, every atom is in HEAD; then the
+    store, set to gc.auto 30, packs itself again (what the kills left does not stop it)."""
+    import random
+    import signal
+
+    store = project.store
+    home = store.home
+    run = lambda *args: cli("--home", str(home), *args)  # type: ignore[operator] # noqa: E731
+    rng = random.Random(5)
+    assert commit_paths(store, notes(store, 300), "notes")
+    start = time.monotonic()
+    sh(home, "gc", "-q")
+    took = time.monotonic() - start
+    summaries = []
+    for k in range(6):
+        (store.context / "notes" / f"m{k}.md").write_text(f"more {k}\n")  # (for gc to pack)
+        assert run("commit").exit_code == 0
+        gc = subprocess.Popen(["git", "gc", "--quiet"], cwd=home, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0, took))
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(gc.pid, signal.SIGKILL)
+        gc.wait()
+        summaries.append(f"Probe number {k} of the killed collector")
+        done = run("new", "exp", "-p", "flywheel", "-s", summaries[-1], "-t", "a") \
+            if k % 2 else run("index", "regen", "--all")
+        assert done.exit_code == 0, done.stderr
+        assert porcelain(home) == "" and sh(home, "diff", "--cached", "--stat") == ""
+        sh(home, "fsck", "--no-progress")
+    listed = sh(home, "grep", "-h", "^summary:", "HEAD", "--", "context/projects")
+    assert all(listed.count(f"summary: {s}\n") == 1 for s in summaries[1::2])
+    sh(home, "config", "gc.auto", "30")
+    for i, path in enumerate(notes(store, 800)):  # (git's rule: 2+ loose in objects/17)
+        path.write_text(f"note {i} again\n")
+    assert run("commit").exit_code == 0
+    packed(home)
+    assert not git.gc_leftovers(home)
+    sh(home, "fsck", "--no-progress")
+
+
+@pytest.mark.parametrize("shape", ["loose", "packed", "detached", "linked worktree"])
+def test_a_commit_builds_on_head_however_git_stores_it(
+        store: Store, tmp_path: Path, shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HEAD read from git's files (a loose ref, packed-refs after gc, a detached HEAD, the
+    main repository's refs from a linked worktree) is the parent git itself names, and no
+    `git rev-parse` is run for it."""
+    calls: list[str] = []
+    run = git.git_run
+    monkeypatch.setattr(git, "git_run", lambda home, *args, **kw: calls.append(args[0])
+                        or run(home, *args, **kw))
+    home = store.home
+    if shape == "packed":
+        sh(home, "pack-refs", "--all")
+        assert not (home / ".git/refs/heads/main").exists()
+    elif shape == "detached":
+        sh(home, "checkout", "-q", "--detach")
+    elif shape == "linked worktree":
+        sh(home, "worktree", "add", "-q", "-b", "side", str(tmp_path / "linked"))
+        sh(home, "pack-refs", "--all")
+        store = Store(tmp_path / "linked")
+        home = store.home
+    before = sh(home, "rev-parse", "HEAD").strip()
+    path = store.context / "OVERVIEW.md"
+    path.write_text(f"on a {shape} HEAD\n")
+    made = commit_paths(store, [path], "overview")
+    assert made and made.commit == sh(home, "rev-parse", "HEAD").strip()
+    assert sh(home, "rev-parse", "HEAD~1").strip() == before
+    assert porcelain(home) == ""
+    assert "update-ref" in calls and "rev-parse" not in calls, calls
+
+
+def test_the_private_index_is_split_and_a_lost_shared_file_is_rebuilt(store: Store) -> None:
+    """cortex's own index is kept in git's split form (your index is not); when its shared
+    file is gone, the next commit builds from HEAD instead of failing."""
+    home = store.home
+    gitdir = git.git_dir_of(home)
+    path = store.context / "OVERVIEW.md"
+    path.write_text("first\n")
+    assert commit_paths(store, [path], "overview")
+    shared = list(gitdir.glob("sharedindex.*"))
+    assert shared  # the "link" extension names the shared file; your index has none
+    assert b"link" in (gitdir / git.PRIVATE_INDEX).read_bytes()
+    assert b"link" not in (gitdir / "index").read_bytes()
+    for f in shared:
+        f.unlink()
+    path.write_text("second\n")
+    assert commit_paths(store, [path], "overview again")
+    assert sh(home, "show", "HEAD:context/OVERVIEW.md") == "second\n"
+    assert porcelain(home) == ""
+    sh(home, "fsck", "--no-progress")

@@ -412,6 +412,14 @@ def test_incremental_regeneration_equals_a_rebuild_from_nothing(
         notes.write_text("# Notes on reruns\n")  # a description changes, not the listing
         settle(cortex, notes)
 
+    def topics_edited_by_hand() -> None:  # a project whose key did not move: its entries
+        topics = store.context / ".hippocampus" / "topics"  # from its part file, or built
+        (store.cache_dir / "hippocampus" / "third.bin").unlink()
+        for name in ("other", "third"):
+            path = topics / f"{name}.md"
+            path.write_text(path.read_text() + "A hand-written line.\n")
+            settle(path)
+
     def remove_project() -> None:
         shutil.rmtree(other.root)
         settle(store.projects_dir)
@@ -432,7 +440,7 @@ def test_incremental_regeneration_equals_a_rebuild_from_nothing(
         settle(a[1])
 
     steps = [lambda: None, edit_summary, reads, delete_and_invalidate, new_things, hand_edits,
-             remove_project, replace_log, damage_caches]
+             topics_edited_by_hand, remove_project, replace_log, damage_caches]
     for n, step in enumerate(steps):
         step()
         regenerate(store)

@@ -100,7 +100,9 @@ SPELLED_ONCE = {layout.ACCESS_LOG, layout.META, layout.CACHE, layout.LOCKS, layo
                 layout.TASKS_ARCHIVE, layout.DEFAULT_HOME, layout.GENERATED_START,
                 layout.GENERATED_END, layout.CONTEXT_PREFIX, layout.PROJECTS_PATH,
                 layout.HOOK_LOG, layout.WATCH_PID, "EXP-", "K-", "PAT-"}
-GIT_LOCKS = {".lock", "index.lock", "HEAD.lock"}  # git's own, in .git/
+GIT_LOCKS = {".lock", "index.lock", "HEAD.lock",  # git's own, in .git/
+             "gc.pid.lock", "packed-refs.lock", "logs/HEAD.lock",  # (what a killed gc leaves)
+             "objects/info/commit-graph.lock"}
 
 
 def test_store_names_are_spelled_only_in_layout() -> None:

@@ -439,6 +439,21 @@ def test_mv_keeps_odd_access_log_lines_as_they_are(cli: Any, loop: Store) -> Non
 
 # --- projects --------------------------------------------------------------------------------
 
+def test_projects_reports_a_phase_only_where_status_md_can_be_read(store: Store) -> None:
+    from cortexfs import lifecycle, scaffold
+
+    for name in ("alpha", "beta", "gamma"):
+        scaffold.new_project(store, name)
+    alpha = store.projects_dir / "alpha" / "STATUS.md"
+    alpha.write_text("# Status\n\n## Phase\nPhase 2: build\n")
+    (store.projects_dir / "beta" / "STATUS.md").unlink()
+    status = store.projects_dir / "gamma" / "STATUS.md"
+    status.unlink()
+    status.symlink_to(alpha)  # not part of the store
+    phases = {p["name"]: p["phase"] for p in lifecycle.projects(store)}
+    assert phases == {"alpha": "Phase 2: build", "beta": None, "gamma": None}
+
+
 def test_project_archive_takes_it_out_of_everything_and_unarchive_back(cli: Any, loop: Store,
                                                                        ) -> None:
     assert cli("project", "new", "beta").exit_code == 0

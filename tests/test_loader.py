@@ -119,6 +119,61 @@ def test_infos_that_do_not_go_with_the_stamps_are_not_used(
     assert [a.summary for a in load_project(project).atoms][0] == "second"
 
 
+@pytest.mark.parametrize("damage", [None, "lost", "stale", "replaced"])
+def test_a_few_parsed_files_are_saved_as_a_delta_on_the_infos(
+        project: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch, damage: str | None) -> None:
+    """Up to DELTA_MAX infos parsed since the infos file was written whole go to a delta
+    file beside it; the stamps name the pair. A lost or stale delta, or an infos file
+    another save replaced, is never trusted: the files are parsed again."""
+    monkeypatch.setattr(loader, "DELTA_MAX", 3)
+    for i in range(1, 5):
+        write_atom(f"EXP-{i:03d}", summary=f"run {i}")
+    scan(project)
+    infos, delta = loader.infos_path(project), loader.delta_path(project)
+    whole = infos.read_bytes()
+
+    def summaries() -> list[object]:
+        return [a.meta["summary"] for a in scan(project, save=False).loaded().atoms]
+
+    write_atom("EXP-005", summary="run 5")  # a new atom
+    write_atom("EXP-002", summary="run 2, edited")
+    first = scan(project)
+    assert first.parsed == 2 and infos.read_bytes() == whole and delta.is_file()
+    want = ["run 1", "run 2, edited", "run 3", "run 4", "run 5"]
+    if damage == "lost":
+        delta.unlink()
+    elif damage == "stale":  # the delta of another save on the same infos file
+        kept = delta.read_bytes()
+        write_atom("EXP-003", summary="run 3, edited")
+        scan(project)
+        delta.write_bytes(kept)
+        want[2] = "run 3, edited"
+    elif damage == "replaced":  # the infos file written whole by another save meanwhile
+        edited = write_atom("EXP-004", summary="run 4, edited")
+        sc = scan(project, save=False)
+        sc.loaded()
+        monkeypatch.setattr(loader, "DELTA_MAX", 0)
+        sc.save()  # (whole)
+        monkeypatch.setattr(loader, "DELTA_MAX", 3)
+        replaced = infos.read_bytes()
+        edited.write_text(edited.read_text().replace("run 4, edited", "run 4, again"))
+        scan(project)  # a delta on the new infos file
+        assert replaced != whole
+        infos.write_bytes(whole)  # a valid infos file, but not the one the delta rests on
+        want[3] = "run 4, again"
+    again = scan(project, save=False)
+    assert [a.meta["summary"] for a in again.loaded().atoms] == want
+    assert summaries() == want
+    if damage is None:
+        assert again.parsed == 0 and again.loaded() is not None
+    for i in range(6, 10):  # past DELTA_MAX: the infos file is written whole again
+        write_atom(f"EXP-{i:03d}", summary=f"run {i}")
+    scan(project).loaded()
+    assert infos.read_bytes() != whole
+    assert summaries() == [*want, "run 6", "run 7", "run 8", "run 9"]
+
+
 def test_flipped_byte_in_the_cache_is_caught(project: Project,
                                              write_atom: Callable[..., Path]) -> None:
     write_atom("EXP-001", summary="real")
@@ -242,18 +297,23 @@ def _scan_all(store: Store, forked_walk: bool, monkeypatch: pytest.MonkeyPatch) 
     """Everything a scan of every project says, walked by one process or shared with a
     forked child (its threshold forced down), against the same cache (nothing saved)."""
     monkeypatch.setattr(loader, "FORK_MIN_FILES", 0 if forked_walk else 1 << 62)
-    real_start, real_unpack, unpacked = forked.start, loader._unpack, []
+    real_start, real_join, reported = forked.start, forked.Shared.join, []
 
     def start(work: Callable[[], object]) -> object:
         child = real_start(work)
         time.sleep(0.2)  # the parent lags, so that the child takes the folders
         return child
 
+    def join(shared: forked.Shared) -> dict[int, object]:
+        got = real_join(shared)
+        reported.extend(got)  # (folders the child walked)
+        return got
+
     with monkeypatch.context() as m:
         m.setattr(forked, "start", start)
-        m.setattr(loader, "_unpack", lambda *a: unpacked.append(a) or real_unpack(*a))
+        m.setattr(forked.Shared, "join", join)
         scans = loader.scan_many(store.projects(), save=False)
-    assert bool(unpacked) == forked_walk  # (folders the child walked)
+    assert bool(reported) == forked_walk
     return [(sc.project.name, sc.folders, sc.others, sc.listed, sc.dirty, sc.parsed,
              [sc.inputs_digest(kind) for kind in KINDS],
              [(a.path.name, a.meta, a.body) for a in sc.loaded(bodies=True).atoms],
@@ -302,19 +362,76 @@ def test_forked_walk_gives_the_serial_walks_records(
     os.utime(exp / "EXP-005.md", ns=(1, 2_000_000_000))
     same()
 
-    def broken(*args: object, compact: bool = False, **kwargs: object) -> object:
-        if compact:  # the child fails part-way: its share is walked by the parent
-            os._exit(3)
-        return real_diff(*args, **kwargs)
+    def broken(order: list[int], work: Callable[[int], object]) -> forked.Shared | None:
+        # the child fails at its first folder: its share is walked by the parent
+        return real_share(order, lambda job: os._exit(3))
 
-    real_diff = loader._folder_diff
+    real_share = forked.share
     serial = _scan_all(store, False, monkeypatch)
     started: list[object] = []
     real_start = forked.start
     monkeypatch.setattr(forked, "start", lambda work: started.append(work) or real_start(work))
-    monkeypatch.setattr(loader, "_folder_diff", broken)
+    monkeypatch.setattr(forked, "share", broken)
     monkeypatch.setattr(loader, "FORK_MIN_FILES", 0)
     assert [(sc.folders, sc.others, sc.listed, sc.dirty)
             for sc in loader.scan_many(store.projects(), save=False)] == \
         [(folders, others, listed, dirty) for _, folders, others, listed, dirty, *_ in serial]
     assert started
+
+
+def _children() -> set[str]:
+    """This process's child processes (Linux), to see that none is left behind (other tests
+    may leave some of their own running)."""
+    path = Path(f"/proc/self/task/{os.getpid()}/children")
+    if not path.exists():
+        pytest.skip("no /proc children list here")
+    return set(path.read_text().split())
+
+
+def _records(scans: list[loader.ProjectScan]) -> object:
+    return [(sc.project.name, sc.folders, sc.others, sc.listed, sc.dirty, sc.parsed,
+             [sc.inputs_digest(kind) for kind in KINDS], [str(e) for e in sc.errors()])
+            for sc in scans]
+
+
+@pytest.mark.parametrize("child", ["works", "dies", "none"])
+def test_a_scan_ahead_gives_what_a_scan_then_gives(
+        store: Store, project: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch, child: str) -> None:
+    """Begun, then taken after the files moved: the scan taken then, whether the forked
+    process walked the folders, died (the taker walks them), or could not be forked."""
+    from cortexfs import scaffold
+
+    other, _ = scaffold.new_project(store, "second")
+    for i in range(1, 6):
+        write_atom(f"EXP-{i:03d}", summary=f"s{i}", target=other)
+    write_atom("K-001", frontmatter="id: [x\n", target=other)
+    loader.scan_many([other])  # (saved: the walk compares with these records, as a scan does)
+    os.utime(other.root / "experiments" / "EXP-002.md", ns=(1, 1_000_000_000))
+    monkeypatch.setattr(loader, "AHEAD_MIN_FILES", 0)  # (a forked walk even for a few files)
+    real_start = forked.start
+    if child == "dies":
+        monkeypatch.setattr(forked, "start", lambda work: real_start(lambda: os._exit(3)))
+    elif child == "none":
+        monkeypatch.setattr(forked, "start", lambda work: None)
+    before = _children()
+    with loader.Ahead([other]) as ahead:
+        assert ahead.names == {"second"}
+        time.sleep(0.2)  # (the child, if any, has walked every folder by now)
+        taken = ahead.take()
+    assert _records(taken) == _records(loader.scan_many([other], save=False))
+    assert [sc.parsed for sc in taken] == [1]  # the file whose stamp moved
+    assert ahead.take() == []  # taken once
+    assert _children() <= before
+
+
+def test_a_scan_ahead_left_untaken_leaves_no_process(store: Store, project: Project,
+                                                     write_atom: Callable[..., Path],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loader, "AHEAD_MIN_FILES", 0)
+    write_atom("EXP-001")
+    before = _children()
+    with loader.Ahead([project]) as ahead:
+        pass  # (the command failed before it needed the scans)
+    assert _children() <= before
+    assert ahead.take() == []

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cortexfs import cache, ready, scaffold
+from cortexfs import cache, ready, scaffold, validate
 from cortexfs.regen import regenerate
 from cortexfs.store import Project, Store
 
@@ -346,15 +346,16 @@ def test_end_to_end_like_an_agent(cli, store: Store) -> None:
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count full runs of the file checks; trust stat data however recent (tests are fast)."""
+    """Count full runs of the file checks (each starts the atoms' validation once); trust
+    stat data however recent (tests are fast)."""
     calls: list[int] = []
-    real = ready._file_checks
+    real = validate.many_findings
 
-    def spy(*args: object, **kwargs: object) -> tuple[list[ready.Gap], list[ready.Gap]]:
+    def spy(*args: object, **kwargs: object) -> object:
         calls.append(1)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(ready, "_file_checks", spy)
+    monkeypatch.setattr(validate, "many_findings", spy)
     monkeypatch.setattr(cache, "RACY_NS", -10_000_000_000)
     return calls
 
@@ -365,6 +366,13 @@ def test_nothing_changed_reuses_the_file_checks(good: Project, counted: list[int
     assert len(counted) == 1
     assert first.to_json() == second.to_json()
     assert ready.check(good.store, use_cache=False).to_json() == first.to_json()
+    assert len(counted) == 2
+
+
+def test_a_new_commit_runs_the_file_checks_again(good: Project, counted: list[int]) -> None:
+    first = ready.check(good.store)
+    _commit_all(good.store, "nothing changed but HEAD")  # (which STATUS.md dates are committed)
+    assert ready.check(good.store).to_json() == first.to_json()
     assert len(counted) == 2
 
 

@@ -26,6 +26,8 @@ def test_a_store_s_places(tmp_path: Path) -> None:
     project = Project(store, "flywheel")
     assert project.root == store.projects_dir / "flywheel"
     assert project.access_log == project.root / "_meta" / "access-log.jsonl"
+    assert store.rel(project.access_log) == "projects/flywheel/_meta/access-log.jsonl"
+    assert store.rel(str(store.context)) == "."
 
 
 def test_at_and_open_resolve_the_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

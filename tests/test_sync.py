@@ -565,7 +565,7 @@ def test_a_rejected_push_runs_the_cycle_again(tmp_path: Path,
     a, b = make_cluster(tmp_path)
     a.new("exp", "alpha run")
     b.new("exp", "beta run")
-    real_push = sync_lib._push
+    real_push = sync_lib.push
     calls = []
 
     def push_after_b(*args: object, **kwargs: object) -> bool:
@@ -575,11 +575,11 @@ def test_a_rejected_push_runs_the_cycle_again(tmp_path: Path,
             sync_lib.sync(b.store)
         return real_push(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(sync_lib, "_push", push_after_b)
+    monkeypatch.setattr(sync_lib, "push", push_after_b)
     result = sync_lib.sync(a.store)
     assert result.attempts == 2 and len(calls) == 2
     assert [(r.old, r.new) for r in result.renumbered] == [("EXP-001", "EXP-002")]
-    monkeypatch.setattr(sync_lib, "_push", real_push)
+    monkeypatch.setattr(sync_lib, "push", real_push)
     settle([a, b])
     check_invariants([a, b])
 
@@ -588,7 +588,7 @@ def test_a_remote_that_never_stops_moving_is_reported(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     (a,) = make_cluster(tmp_path, 1)
     a.new("exp", "alpha run")
-    monkeypatch.setattr(sync_lib, "_push", lambda *args, **kwargs: False)
+    monkeypatch.setattr(sync_lib, "push", lambda *args, **kwargs: False)
     with pytest.raises(GitError, match=r"origin/main kept changing .* run `cortex sync` again"):
         sync_lib.sync(a.store, max_attempts=2)
 
@@ -604,3 +604,43 @@ def test_sync_refuses_to_merge_an_unrelated_repository(store: Store, tmp_path: P
     with pytest.raises(GitError, match="shares no history with this store and holds no cortex"):
         sync_lib.sync(store)
     assert git.head_commit(store.home) == head and not (store.home / "README").exists()
+
+
+def test_a_sync_beside_a_running_gc_loses_nothing(tmp_path: Path) -> None:
+    """`git gc` running again and again on one machine (as cortex starts it in the
+    background, or a person does) while it syncs: fetch, merge and push wait out its
+    locks; the clones agree, nothing is lost, git fsck is clean."""
+    import threading
+
+    a, b = make_cluster(tmp_path)
+    e = a.new("exp", "read on both sides while b packs")
+    a.sync()
+    b.sync()
+    for i in range(3):
+        a.new("exp", f"made on a while b packs, number {i}")
+        b.new("exp", f"made on b while it packs, number {i}")
+    a.read_atom(e, 40)
+    a.sync()
+    stop = threading.Event()
+    runs = []
+
+    def collect() -> None:
+        while not stop.is_set():
+            runs.append(subprocess.run(["git", "gc", "--quiet"], cwd=b.home,
+                                       capture_output=True, text=True).returncode)
+
+    packer = threading.Thread(target=collect)
+    packer.start()
+    try:
+        b.read_atom(e, 40)
+        b.sync()
+        b.new("exp", "made on b after its sync beside gc")
+        b.sync()
+    finally:
+        stop.set()
+        packer.join()
+    assert runs and all(code == 0 for code in runs)
+    settle([a, b])
+    check_invariants([a, b])
+    for c in (a, b):
+        sh(c.home, "fsck", "--no-progress")

@@ -290,6 +290,22 @@ def test_archive_every_task_leaves_an_empty_list(project: Project) -> None:
     assert tasks.load(project).tasks == []
 
 
+def test_a_project_without_its_task_files(project: Project) -> None:
+    (project.root / "TASKS.yaml").unlink()
+    (project.root / "tasks-archive.md").unlink()
+    empty = tasks.load(project)
+    assert (empty.tasks, empty.problems) == ([], [])
+    today = dt.date.today()
+    tasks.add_task(project, "First", status="done")
+    assert (project.root / "TASKS.yaml").read_text() == (
+        f"- id: T-1\n  text: First\n  status: done\n  completed-at: {today.isoformat()}\n")
+    result = tasks.archive(project, older_than_days=0, today=today + dt.timedelta(days=1))
+    assert [t.id for t in result.tasks] == ["T-1"]
+    assert "### T-1: First" in (project.root / "tasks-archive.md").read_text()
+    assert (project.root / "TASKS.yaml").read_text() == ""  # an empty file: no tasks
+    assert tasks.load(project).problems == []
+
+
 def test_archive_after_a_crash_does_not_duplicate(project: Project) -> None:
     _write(project, GOOD)
     (project.root / "tasks-archive.md").write_text("# A\n\n### T-1: Measure the baseline\n")

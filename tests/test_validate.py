@@ -748,7 +748,7 @@ def test_many_findings_share_the_projects_with_a_forked_process(
     assert finish(loaded) == want
     assert all((store.cache_dir / "validate" / f"{p.name}.bin").is_file() for p in projects)
     shutil.rmtree(store.cache_dir / "validate")
-    parent, real_check = os.getpid(), validation._check
+    parent, real_check = os.getpid(), validation.check_project
 
     def check_or_die(*args: object) -> object:
         if os.getpid() != parent:  # the child dies at its first project
@@ -756,7 +756,7 @@ def test_many_findings_share_the_projects_with_a_forked_process(
         return real_check(*args)
 
     with monkeypatch.context() as m:  # its projects are checked here
-        m.setattr(validation, "_check", check_or_die)
+        m.setattr(validation, "check_project", check_or_die)
         finish = validation.many_findings(scans)
         time.sleep(0.3)
         assert finish(loaded) == want

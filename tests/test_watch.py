@@ -212,6 +212,7 @@ def test_scans_and_own_regeneration_are_not_reads(
 
 def test_reads_while_another_cortex_regenerates_are_not_counted(
         watcher: watch.Watcher, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watch, "OWN_GRACE", 0.0)  # (no grace period after the lock is let go)
     lock = project.store.locks_dir / "regen.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock, os.O_RDWR | os.O_CREAT)
@@ -222,7 +223,6 @@ def test_reads_while_another_cortex_regenerates_are_not_counted(
         os.close(fd)
     settle(watcher, monkeypatch)
     assert watch_lines(project) == []
-    watcher._busy_until = 0.0
     watcher.on_event(FileClosedNoWriteEvent(str(exp(project))))
     settle(watcher, monkeypatch)
     assert len(watch_lines(project)) == 1

@@ -140,13 +140,17 @@ def _write_new(store: Store, proj: Project, req: NewAtom, strict: bool, no_commi
                body_id: str | None = None) -> None:
     from cortexfs import lifecycle
     from cortexfs.authoring import add_atom
+    from cortexfs.loader import Ahead
 
     # (every file it writes is in its Change or written by atomic_write: git status may run
     # meanwhile, see cortexfs.commit.transaction)
-    with common.writing(store, no_commit, ask_early=True) as txn:
+    with common.writing(store, no_commit, ask_early=True) as txn, \
+            Ahead([store.project(n) for n in store.project_names() if n != proj.name]) as ahead:
+        # (the other projects are walked meanwhile, on the other core: loader.Ahead)
         added = add_atom(proj, req, strict=strict, body=body, extra=extra, body_id=body_id)
         txn.add(added.change)
-        txn.add(lifecycle.regenerate(store, [proj.name], txn, warn=common.warn))
+        txn.add(lifecycle.regenerate(store, [proj.name], txn, warn=common.warn,
+                                     scans=[added.scan] if added.scan else [], ahead=ahead))
     common.nothing_left_to_write()  # (committed: ~20 ms of teardown on 10,000 atoms spared)
     common.report(txn)
     for note in added.notes:

@@ -7,12 +7,11 @@ from typing import Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.cli.common import NoCommit
 from cortexfs.store import check_project_name
 
 project_app = typer.Typer(help="Create, list, archive and remove projects.",
                           no_args_is_help=True)
-
-NoCommit = common.NoCommit
 
 
 def init(

@@ -17,6 +17,7 @@ from cortexfs.wording import plural
 
 if TYPE_CHECKING:
     from cortexfs.commit import Transaction
+    from cortexfs.memory_md import PrunePlan
     from cortexfs.store import Store
 
 memory_app = typer.Typer(
@@ -168,10 +169,7 @@ def prune(path: PathArg = None,
     _print_plan(plan, dry_run, written)
 
 
-def _print_plan(plan: object, dry_run: bool, written: list[Path]) -> None:
-    from cortexfs.memory_md import PrunePlan
-
-    assert isinstance(plan, PrunePlan)
+def _print_plan(plan: PrunePlan, dry_run: bool, written: list[Path]) -> None:
     root = plan.doc.path.parent
     verb = "would archive" if dry_run else "archived"
     groups = (

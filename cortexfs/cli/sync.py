@@ -18,7 +18,6 @@ remote_app = typer.Typer(help="Configure the git remote the store syncs with.",
                          no_args_is_help=True)
 
 
-
 def commit(
     message: Annotated[str | None, typer.Option(
         "--message", "-m", metavar="MSG",
@@ -36,8 +35,6 @@ def commit(
     if not git.is_repo(store.home):
         raise GitError(f"{store.home} is not a git repository: run `cortex init` to make it one")
     if message is not None and not message.strip():
-        from cortexfs.errors import InvalidInputError
-
         raise InvalidInputError("the commit message is empty: pass -m \"what changed\", or "
                                 "leave -m out for a generated one")
     with common.writing(store, has_no_commit=False) as txn:

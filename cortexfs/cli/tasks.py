@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cortexfs.cli import common
+from cortexfs.cli.common import NoCommit, ProjectOpt
 from cortexfs.layout import TASKS_ARCHIVE
 from cortexfs.wording import plural
 
@@ -17,9 +18,6 @@ if TYPE_CHECKING:
     from cortexfs.tasks import EditResult, Task
 
 tasks_app = typer.Typer(help="The project's task queue (TASKS.yaml).", no_args_is_help=True)
-
-ProjectOpt = common.ProjectOpt
-NoCommit = common.NoCommit
 
 
 def _rewritten_note(rewritten: bool, project: Project) -> None:
@@ -151,8 +149,7 @@ def tasks_archive(
         for proj in projects:
             txn.keep(*tasks.files(proj))
             result = tasks.archive(proj, older_than_days=older_than)
-            if result.rewritten:
-                _rewritten_note(result.rewritten, proj)
+            _rewritten_note(result.rewritten, proj)
             if result.tasks:
                 ids = ", ".join(t.id for t in result.tasks)
                 moved.append(f"{proj.name}: {ids}")

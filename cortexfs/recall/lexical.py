@@ -26,7 +26,6 @@ import contextlib
 import json
 import math
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from cortexfs import accesslog, cache, forked, layout, wall
 from cortexfs.atoms import KINDS, Kind
 from cortexfs.errors import AtomParseError
 from cortexfs.frontmatter import read_bytes
-from cortexfs.fsutil import file_lock, removed_on_error
+from cortexfs.fsutil import file_lock, removed_on_error, write_temp
 from cortexfs.recall import arrays, docs, files, segment
 from cortexfs.recall.builder import Builder
 from cortexfs.recall.docs import Doc
@@ -163,8 +162,10 @@ class LexicalIndex:
             manifest = {"params": self._params(), "id": self._manifest_id,
                         "segments": [s.name for s in self.segments], "folders": names,
                         "skipped": self.skipped}
-            _write(self.dir / "manifest.json",
-                   lambda f: f.write(json.dumps(manifest).encode("utf-8")))
+            path = self.dir / "manifest.json"
+            tmp = write_temp(path, json.dumps(manifest).encode("utf-8"), durable=False)
+            with removed_on_error(tmp):
+                os.replace(tmp, path)
         except OSError:
             return
         self.unsaved = set()
@@ -537,11 +538,3 @@ def _sha_of(path: Path) -> bytes | None:
         return hashlib.sha1(read_bytes(path)).digest()  # (a regular file, never a link)
     except AtomParseError:
         return None
-
-
-def _write(path: Path, write: Callable[[Any], Any]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with removed_on_error(tmp):
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)

@@ -113,12 +113,7 @@ class Analyzer:
 
     def terms(self, text: str) -> list[str]:
         """Every term of `text`, line by line, each line's ids after its words."""
-        out: list[str] = []
-        for line in text.split("\n"):
-            line, ids = _ids_out(line)
-            out += self.stems(words(line))
-            out += ids
-        return out
+        return [term for line in self.line_terms(text) for term in line]
 
     def line_terms(self, text: str) -> list[list[str]]:
         """The terms of each line of `text`."""

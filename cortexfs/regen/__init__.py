@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cortexfs import accesslog, forked, interrupt, layout
-from cortexfs.loader import ProjectScan, collector_paused
+from cortexfs.loader import Ahead, ProjectScan, collector_paused
 from cortexfs.regen import worker
 from cortexfs.regen.records import RegenContext, RegenResult
 from cortexfs.regen.run import Run
@@ -45,13 +45,15 @@ __all__ = ["RegenContext", "RegenResult", "context", "regenerate"]
 
 
 def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool = False,
-               progress: bool = False, scans: Iterable[ProjectScan] = ()) -> RegenResult:
+               progress: bool = False, scans: Iterable[ProjectScan] = (),
+               ahead: Ahead | None = None) -> RegenResult:
     """Regenerate the indexes of `projects` (all when None) and the store-wide files.
 
     With `dry_run`, nothing in the store is written (caches may be): `written` then lists
     what a real run would change — empty means the indexes are up to date. `scans`: scans
     (cortexfs.loader.scan_many) this process has just taken of some of the store's
-    projects, e.g. to validate them, reused rather than taken again.
+    projects, e.g. to validate them, reused rather than taken again; `ahead`: scans still
+    being taken (cortexfs.loader.Ahead), waited for when first needed.
     """
     from cortexfs.fsutil import file_lock
 
@@ -66,10 +68,16 @@ def regenerate(store: Store, projects: list[str] | None = None, *, dry_run: bool
         if not dry_run:  # lines appends set aside while a sync replaced the logs
             result.drained = accesslog.drain_all(store.home)
         run = Run(store, dry_run)
+        if ahead is not None and ahead.names:
+            run.ahead = ahead
         for sc in scans:
             if sc.project.store.home == store.home:
                 run.scans[sc.project.name] = sc
-        _regenerate(run, selected, progress, result)
+        try:
+            _regenerate(run, selected, progress, result)
+        finally:
+            if run.ahead is not None:  # not needed after all: no process outlives the run
+                run.ahead.close()
         return result
 
 

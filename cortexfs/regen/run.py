@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from cortexfs import accesslog, cache, interrupt, layout
 from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import KINDS, Atom, Kind
-from cortexfs.loader import ERROR, LoadedProject, ProjectScan, child_maker, scan_many
+from cortexfs.loader import ERROR, Ahead, LoadedProject, ProjectScan, child_maker, scan_many
 from cortexfs.regen import fold, render, write
 from cortexfs.regen.records import Lazy, RegenContext, RegenResult
 
@@ -50,12 +50,18 @@ class Run:
         self.digests: dict[tuple[str, str], str] = {}  # (project, kind prefix) → digest
         self.packaged: bool | None = None  # whether the packaged templates render (see render)
         self._identity: tuple[Any, ...] | None = None
+        self.ahead: Ahead | None = None  # scans of some projects under way (taken when needed)
 
     # --- inputs ----------------------------------------------------------------------------
 
     def prescan(self, projects: list[Project]) -> None:
         """Scan several projects at once (their stale files are parsed in one batch)."""
         todo = [p for p in projects if p.name not in self.scans]
+        if self.ahead is not None and any(p.name in self.ahead.names for p in todo):
+            for sc in self.ahead.take():
+                self.scans.setdefault(sc.project.name, sc)
+            self.ahead = None
+            todo = [p for p in todo if p.name not in self.scans]
         for sc in scan_many(todo, save=False):
             self.scans[sc.project.name] = sc
 

@@ -285,7 +285,7 @@ class _Build:
         whose jobs it did all of; this one makes the rest once the worker is done."""
         if len(jobs) < PARALLEL_MIN or not forked.can_fork():
             meanwhile()
-            return self._work(jobs, index, set(index.dirty))
+            return self._finish([self._job(j) for j in jobs], index, set(index.dirty))
         jobs = sorted(jobs, key=lambda j: index.segment(_doc_key(j.pm, j.am)))
         segs = [index.segment(_doc_key(j.pm, j.am)) for j in jobs]
         shares = Shares(len(jobs))
@@ -318,7 +318,7 @@ class _Build:
         results = self._finish(results, index, made)  # while the worker may still work
         reported = worker.join() if worker is not None else None
         if reported is None:  # no worker, or it failed: do what it took here
-            done = self._work(jobs[shares.front_end:], index, set())
+            done = self._finish([self._job(j) for j in jobs[shares.front_end:]], index, set())
         else:
             entries, written, done, buckets = reported
             self.site.adopt(entries, written)
@@ -329,12 +329,6 @@ class _Build:
                     index.add_terms(f"{project}/{file}", terms)
         self._put_all(index.segment_files(index.dirty - made))
         return results + done
-
-    def _work(self, jobs: list[_Job], index: search.SearchIndex, segments: set[int]) \
-            -> list[_JobResult]:
-        """Do `jobs`, then make the files of the search `segments` (which these jobs hold
-        all the new terms of); the results keep the terms of the other segments only."""
-        return self._finish([self._job(j) for j in jobs], index, segments)
 
     def _finish(self, results: list[_JobResult], index: search.SearchIndex,
                 segments: set[int]) -> list[_JobResult]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from markdown_it import MarkdownIt
@@ -91,21 +91,31 @@ def _link_target(href: str, resolve: Resolver | None) -> str | None:
     return None
 
 
-def _link_ids(text: str, resolve: Resolver) -> list[Token]:
-    out: list[Token] = []
+def id_parts(text: str, resolve: Resolver) -> Iterator[tuple[str, str | None]]:
+    """`text` in parts: each atom id that `resolve` knows as (the id, its href), the text
+    around them as (text, None)."""
     pos = 0
     for m in ATOM_ID.finditer(text):
         href = resolve(m.group())
         if href is None:
             continue
         if m.start() > pos:
-            out.append(_text(text[pos:m.start()]))
-        link = Token("link_open", "a", 1)
-        link.attrs = {"href": href, "class": "atom-ref"}
-        out += [link, _text(m.group()), Token("link_close", "a", -1)]
+            yield text[pos:m.start()], None
+        yield m.group(), href
         pos = m.end()
     if pos < len(text):
-        out.append(_text(text[pos:]))
+        yield text[pos:], None
+
+
+def _link_ids(text: str, resolve: Resolver) -> list[Token]:
+    out: list[Token] = []
+    for part, href in id_parts(text, resolve):
+        if href is None:
+            out.append(_text(part))
+            continue
+        link = Token("link_open", "a", 1)
+        link.attrs = {"href": href, "class": "atom-ref"}
+        out += [link, _text(part), Token("link_close", "a", -1)]
     return out
 
 

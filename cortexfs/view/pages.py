@@ -35,6 +35,7 @@ from cortexfs.regen.render import COLD_DAYS, HOT_REFS
 from cortexfs.tasks import TASK_STATUSES, sort_key
 from cortexfs.templates import package_dir
 from cortexfs.view import CSP, charts
+from cortexfs.view.markdown import id_parts
 from cortexfs.view.markdown import render as render_md
 from cortexfs.view.model import RELATIONS, AtomModel, ProjectModel
 
@@ -103,13 +104,10 @@ def atom_key(ident: str, pm: ProjectModel, am: AtomModel, named: list[str]) -> s
 def atom_data(pm: ProjectModel, am: AtomModel) -> dict[str, Any]:
     """Everything an atom page shows but its body."""
     a = am.atom
-    backlinks = []
     by_relation: dict[str, list[dict[str, Any]]] = {}
     for relation, source in pm.backlinks.get(am.stem, []):
         by_relation.setdefault(relation, []).append(_face(source.atom.id, source))
-    for relation, label in RELATIONS.items():
-        if relation in by_relation:
-            backlinks.append((label, by_relation[relation]))
+    backlinks = [(label, by_relation[r]) for r, label in RELATIONS.items() if r in by_relation]
     status_ref = next((_face(i, t) for r, i, t in am.cited if r == "status"), None)
     return {
         "project": pm.name, "stem": am.stem, "id": a.id, "kind": a.kind.name,
@@ -407,19 +405,7 @@ def _tasks(pm: ProjectModel) -> dict[str, Any]:
 
 def _linked(pm: ProjectModel, text: str) -> list[dict[str, Any]]:
     """A line of text in parts, the ids of atoms of the project as links to their pages."""
-    parts: list[dict[str, Any]] = []
-    pos = 0
-    for m in ATOM_ID.finditer(text):
-        target = pm.resolve(m.group())
-        if target is None:
-            continue
-        if m.start() > pos:
-            parts.append({"text": text[pos:m.start()], "href": None})
-        parts.append({"text": m.group(), "href": target.href})
-        pos = m.end()
-    if pos < len(text):
-        parts.append({"text": text[pos:], "href": None})
-    return parts
+    return [{"text": part, "href": href} for part, href in id_parts(text, pm.href)]
 
 
 def render_project(md: MarkdownIt, pm: ProjectModel, data: dict[str, Any]) -> str:

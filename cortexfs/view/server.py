@@ -40,22 +40,12 @@ class Handler(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: a person watching the terminal wants the URL, not every request
 
-    def do_GET(self) -> None:
-        if self._allowed():
-            super().do_GET()
-
-    def do_HEAD(self) -> None:
-        if self._allowed():
-            super().do_HEAD()
-
-    def _allowed(self) -> bool:
+    def send_head(self) -> Any:
+        """What GET and HEAD answer (both come through here)."""
         host = (self.headers.get("Host") or "").rsplit(":", 1)[0].strip("[]").lower()
         if host not in ("127.0.0.1", "localhost"):
             self.send_error(HTTPStatus.FORBIDDEN, "Only http://127.0.0.1 may ask this server")
-            return False
-        return True
-
-    def send_head(self) -> Any:
+            return None
         if not self.translate_path(self.path):
             self.send_error(HTTPStatus.NOT_FOUND, "File not found")
             return None

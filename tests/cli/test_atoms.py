@@ -44,6 +44,35 @@ def test_new_and_regen_end_with_a_quick_exit_once_committed(project, args: list[
     assert status == ""
 
 
+def test_new_scans_the_other_projects_while_it_writes(cli, project, monkeypatch) -> None:
+    """The other projects are walked by a forked process while the atom is written
+    (loader.Ahead): the store-wide files still show what a person changed there, the commit
+    takes it along, and no process outlives the command, refused or not."""
+    import os
+
+    from cortexfs import loader, scaffold
+
+    monkeypatch.setattr(loader, "AHEAD_MIN_FILES", 0)  # (forked even for these few files)
+
+    children = Path(f"/proc/self/task/{os.getpid()}/children")
+    before = set(children.read_text().split()) if children.exists() else set()
+    other, _ = scaffold.new_project(project.store, "second")
+    assert cli("new", "exp", "-p", "second", "-s", "Other project run", "-t", "a").exit_code == 0
+    atom = other.root / "experiments" / "EXP-001.md"
+    atom.write_text(atom.read_text().replace("Other project run", "Edited by hand"))
+    result = cli("new", "exp", "-p", "flywheel", "-s", "Registry extraction", "-t", "a,b")
+    assert result.exit_code == 0, result.output
+    hippocampus = (project.store.context / "HIPPOCAMPUS.md").read_text()
+    assert "Edited by hand" in hippocampus and "Registry extraction" in hippocampus
+    status = subprocess.run(["git", "status", "--porcelain", "--", "context"],
+                            cwd=project.store.home, capture_output=True, text=True).stdout
+    assert status == ""
+    refused = cli("new", "exp", "-p", "flywheel", "-s", "Registry extraction", "-t", "a,b",
+                  "--strict")
+    assert refused.exit_code == 1 and "nearly duplicates" in refused.stderr
+    assert not children.exists() or set(children.read_text().split()) <= before
+
+
 @pytest.mark.parametrize("args, message", [
     (["new", "zzz", "-p", "flywheel", "-s", "s", "-t", "a"], "unknown atom type"),
     (["new", "exp", "-p", "nope", "-s", "s", "-t", "a"], "no project named 'nope'"),

@@ -69,7 +69,7 @@ def test_cli_regen_that_writes_nothing_commits_from_the_status_asked_early(
     path.write_text(path.read_text() + "\nA note added by hand.\n")
     asked: list[object] = []
     real = gitmod.changes
-    monkeypatch.setattr(gitmod, "changes", lambda *a: asked.append(a) or real(*a))
+    monkeypatch.setattr(gitmod, "changes", lambda *a, **k: asked.append(a) or real(*a, **k))
     result = cli("index", "regen", "--all")
     assert result.exit_code == 0, result.output
     assert "indexes are up to date" in result.stdout and asked == []

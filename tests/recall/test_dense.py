@@ -59,7 +59,7 @@ def test_dense_on_a_read_only_store_embeds_in_memory(store: Store, tiny_model: P
     monkeypatch.setattr(dense, "file_lock", refuse)
     monkeypatch.setattr(dense, "atomic_write", refuse)
     monkeypatch.setattr(segment, "save", refuse)
-    monkeypatch.setattr(lexical, "_write", refuse)
+    monkeypatch.setattr(lexical, "write_temp", refuse)
     result = rc.recall(store, "kitten yarn")
     assert "dense" in result.signals and len(result.hits) == 3
     assert not list((store.cache_dir / "recall").rglob("*.npz"))  # nothing could be saved

@@ -164,7 +164,7 @@ def test_unwritable_cache_keeps_the_index_in_memory(store: Store,
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(segment, "save", refuse)
-    monkeypatch.setattr(lexical, "_write", refuse)
+    monkeypatch.setattr(lexical, "write_temp", refuse)
     assert ids(rc.recall(store, "stale reads"))[0] == "EXP-001"
     atoms("EXP-003", summary="Quokka census")
     assert ids(rc.recall(store, "quokka")) == ["EXP-003"]

@@ -25,6 +25,8 @@ from cortexfs.regen.run import Run
 from cortexfs.store import Project, Store
 from regen.helpers import NOW, git, realistic, rows
 
+STORE_WIDE = list(derived.GENERATORS)  # (before the tests' isolation empties it)
+
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "index"
 
 # --- layout ----------------------------------------------------------------------------------
@@ -224,14 +226,10 @@ def test_store_template_override(store: Store, project: Project,
 # --- folding the access log ------------------------------------------------------------------
 
 
-def test_scans_taken_by_the_caller_are_reused(store: Store, project: Project,
-                                              write_atom: Callable[..., Path],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def _walked_here(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the projects regeneration walks itself from now on (run.scan_many)."""
     from cortexfs import loader
 
-    realistic(project, write_atom)
-    expected = regenerate(store, dry_run=True).written
-    scans = loader.scan_many(store.projects())
     taken: list[str] = []
     real = loader.scan_many
 
@@ -240,10 +238,69 @@ def test_scans_taken_by_the_caller_are_reused(store: Store, project: Project,
         return real(projects, **kwargs)
 
     monkeypatch.setattr(run, "scan_many", spy)
+    return taken
+
+
+def test_scans_taken_by_the_caller_are_reused(store: Store, project: Project,
+                                              write_atom: Callable[..., Path],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from cortexfs import loader
+
+    realistic(project, write_atom)
+    expected = regenerate(store, dry_run=True).written
+    scans = loader.scan_many(store.projects())
+    taken = _walked_here(monkeypatch)
     assert regenerate(store, dry_run=True, scans=scans).written == expected
     assert taken == []
     assert sorted(regenerate(store, scans=scans).written) == sorted(expected)
     assert regenerate(store).written == []
+
+
+def test_scans_ahead_are_waited_for_when_first_needed(store: Store, project: Project,
+                                                     write_atom: Callable[..., Path],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from cortexfs import loader, scaffold
+
+    # the store-wide files read every project: they take the other project's scan ahead
+    monkeypatch.setattr(derived, "GENERATORS", STORE_WIDE)
+    monkeypatch.setattr(loader, "AHEAD_MIN_FILES", 0)  # (walked by a forked process)
+    other, _ = scaffold.new_project(store, "second")
+    realistic(project, write_atom)
+    for i in range(1, 4):
+        write_atom(f"K-{i:03d}", f"other project fact {i}", target=other)
+    regenerate(store)
+    write_atom("EXP-006", "The atom a command wrote")  # (in flywheel: regenerated)
+    fact = other.root / "knowledge" / "K-002.md"  # a person's edit in the other project
+    fact.write_text(fact.read_text().replace("other project fact 2", "edited by hand"))
+    taken = _walked_here(monkeypatch)
+    with loader.Ahead([other]) as ahead:
+        written = regenerate(store, ["flywheel"], ahead=ahead).written
+        assert ahead.take() == []  # the run took it
+    assert taken == ["flywheel"]
+    assert store.context / "HIPPOCAMPUS.md" in written
+    assert "edited by hand" in (store.context / "HIPPOCAMPUS.md").read_text()
+    # (the other project's own index was not asked for)
+    assert regenerate(store).written == [other.root / "knowledge" / "index.md"]
+    shutil.rmtree(store.cache_dir)  # the same files as a run with no cache
+    assert regenerate(store, dry_run=True).written == []
+
+
+def test_scans_ahead_not_needed_are_dropped(store: Store, project: Project,
+                                           write_atom: Callable[..., Path],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from cortexfs import loader, scaffold
+
+    monkeypatch.setattr(loader, "AHEAD_MIN_FILES", 0)  # (walked by a forked process)
+    children = Path(f"/proc/self/task/{os.getpid()}/children")
+    before = set(children.read_text().split()) if children.exists() else set()
+    other, _ = scaffold.new_project(store, "second")
+    write_atom("EXP-001")
+    ahead = loader.Ahead([other])  # (no store-wide generator reads the other project here)
+    assert regenerate(store, ["flywheel"], ahead=ahead).written
+    assert ahead.take() == []  # dropped by the run
+    assert not children.exists() or set(children.read_text().split()) <= before
 
 
 def test_unwritable_index_is_a_clear_error(store: Store, project: Project,

@@ -260,6 +260,7 @@ def test_a_watcher_does_not_count_the_reads_of_a_build(store: Store, viewed: Pro
 
     watcher = watch.Watcher(store, debounce=0.0, regenerate=lambda s, p: None)
     monkeypatch.setattr(watch, "HOLD", 0.0)
+    monkeypatch.setattr(watch, "OWN_GRACE", 0.0)  # (no grace period after the build)
     log = viewed.access_log.read_text()
     render = pages.render_atom
     locked: list[bool] = []
@@ -272,7 +273,6 @@ def test_a_watcher_does_not_count_the_reads_of_a_build(store: Store, viewed: Pro
 
     monkeypatch.setattr(pages, "render_atom", render_atom)
     build(store)
-    watcher._busy_until = 0.0  # (the grace period after a build: over)
     watcher.tick()
     assert locked and all(locked)
     assert viewed.access_log.read_text() == log

@@ -54,6 +54,9 @@ def test_server_serves_the_site_and_nothing_else(served) -> None:
     assert _get(served, "/", method="POST")[0] == 501
     assert _get(served, "/", method="PUT")[0] == 501
     assert _get(served, "/", host="evil.example:80")[0] == 403  # DNS rebinding
+    assert _get(served, "/", method="HEAD", host="evil.example:80") == (403, b"")
+    assert _get(served, "/", method="HEAD") == (200, b"")
+    assert _get(served, "/p/leak.txt", method="HEAD")[0] == 404
     assert _get(served, "/", host=f"localhost:{served.server_address[1]}")[0] == 200
 
 
