@@ -103,11 +103,17 @@ class Committed:
 def lists_atoms(rel: str) -> bool:
     """A generated file with a row per atom (id, summary…): an index.md, OVERVIEW.md,
     HIPPOCAMPUS.md or a `.hippocampus/` file. Committing one brings the atoms it lists."""
-    if _LISTING.match(rel):
-        return True
+    return bool(_LISTING.match(rel)) or index_project(rel) is not None
+
+
+def index_project(rel: str) -> str | None:
+    """The project of the index.md `rel` (context/projects/P/<kind folder>/index.md), else
+    None."""
     parts = rel.split("/")
-    return (len(parts) == 5 and parts[:2] == [layout.CONTEXT, layout.PROJECTS]
-            and parts[3] in layout.ATOM_FOLDERS and parts[4] == layout.INDEX)
+    if (len(parts) == 5 and parts[:2] == [layout.CONTEXT, layout.PROJECTS]
+            and parts[3] in layout.ATOM_FOLDERS and parts[4] == layout.INDEX):
+        return parts[2]
+    return None
 
 
 def is_generated(rel: str) -> bool:
@@ -206,10 +212,10 @@ def _regenerate_what_needs_it(store: Store, change: Change, take: set[str],
     for rel in take:
         if rel in mine or not lists_atoms(rel):
             continue
-        parts = rel.split("/")
-        if len(parts) == 5 and parts[1] == layout.PROJECTS:
-            if parts[2] not in change.regenerated:
-                projects.add(parts[2])
+        project = index_project(rel)
+        if project is not None:
+            if project not in change.regenerated:
+                projects.add(project)
         elif not change.regenerated:
             every = True
     for rel in take:
