@@ -75,11 +75,20 @@ def _is_lock_busy(stderr: str) -> bool:
     return ".lock" in stderr and ("File exists" in stderr or "Unable to create" in stderr)
 
 
+def _lost_object_folder(stderr: str) -> bool:
+    """A git that ran beside a gc lost the folder it was writing an object into: git makes
+    `objects/XX` when it is missing and tries once more, and the gc's prune (which removes
+    every empty `objects/XX`) can remove it in between. git died before changing anything
+    (objects are written before any ref, index or file): worth running again."""
+    return "unable to create temporary file: No such file or directory" in stderr
+
+
 def git_run(home: Path, *args: str, check: bool = True, input: str | None = None,
             env: dict[str, str] | None = None, timeout: float | None = None,
             config: Sequence[str] = (), ) -> subprocess.CompletedProcess[str]:
     """Run `git args` in `home`, waiting out another process's lock file (index.lock,
-    HEAD.lock, a ref's lock) and removing a stale one (see `stale_lock`).
+    HEAD.lock, a ref's lock) and removing a stale one (see `stale_lock`), and running it
+    again when a gc beside it removed the object folder it wrote into.
 
     With `check`, a failure becomes a GitError whose one line says what git said. git runs
     in its own process group: a Ctrl-C meant for cortex does not kill it half-way (cortex
@@ -98,7 +107,12 @@ def git_run(home: Path, *args: str, check: bool = True, input: str | None = None
         except subprocess.TimeoutExpired:
             raise GitError(f"git {args[0]} did not finish within {timeout:.0f}s: check the "
                            "network and the remote, then try again") from None
-        if proc.returncode == 0 or not _is_lock_busy(proc.stderr):
+        if proc.returncode == 0:
+            break
+        if _lost_object_folder(proc.stderr) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            continue
+        if not _is_lock_busy(proc.stderr):
             break
         lock = _lock_named(home, proc.stderr)
         if _remove_if_stale(home, lock):

@@ -19,9 +19,9 @@ from cortexfs.errors import GitError
 from cortexfs.store import Project, Store
 
 
-def sh(cwd: Path, *args: str) -> str:
+def sh(cwd: Path, *args: str, input: str | None = None) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout
+                          text=True, input=input).stdout
 
 
 def porcelain(cwd: Path) -> str:
@@ -625,3 +625,37 @@ def test_the_private_index_is_split_and_a_lost_shared_file_is_rebuilt(store: Sto
     assert sh(home, "show", "HEAD:context/OVERVIEW.md") == "second\n"
     assert porcelain(home) == ""
     sh(home, "fsck", "--no-progress")
+
+
+def _object_without_folder(store: Store, words: str) -> tuple[str, str, Path]:
+    """A text whose object's folder `objects/XX` does not exist yet, its id, that folder."""
+    for n in range(1000):
+        text = f"{words} {n}\n"
+        oid = sh(store.home, "hash-object", "--stdin", input=text).strip()
+        folder = store.home / ".git" / "objects" / oid[:2]
+        if not folder.exists():
+            return text, oid, folder
+    raise AssertionError("every object folder exists")
+
+
+def test_a_git_that_lost_its_object_folder_to_a_gc_runs_again(store: Store) -> None:
+    """git makes a missing `objects/XX` and tries once; a gc's prune removing that empty
+    folder in between made a sync's merge fail in CI. Here the folder is unusable (a
+    dangling symlink, so git's mkdir finds it "existing") until a timer frees it."""
+    text, oid, folder = _object_without_folder(store, "an atom written while git gc prunes")
+    folder.symlink_to(store.home / "no-such-folder")
+    threading.Timer(0.3, folder.unlink).start()
+    start = time.monotonic()
+    written = git.git_run(store.home, "hash-object", "-w", "--stdin", input=text)
+    assert written.stdout.strip() == oid and time.monotonic() - start >= 0.25
+    assert sh(store.home, "cat-file", "-p", oid) == text
+
+
+def test_an_object_folder_that_stays_lost_is_a_one_line_error(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(git, "LOCK_WAIT_SECONDS", 0.3)
+    text, _, folder = _object_without_folder(store, "never written")
+    folder.symlink_to(store.home / "no-such-folder")
+    with pytest.raises(GitError, match="unable to create temporary file") as raised:
+        git.git_run(store.home, "hash-object", "-w", "--stdin", input=text)
+    assert "\n" not in str(raised.value)
