@@ -633,7 +633,7 @@ def _regenerate(store: Store, projects: list[str], result: SyncResult) -> None:
     _checkpoint("regenerated")
     commit_paths(store, written, f"index: regenerate after sync "
                                      f"({', '.join(projects) or 'store files'})")
-    result.regenerated += [os.path.relpath(p, store.home) for p in written]
+    result.regenerated += [store.home_rel(p) for p in written]
     _journal(store.home)
 
 
@@ -687,7 +687,7 @@ def _recover_renumber(store: Store, entry: dict[str, Any], head0: str, display: 
     # a renumbering commit killed after it moved HEAD but before it brought the user's
     # index up to date leaves a staged reverse rename, and every later commit of those
     # paths fails ("pathspec … did not match"): their index entries go back to HEAD's
-    rels = [os.path.relpath(p, home) for p in renumber.renamed_paths(store, mapping)]
+    rels = [store.home_rel(p) for p in renumber.renamed_paths(store, mapping)]
     git.git_run(home, "reset", "-q", "HEAD", "--", *rels)
     # renumbering is idempotent: this commits whatever the killed one had not
     _renumber(store, mapping, entry.get("base"), head0, display)
