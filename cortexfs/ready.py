@@ -36,7 +36,7 @@ import shlex
 import stat
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -263,13 +263,10 @@ def _cached(store: Store, key: str) -> tuple[list[Gap], list[Gap]] | None:
 
 
 def _save(store: Store, key: str, before: list[Gap], after: list[Gap]) -> None:
-    def rows(gaps: list[Gap]) -> list[tuple[Any, ...]]:
-        return [(g.check, g.message, g.fix, g.project, g.path) for g in gaps]
-
     data = cache.load(_cache_path(store), CACHE_KIND)
     entries: dict[str, Any] = data if isinstance(data, dict) else {}
     entries.pop(key, None)
-    entries[key] = (rows(before), rows(after))
+    entries[key] = ([astuple(g) for g in before], [astuple(g) for g in after])
     while len(entries) > CACHE_SCOPES:
         entries.pop(next(iter(entries)))
     cache.save(_cache_path(store), CACHE_KIND, entries)
