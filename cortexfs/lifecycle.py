@@ -59,7 +59,7 @@ from cortexfs.errors import AtomParseError, InvalidInputError, OutsideStoreError
 from cortexfs.frontmatter import MAX_ATOM_BYTES, Document, decode, parse, set_keys
 from cortexfs.frontmatter import locate as locate_parts
 from cortexfs.fsutil import atomic_write
-from cortexfs.loader import Ahead, ProjectScan, atom_paths, load_project
+from cortexfs.loader import Ahead, LoadedProject, ProjectScan, atom_paths, load_project
 from cortexfs.store import Project, Store, check_project_name
 from cortexfs.wording import plural
 
@@ -567,7 +567,6 @@ def check_text(store: Store, located: Located, text: str, *, new: bool = False) 
     """Validate `text` as the new content of `located` (with the rest of its project as it
     is): refuse with the first error, in one line; the warnings. `new`: as `cortex new`
     does, an empty, multi-line or over-long summary is refused too."""
-    from cortexfs.loader import LoadedProject
     from cortexfs.validate import ERROR, check_project
 
     project = located.project
