@@ -783,8 +783,7 @@ def _head(home: Path, ask: bool = False) -> str | None:
         found = _head_from_files(home)
         if found is not None:
             return found
-    proc = git_run(home, "rev-parse", "-q", "--verify", "HEAD", check=False)
-    return proc.stdout.strip() or None if proc.returncode == 0 else None
+    return head_commit(home)
 
 
 _OBJECT_ID = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})")
