@@ -36,7 +36,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -208,8 +208,7 @@ class Reference:
     exists: bool = True
 
     def to_json(self) -> dict[str, Any]:
-        return {"atom": self.atom, "relation": self.relation, "target": self.target,
-                "summary": self.summary, "exists": self.exists}
+        return asdict(self)
 
 
 def named_in(meta: dict[str, Any]) -> list[tuple[str, str]]:
