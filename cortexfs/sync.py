@@ -494,9 +494,7 @@ def _overwritten(text: str) -> list[str]:
 def _stages(home: Path) -> dict[str, dict[int, str]]:
     out = git.git_run(home, "ls-files", "-u", "-z").stdout
     stages: dict[str, dict[int, str]] = {}
-    for rec in out.split("\0"):
-        if not rec:
-            continue
+    for rec in _z(out):
         info, path = rec.split("\t", 1)
         _mode, sha, stage = info.split()
         stages.setdefault(path, {})[int(stage)] = sha
@@ -605,9 +603,9 @@ def keep_log_appends(store: Store, since_head: bool = False) -> Iterator[None]:
                         if os.stat(path).st_ino != ino:
                             late = renumber.read_from(fd, size)
                             if since_head:
-                                rel = path.relative_to(store.home).as_posix()
                                 late = accesslog.missing_lines(
-                                    git.git_blob(store.home, "HEAD", rel) or b"",
+                                    git.git_blob(store.home, "HEAD", store.home_rel(path))
+                                    or b"",
                                     renumber.read_from(fd, 0))
                             current = accesslog.read(path)
                             extra = accesslog.missing_lines(current, late)
