@@ -29,6 +29,7 @@ from cortexfs.atoms import as_date, as_list
 from cortexfs.errors import CortexError, InvalidInputError, OutsideStoreError
 from cortexfs.escape import yaml_scalar
 from cortexfs.frontmatter import (
+    BOM,
     MAX_YAML_DEPTH,
     decode_text,
     normalize,
@@ -737,7 +738,9 @@ def _line_after(text: str, pos: int) -> int:
 
 
 def _line_start(text: str, pos: int) -> int:
-    return text.rfind("\n", 0, pos) + 1
+    """Index of the start of the line holding `pos`; a BOM is before the first line, not in it."""
+    start = text.rfind("\n", 0, pos) + 1
+    return len(BOM) if start == 0 and text.startswith(BOM) and pos >= len(BOM) else start
 
 
 def _dash_of(item: yaml.Node, text: str) -> int:
@@ -773,6 +776,9 @@ def _append_text(tf: TaskFile, task: dict[str, Any]) -> str:
         if indent.strip():
             raise _CannotEdit
         at = _line_after(text, _content_end(shape.items[-1], text))
+        while at < len(text) and _is_comment_deeper(text[at:_line_after(text, at + 1)],
+                                                    len(indent)):
+            at = _line_after(text, at + 1)  # the last task's own trailing comments stay on it
         head = text[:at] if at == 0 or text[at - 1] == "\n" else text[:at] + eol
         return head + _render_block(task, indent, eol) + text[at:]
     if shape.container == "empty":
@@ -794,7 +800,7 @@ def _append_text(tf: TaskFile, task: dict[str, Any]) -> str:
     key_end = shape.key.end_mark.index
     line_end = _line_after(text, key_end)
     line = text[key_end:line_end]
-    m = re.match(r"^(\s*:\s*)(\[\s*\]|~|null|Null|NULL)?(.*)$", line, re.S)
+    m = re.match(r"^([ \t]*:[ \t]*)(\[\s*\]|~|null|Null|NULL)?(.*)$", line, re.S)
     if m is None:
         raise _CannotEdit
     rest = m.group(3)
@@ -829,6 +835,8 @@ def _set_keys_text(tf: TaskFile, item_index: int, updates: dict[str, Any]) -> st
             close = item.end_mark.index - 1
             if text[close] != "}":
                 raise _CannotEdit
+            while text[close - 1] in " \t":  # `{ id: T-1 }`: the new keys go before the space
+                close -= 1
             extra = "".join(f", {k}: {_dump(v)}" for k, v in pending.items())
             edits.append((close, close, extra))
         else:
@@ -859,11 +867,12 @@ def _remove_text(tf: TaskFile, drop: set[int]) -> str:
     spans: list[tuple[int, int]] = []
     prev_end = seq.start_mark.index
     for i, item in enumerate(shape.items):
-        start = _line_start(text, _dash_of(item, text))
+        dash = _dash_of(item, text)
+        start = _line_start(text, dash)
         end = _line_after(text, _content_end(item, text))
         if i in drop:
             if i > 0:
-                start = _comments_above(text, start, prev_end)
+                start = _comments_above(text, start, prev_end, dash - start)
             spans.append((start, end))
         prev_end = end
     out = text
@@ -877,11 +886,18 @@ def _remove_text(tf: TaskFile, drop: set[int]) -> str:
     return out
 
 
-def _comments_above(text: str, start: int, floor: int) -> int:
-    """Extend `start` upward over comment lines directly above it (not past `floor`)."""
+def _comments_above(text: str, start: int, floor: int, column: int) -> int:
+    """Extend `start` upward over comment lines directly above it (not past `floor`) whose `#`
+    is not indented deeper than `column`, the task's `-`: a deeper one is the task above's."""
     while start > floor:
         prev = _line_start(text, start - 1)
-        if prev < floor or not text[prev:start].strip().startswith("#"):
+        line = text[prev:start]
+        if prev < floor or not line.strip().startswith("#") or _is_comment_deeper(line, column):
             break
         start = prev
     return start
+
+
+def _is_comment_deeper(line: str, column: int) -> bool:
+    """Whether `line` is a comment whose `#` is indented deeper than `column`."""
+    return line.strip().startswith("#") and len(line) - len(line.lstrip(" \t")) > column

@@ -418,3 +418,201 @@ def test_cli_list_all_projects_past_an_unreadable_tasks_file(cli, store, project
     single = cli("tasks", "list", "-p", "flywheel")  # one project named: its error is the answer
     assert single.exit_code == 1 and single.stderr.startswith("error: ")
     assert other.name == "other"
+
+
+# --- hand-written layouts, through the CLI -------------------------------------------------------
+# Each edit: the file's exact bytes afterwards, what `cortex tasks list` then shows, and the way
+# back (done, then archive) — every byte the edit did not own stays as the person wrote it.
+
+TODAY = dt.date.today().isoformat()
+T1_DONE = "{id: T-1, text: a, status: done, completed-at: 2026-01-01}"
+
+
+def _edit(cli, project: Project, before: str, *args: str) -> str:
+    """Write `before` as TASKS.yaml, run `cortex tasks ARGS`, and return the file's text."""
+    path = project.root / "TASKS.yaml"
+    path.write_bytes(before.encode())
+    r = cli("tasks", *args, "-p", "flywheel")
+    assert r.exit_code == 0, r.output
+    assert "rewritten" not in r.stderr  # edited in place, not re-serialised
+    return path.read_bytes().decode()
+
+
+def _listed(cli) -> list[tuple[str, str, str]]:
+    data = json.loads(cli("tasks", "list", "--all", "-p", "flywheel", "--format", "json").stdout)
+    assert data["problems"] == []
+    return [(t["id"], t["status"], t["text"]) for t in data["tasks"]]
+
+
+def _archive_all(project: Project) -> str:
+    tasks.archive(project, today=dt.date.today() + dt.timedelta(days=9))
+    return (project.root / "TASKS.yaml").read_bytes().decode()
+
+
+@pytest.mark.parametrize("before, after", [
+    ("[]\n", "- id: T-1\n  text: Ship it\n  status: todo\n"),
+    ("[]", "- id: T-1\n  text: Ship it\n  status: todo\n"),
+    ("[ ]\n", "- id: T-1\n  text: Ship it\n  status: todo\n"),
+    ("# my queue\n\n[]\n# the end\n",
+     "# my queue\n\n- id: T-1\n  text: Ship it\n  status: todo\n# the end\n"),
+    ("# my queue\r\n[]\r\n", "# my queue\r\n- id: T-1\r\n  text: Ship it\r\n  status: todo\r\n"),
+    ("\ufeff[]\n", "\ufeff- id: T-1\n  text: Ship it\n  status: todo\n"),
+    ("", "- id: T-1\n  text: Ship it\n  status: todo\n"),
+    ("# only\n# comments\n", "# only\n# comments\n- id: T-1\n  text: Ship it\n  status: todo\n"),
+    ("# no newline", "# no newline\n- id: T-1\n  text: Ship it\n  status: todo\n"),
+    ("tasks: []  # none yet\nowner: me\n",
+     "tasks: # none yet\n  - id: T-1\n    text: Ship it\n    status: todo\nowner: me\n"),
+    ("tasks: ~\r\n", "tasks:\r\n  - id: T-1\r\n    text: Ship it\r\n    status: todo\r\n"),
+])
+def test_cli_add_to_an_empty_queue(cli, project: Project, before: str, after: str) -> None:
+    assert _edit(cli, project, before, "add", "Ship it") == after
+    assert _listed(cli) == [("T-1", "todo", "Ship it")]
+    done = _edit(cli, project, after, "done", "T-1")
+    eol = "\r\n" if "\r\n" in after else "\n"
+    last = after.rindex("status: todo") + len("status: todo") + len(eol)
+    indent = "    " if "tasks:" in after else "  "
+    assert done == (after[:last].replace("status: todo", "status: done")
+                    + f"{indent}completed-at: {TODAY}{eol}" + after[last:])
+    assert _listed(cli) == [("T-1", "done", "Ship it")]
+    emptied = _archive_all(project)
+    assert tasks.load(project).tasks == [] and tasks.load(project).problems == []
+    if "tasks:" in before:  # the mapping keeps its key: `tasks: []`
+        assert emptied.startswith("tasks: []")
+
+
+@pytest.mark.parametrize("before", [
+    "tasks:\n", "tasks:", "tasks:\r\n", "'tasks':\n", "owner: me\ntasks:\nnotes: x\n",
+    "tasks:\n# added below\n",
+])
+def test_cli_add_under_a_bare_tasks_key_adds_no_blank_line(cli, project: Project,
+                                                           before: str) -> None:
+    # `tasks:` with nothing after it once gained an empty line above the first task
+    eol = "\r\n" if "\r\n" in before else "\n"
+    colon = before.index(":", before.index("tasks")) + 1
+    head, tail = before[:colon], before[colon:].removeprefix(eol)
+    block = eol.join(["", "  - id: T-1", "    text: Ship it", "    status: todo", ""])
+    assert _edit(cli, project, before, "add", "Ship it") == head + block + tail
+    assert _listed(cli) == [("T-1", "todo", "Ship it")]
+
+
+def test_cli_add_after_hand_written_tasks(cli, project: Project) -> None:
+    before = ("\ufeff# queue — comments, blank lines, quoting and flow style\n"
+              "- {id: T-1, text: \"a: quoted\", status: todo}  # flow\n"
+              "\n"
+              "# about T-2\n"
+              "- id: 'T-2'\n"
+              "  text: multi\n"
+              "    line\n"
+              "  status: doing   # kept\n"
+              "  why: |\n"
+              "    two\n"
+              "    lines\n"
+              "# trailing comment\n")
+    new = "- id: T-3\n  text: \"x: y # z\"\n  status: todo\n  depends-on: [T-1, T-2]\n"
+    at = before.index("# trailing")
+    after = _edit(cli, project, before, "add", "x: y # z", "-d", "T-1,T-2")
+    assert after == before[:at] + new + before[at:]
+    assert _listed(cli) == [("T-2", "doing", "multi line"), ("T-1", "todo", "a: quoted"),
+                            ("T-3", "todo", "x: y # z")]
+    # a BOM before the first task, and a comment indented into the last task: both stay put
+    bom = "\ufeff- id: T-1\n  text: a\n  status: todo\n  # T-1's own note\n# the end\n"
+    at = bom.index("# the end")
+    assert _edit(cli, project, bom, "add", "b") == (bom[:at] + "- id: T-2\n  text: b\n"
+                                                    "  status: todo\n" + bom[at:])
+    # no trailing newline, CRLF: the last line is ended in the file's own style
+    crlf = "- id: T-1\r\n  text: a\r\n  status: todo"
+    assert _edit(cli, project, crlf, "add", "b") == (crlf + "\r\n- id: T-2\r\n  text: b\r\n"
+                                                      "  status: todo\r\n")
+
+
+@pytest.mark.parametrize("before, after", [
+    # a key whose value is empty gets one; a comment after it stays
+    ("- id: T-1\n  text: a\n  status:\n",
+     "- id: T-1\n  text: a\n  status: done\n  completed-at: {d}\n"),
+    ("- id: T-1\n  text: a\n  status:   # fill in\n",
+     "- id: T-1\n  text: a\n  status: done   # fill in\n  completed-at: {d}\n"),
+    ("- id: T-1\n  text: a\n  status: todo\n  completed-at:\n  why: b\n",
+     "- id: T-1\n  text: a\n  status: done\n  completed-at: {d}\n  why: b\n"),
+    ("- id: T-1\r\n  text: a\r\n  status:",
+     "- id: T-1\r\n  text: a\r\n  status: done\r\n  completed-at: {d}\r\n"),
+    ("- id: T-1\n  text: a\n  status: \"todo\"  # q\n# next\n",
+     "- id: T-1\n  text: a\n  status: done  # q\n  completed-at: {d}\n# next\n"),
+    ("- status: todo\n  id: T-1\n  text: a\n",
+     "- status: done\n  id: T-1\n  text: a\n  completed-at: {d}\n"),
+    # flow mappings: the new key goes inside the braces, in the person's spacing
+    ("- { id: T-1, text: a, status: todo }  # spaced\n",
+     "- { id: T-1, text: a, status: done, completed-at: {d} }  # spaced\n"),
+    ("- {id: T-1, text: a, status: }\n",
+     "- {id: T-1, text: a, status: done, completed-at: {d} }\n"),
+    ("- {id: T-1,\n   text: a,\n   status: todo}\n",
+     "- {id: T-1,\n   text: a,\n   status: done, completed-at: {d}}\n"),
+    ("- &first {id: T-1, text: a, status: todo}\n",
+     "- &first {id: T-1, text: a, status: done, completed-at: {d}}\n"),
+    ("tasks: [{id: T-1, text: a, status: todo}]  # one\n",
+     "tasks: [{id: T-1, text: a, status: done, completed-at: {d}}]  # one\n"),
+])
+def test_cli_done_on_hand_written_tasks(cli, project: Project, before: str, after: str) -> None:
+    assert _edit(cli, project, before, "done", "T-1") == after.replace("{d}", TODAY)
+    assert _listed(cli) == [("T-1", "done", "a")]
+    assert _archive_all(project).count("T-1") == 0
+    assert "### T-1: a" in (project.root / "tasks-archive.md").read_text()
+
+
+@pytest.mark.parametrize("before, after", [
+    # the comment lines directly above an archived task go with it
+    ("- {id: T-2, text: b, status: todo}\n# about T-1\n# more\n- " + T1_DONE + "\n",
+     "- {id: T-2, text: b, status: todo}\n"),
+    ("tasks:\n  - {id: T-2, text: b, status: todo}\n\n  # about T-1\n  - " + T1_DONE
+     + "\n  # about T-3\n  - {id: T-3, text: c, status: todo}\n",
+     "tasks:\n  - {id: T-2, text: b, status: todo}\n\n"
+     "  # about T-3\n  - {id: T-3, text: c, status: todo}\n"),
+    ("- {id: T-2, text: b, status: todo}\r\n# about T-1\r\n- " + T1_DONE,
+     "- {id: T-2, text: b, status: todo}\r\n"),
+    # … but not past a blank line, nor the first task's (a header), nor a comment indented
+    # into the task above (it belongs to that task)
+    ("- {id: T-2, text: b, status: todo}\n# kept: a blank line follows\n\n- " + T1_DONE + "\n",
+     "- {id: T-2, text: b, status: todo}\n# kept: a blank line follows\n\n"),
+    ("# header\n- " + T1_DONE + "\n- {id: T-2, text: b, status: todo}\n",
+     "# header\n- {id: T-2, text: b, status: todo}\n"),
+    ("- id: T-2\n  text: b\n  status: todo\n  # the end of T-2\n- " + T1_DONE + "\n",
+     "- id: T-2\n  text: b\n  status: todo\n  # the end of T-2\n"),
+    ("\ufeff- " + T1_DONE + "\n- {id: T-2, text: b, status: todo}\n",
+     "\ufeff- {id: T-2, text: b, status: todo}\n"),
+    ("tasks:   # the list\n  # about T-1\n  - " + T1_DONE + "\nowner: me\n",
+     "tasks: []   # the list\n  # about T-1\nowner: me\n"),
+])
+def test_cli_archive_takes_the_comments_above_a_task(cli, project: Project, before: str,
+                                                     after: str) -> None:
+    path = project.root / "TASKS.yaml"
+    path.write_bytes(before.encode())
+    result = tasks.archive(project, today=dt.date(2026, 1, 9))
+    assert [t.id for t in result.tasks] == ["T-1"] and not result.rewritten
+    assert path.read_bytes().decode() == after
+    kept = [t for t in (("T-2", "todo", "b"), ("T-3", "todo", "c")) if t[0] in after]
+    assert sorted(_listed(cli)) == kept
+
+
+@pytest.mark.parametrize("text, message", [
+    ("- id: T-1\n  text: a\n  status:\ttodo\n", "TASKS.yaml:3: invalid YAML"),
+    ("- id: T-1\n  text: a\n  status: todo\n  status: doing\n", "duplicate key 'status'"),
+    ("- id: T-1\r  text: a\r  status: todo\r", "bare CR"),
+    ("owner: me\n", "must be a list of tasks"),
+    ("tasks: later\n", "`tasks:` must be a list of tasks"),
+    ("- {id: T-1, text: a, status: todo}\n---\n- {id: T-2, text: b, status: todo}\n",
+     "another document"),
+    ("- id: T-1\n  text: caf\xe9\n  status: todo\n", "not UTF-8"),
+])
+@pytest.mark.parametrize("command", [("add", "x"), ("done", "T-1"), ("archive",)])
+def test_cli_edits_refuse_a_file_they_cannot_read(cli, project: Project, text: str,
+                                                  message: str, command: tuple[str, ...]) -> None:
+    path = project.root / "TASKS.yaml"
+    raw = text.encode("latin-1" if "\xe9" in text else "utf-8")
+    path.write_bytes(raw)
+    archive = (project.root / "tasks-archive.md").read_bytes()
+    log = _git_log(project)
+    r = cli("tasks", *command, "-p", "flywheel")
+    assert r.exit_code == 1, r.output
+    assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1, r.stderr
+    assert message in r.stderr and "Traceback" not in r.output
+    assert path.read_bytes() == raw and _git_log(project) == log
+    assert (project.root / "tasks-archive.md").read_bytes() == archive
