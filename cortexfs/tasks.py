@@ -6,8 +6,9 @@ A TASKS.yaml is either a YAML list of tasks or a mapping whose `tasks:` key hold
 `done-when`, `depends-on` (ids) and `completed-at` (a date).
 
 Edits are textual: adding a task appends one block after the last task, `done` replaces the
-`status` value and adds or replaces `completed-at`, archiving cuts whole task blocks (with the
-comment lines directly above a task). Every other byte — comments, blank lines, key order,
+`status` value and adds or replaces `completed-at`, archiving cuts whole task blocks. A task's
+block holds the comment lines directly above it (not indented past its `-`; those above the
+first task are the file's) and those right below it indented past its `-`. Every other byte — comments, blank lines, key order,
 quoting — stays. Each edit is checked by parsing the result; when the file's shape defeats a
 textual edit (a non-empty flow-style list, odd indentation) the file is rewritten from its
 data instead, keeping its leading comment lines but losing the others, and the caller is
@@ -775,10 +776,8 @@ def _append_text(tf: TaskFile, task: dict[str, Any]) -> str:
         indent = text[_line_start(text, dash):dash]
         if indent.strip():
             raise _CannotEdit
-        at = _line_after(text, _content_end(shape.items[-1], text))
-        while at < len(text) and _is_comment_deeper(text[at:_line_after(text, at + 1)],
-                                                    len(indent)):
-            at = _line_after(text, at + 1)  # the last task's own trailing comments stay on it
+        at = _comments_below(text, _line_after(text, _content_end(shape.items[-1], text)),
+                             len(indent))
         head = text[:at] if at == 0 or text[at - 1] == "\n" else text[:at] + eol
         return head + _render_block(task, indent, eol) + text[at:]
     if shape.container == "empty":
@@ -869,7 +868,7 @@ def _remove_text(tf: TaskFile, drop: set[int]) -> str:
     for i, item in enumerate(shape.items):
         dash = _dash_of(item, text)
         start = _line_start(text, dash)
-        end = _line_after(text, _content_end(item, text))
+        end = _comments_below(text, _line_after(text, _content_end(item, text)), dash - start)
         if i in drop:
             if i > 0:
                 start = _comments_above(text, start, prev_end, dash - start)
@@ -896,6 +895,14 @@ def _comments_above(text: str, start: int, floor: int, column: int) -> int:
             break
         start = prev
     return start
+
+
+def _comments_below(text: str, end: int, column: int) -> int:
+    """Extend `end` downward over the comment lines right below a task whose `#` is indented
+    deeper than `column`, the task's `-`: they are the task's own."""
+    while end < len(text) and _is_comment_deeper(text[end:_line_after(text, end + 1)], column):
+        end = _line_after(text, end + 1)
+    return end
 
 
 def _is_comment_deeper(line: str, column: int) -> bool:

@@ -580,8 +580,15 @@ def test_cli_done_on_hand_written_tasks(cli, project: Project, before: str, afte
      "\ufeff- {id: T-2, text: b, status: todo}\n"),
     ("tasks:   # the list\n  # about T-1\n  - " + T1_DONE + "\nowner: me\n",
      "tasks: []   # the list\n  # about T-1\nowner: me\n"),
+    # a comment indented into an archived task, below it, goes with it
+    ("- {id: T-2, text: b, status: todo}\n- id: T-1\n  text: a\n  status: done\n"
+     "  completed-at: 2026-01-01\n  # T-1's own note\n# about T-3\n"
+     "- {id: T-3, text: c, status: todo}\n",
+     "- {id: T-2, text: b, status: todo}\n# about T-3\n- {id: T-3, text: c, status: todo}\n"),
+    ("- {id: T-2, text: b, status: todo}\n- " + T1_DONE + "\n    # T-1's own note",
+     "- {id: T-2, text: b, status: todo}\n"),
 ])
-def test_cli_archive_takes_the_comments_above_a_task(cli, project: Project, before: str,
+def test_cli_archive_takes_a_tasks_own_comments(cli, project: Project, before: str,
                                                      after: str) -> None:
     path = project.root / "TASKS.yaml"
     path.write_bytes(before.encode())
