@@ -8,11 +8,12 @@ A TASKS.yaml is either a YAML list of tasks or a mapping whose `tasks:` key hold
 Edits are textual: adding a task appends one block after the last task, `done` replaces the
 `status` value and adds or replaces `completed-at`, archiving cuts whole task blocks. A task's
 block holds the comment lines directly above it (not indented past its `-`; those above the
-first task are the file's) and those right below it indented past its `-`. Every other byte — comments, blank lines, key order,
-quoting — stays. Each edit is checked by parsing the result; when the file's shape defeats a
-textual edit (a non-empty flow-style list, odd indentation) the file is rewritten from its
-data instead, keeping its leading comment lines but losing the others, and the caller is
-told so. Writes are atomic and made under a per-project lock.
+first task are the file's) and those right below it indented past its `-`. Every other byte
+— comments, blank lines, key order, quoting, a BOM, CRLF — stays. Each edit is checked by
+parsing the result; when the file's shape defeats a textual edit (a non-empty flow-style list,
+odd indentation) the file is rewritten from its data instead, keeping its BOM, line endings
+and leading comment lines but losing the others, and the caller is told so. Writes are
+atomic and made under a per-project lock.
 """
 
 from __future__ import annotations
@@ -692,11 +693,13 @@ class _CannotEdit(Exception):
 
 
 def _rewrite(tf: TaskFile, tasks: list[Any]) -> str:
-    """The whole file re-serialised from data, keeping its leading comment block."""
+    """The whole file re-serialised from data, keeping its leading comment block, its BOM and
+    its line endings."""
     import yaml
 
+    bom = BOM if tf.text.startswith(BOM) else ""
     header: list[str] = []
-    for line in tf.text.splitlines():
+    for line in tf.text.removeprefix(bom).splitlines():
         if line.startswith("#") or (not line.strip() and header):
             header.append(line)
         else:
@@ -708,7 +711,8 @@ def _rewrite(tf: TaskFile, tasks: list[Any]) -> str:
         body = {**tf.data, "tasks": tasks}
     dumped = yaml.safe_dump(body, sort_keys=False, allow_unicode=True, default_flow_style=False,
                             width=100) if tasks or isinstance(body, dict) else "[]\n"
-    return ("\n".join(header) + "\n" if header else "") + dumped
+    out = ("\n".join(header) + "\n" if header else "") + dumped
+    return bom + out.replace("\n", _eol(tf.text))
 
 
 def _eol(text: str) -> str:

@@ -623,3 +623,21 @@ def test_cli_edits_refuse_a_file_they_cannot_read(cli, project: Project, text: s
     assert message in r.stderr and "Traceback" not in r.output
     assert path.read_bytes() == raw and _git_log(project) == log
     assert (project.root / "tasks-archive.md").read_bytes() == archive
+
+
+def test_cli_rewrite_keeps_the_bom_header_and_line_endings(cli, project: Project) -> None:
+    # a trailing comma in a flow mapping defeats the textual edit: the file is rewritten from
+    # its data, and that rewrite once dropped a BOM with the header after it, and CRLF
+    before = ("\ufeff# my queue\r\n# kept\r\n\r\n- {id: T-1, text: a, status: todo, }  # lost\r\n"
+              "- id: T-2\r\n  text: b\r\n  status: todo\r\n  why: |\r\n    two\r\n    lines\r\n")
+    path = project.root / "TASKS.yaml"
+    path.write_bytes(before.encode())
+    r = cli("tasks", "done", "T-1", "-p", "flywheel")
+    assert r.exit_code == 0, r.output
+    assert "rewritten from its data" in r.stderr
+    assert path.read_bytes().decode() == (
+        "\ufeff# my queue\r\n# kept\r\n"
+        f"- id: T-1\r\n  text: a\r\n  status: done\r\n  completed-at: '{TODAY}'\r\n"
+        "- id: T-2\r\n  text: b\r\n  status: todo\r\n  why: 'two\r\n\r\n    lines\r\n\r\n    '\r\n")
+    assert _listed(cli) == [("T-2", "todo", "b"), ("T-1", "done", "a")]
+    assert tasks.load(project).get("T-2").why == "two\nlines\n"  # type: ignore[union-attr]
