@@ -828,6 +828,8 @@ def _set_keys_text(tf: TaskFile, item_index: int, updates: dict[str, Any]) -> st
             new = _dump(pending.pop(key.value))
             if not isinstance(value, yaml.ScalarNode) or value.style in ("|", ">"):
                 raise _CannotEdit
+            if value.style in ("'", '"') and re.fullmatch(r"[\w.-]+", new):
+                new = value.style + new + value.style  # `status: "todo"` keeps its quotes
             if _is_null(value) and value.start_mark.index == value.end_mark.index:
                 edits.append((key.end_mark.index, _colon_end(text, key.end_mark.index),
                               ": " + new))

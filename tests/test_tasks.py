@@ -536,7 +536,11 @@ def test_cli_add_after_hand_written_tasks(cli, project: Project) -> None:
     ("- id: T-1\r\n  text: a\r\n  status:",
      "- id: T-1\r\n  text: a\r\n  status: done\r\n  completed-at: {d}\r\n"),
     ("- id: T-1\n  text: a\n  status: \"todo\"  # q\n# next\n",
-     "- id: T-1\n  text: a\n  status: done  # q\n  completed-at: {d}\n# next\n"),
+     "- id: T-1\n  text: a\n  status: \"done\"  # q\n  completed-at: {d}\n# next\n"),
+    ("- id: T-1\n  text: a\n  status: 'todo'\n  completed-at: ''\n",
+     "- id: T-1\n  text: a\n  status: 'done'\n  completed-at: '{d}'\n"),
+    ('[{"id": "T-1", "text": "a", "status": "todo"}]',
+     '[{"id": "T-1", "text": "a", "status": "done", completed-at: {d}}]'),
     ("- status: todo\n  id: T-1\n  text: a\n",
      "- status: done\n  id: T-1\n  text: a\n  completed-at: {d}\n"),
     # flow mappings: the new key goes inside the braces, in the person's spacing
