@@ -629,11 +629,12 @@ def archive(project: Project, *, older_than_days: int = ARCHIVE_AFTER_DAYS,
 
 
 def _item_index(tf: TaskFile, task: Task) -> int:
-    assert tf.shape is not None
-    for i, item in enumerate(tf.shape.items):
-        if item.start_mark.line + 1 == task.line:
+    """The list position `task` was read from: the first item with its id, as `_check_tasks`
+    keeps it (not its line: `[{id: T-1, …}, {id: T-2, …}]` holds two tasks on one line)."""
+    for i, raw in enumerate(_task_list(tf.data)):
+        if isinstance(raw, dict) and str(normalize(raw.get("id"))) == task.id:
             return i
-    raise AssertionError(f"task {task.id} has no node")
+    raise AssertionError(f"task {task.id} has no item")
 
 
 def render_archive_entry(task: Task) -> str:

@@ -645,3 +645,19 @@ def test_cli_rewrite_keeps_the_bom_header_and_line_endings(cli, project: Project
         "- id: T-2\r\n  text: b\r\n  status: todo\r\n  why: 'two\r\n\r\n    lines\r\n\r\n    '\r\n")
     assert _listed(cli) == [("T-2", "todo", "b"), ("T-1", "done", "a")]
     assert tasks.load(project).get("T-2").why == "two\nlines\n"  # type: ignore[union-attr]
+
+
+def test_tasks_on_one_line_are_told_apart(cli, project: Project) -> None:
+    # two tasks on one line once shared an item: `done T-2` marked T-1 done, and archiving
+    # T-2 dropped T-1 (in neither file) and kept T-2
+    one_line = "# q\ntasks: [{id: T-1, text: a, status: todo}, {id: T-2, text: b, status: todo}]\n"
+    after = _edit(cli, project, one_line, "done", "T-2")
+    todo_b = "b, status: todo}"
+    assert after == one_line.replace(todo_b, f"b, status: done, completed-at: {TODAY}}}")
+    assert _listed(cli) == [("T-1", "todo", "a"), ("T-2", "done", "b")]
+    path = project.root / "TASKS.yaml"
+    path.write_text(one_line.replace(todo_b, "b, status: done, completed-at: 2026-01-01}"))
+    result = tasks.archive(project, today=dt.date(2026, 1, 9))
+    assert [t.id for t in result.tasks] == ["T-2"] and result.rewritten
+    assert path.read_text() == "# q\ntasks:\n- id: T-1\n  text: a\n  status: todo\n"
+    assert "### T-2: b" in (project.root / "tasks-archive.md").read_text()
