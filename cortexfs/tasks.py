@@ -796,8 +796,9 @@ def _append_text(tf: TaskFile, task: dict[str, Any]) -> str:
         # `[]` at the top level: replace it by the block
         start, end = shape.seq.start_mark.index, shape.seq.end_mark.index
         rest = text[end:]
-        if rest.startswith(("\r\n", "\n")):
-            rest = rest[2 if rest.startswith("\r\n") else 1:]
+        eol_after = re.match(r"[ \t]*(\r\n|\n|\Z)", rest)  # the end of `[]`'s line, if bare
+        if eol_after:
+            rest = rest[eol_after.end():]
         return text[:start] + _render_block(task, "", eol).rstrip("\r\n") + eol + rest
     # `tasks: []`, `tasks:` or `tasks: ~`: drop the empty value, add the block after the line
     assert shape.key is not None

@@ -453,6 +453,7 @@ def _archive_all(project: Project) -> str:
     ("[]\n", "- id: T-1\n  text: Ship it\n  status: todo\n"),
     ("[]", "- id: T-1\n  text: Ship it\n  status: todo\n"),
     ("[ ]\n", "- id: T-1\n  text: Ship it\n  status: todo\n"),
+    ("[]   \n# the end\n", "- id: T-1\n  text: Ship it\n  status: todo\n# the end\n"),
     ("# my queue\n\n[]\n# the end\n",
      "# my queue\n\n- id: T-1\n  text: Ship it\n  status: todo\n# the end\n"),
     ("# my queue\r\n[]\r\n", "# my queue\r\n- id: T-1\r\n  text: Ship it\r\n  status: todo\r\n"),
