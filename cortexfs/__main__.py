@@ -11,9 +11,9 @@ live as long as the process); `cortexfs.cli.main.run` turns it on again for the 
 import gc
 import os
 
-gc.disable()
-
 from cortexfs import interrupt
+
+gc.disable()  # until the command runs (see above)
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
