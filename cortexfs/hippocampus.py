@@ -32,7 +32,8 @@ topic lines, the newest, most connected and weakest entries as one-liners), and
 Regeneration is incremental (`regen`): each project's entries — everything but their
 strength, which depends on the store clock — are cached under
 `.cache/hippocampus/<project>.bin`, keyed by that project's input fingerprint, so a change
-in one project rebuilds that project's entries only. The hierarchical files are rendered
+in one project rebuilds that project's entries only — and one new atom (`cortex new`) is
+added to them (`with_added`), when nothing else changed there. The hierarchical files are rendered
 from each project's view (`project_view`: its figures, the heads of every ordering the
 master shows, its rows of each month and of the decay queue), cached under
 `.cache/hippocampus-views/<project>.bin` by the part's key and the store clock, so the
@@ -43,6 +44,7 @@ atoms gives; a missing, stale or corrupt cache only costs a rebuild.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import heapq
 import itertools
@@ -60,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 from cortexfs import escape, wall
 from cortexfs.accesslog import AccessStats
-from cortexfs.atoms import Atom, as_date, split_status, status_group
+from cortexfs.atoms import KINDS, Atom, as_date, split_status, status_group
 from cortexfs.errors import CortexError
 from cortexfs.layout import HIPPOCAMPUS_DIR, HIPPOCAMPUS_MD
 from cortexfs.strength import strength
@@ -197,9 +199,11 @@ class MemoryEntry:
 
 @dataclass
 class Part:
-    """One project's share of the index: its entries (strengths not yet set), what it left
-    out and why, the reads in its log, its newest event (µs since the epoch), and how many
-    atoms of each kind (atom folder) parsed."""
+    """One project's share of the index: its entries (strengths not yet set, in the order
+    of their atoms), what it left out and why, the reads in its log, its newest event (µs
+    since the epoch), how many atoms of each kind (atom folder) parsed, and the ids its
+    entries cite that are none of them, each with the citing ids (both sorted): what an
+    atom added later relates to (`with_added`)."""
 
     project: str
     entries: list[MemoryEntry]
@@ -207,20 +211,21 @@ class Part:
     reads: int
     newest_us: int | None
     kinds: dict[str, int]
+    dangling: dict[str, list[str]] = field(default_factory=dict)
 
     def to_cache(self) -> tuple[Any, ...]:
         return ([e.to_row() for e in self.entries], self.skipped, self.reads, self.newest_us,
-                self.kinds)
+                self.kinds, self.dangling)
 
     @classmethod
     def from_cache(cls, project: str, data: Any) -> Part:
-        rows, skipped, reads, newest_us, kinds = data
+        rows, skipped, reads, newest_us, kinds, dangling = data
         if not (isinstance(skipped, dict) and isinstance(reads, int) and isinstance(kinds, dict)
                 and (newest_us is None or isinstance(newest_us, int))
-                and isinstance(rows, list)):
+                and isinstance(rows, list) and isinstance(dangling, dict)):
             raise ValueError("not a part")
         return cls(project, [MemoryEntry.from_row(project, row) for row in rows], skipped,
-                   reads, newest_us, kinds)
+                   reads, newest_us, kinds, dangling)
 
 
 @dataclass
@@ -363,16 +368,61 @@ def project_part(name: str, atoms: Iterable[Atom], stats: AccessStats | None) ->
             str(src).strip().lower() if src not in (None, "") else "auto", atom)
         cites.append((atom_id, [*atom.links, *atom.cited_experiments()]))
     related: dict[str, set[str]] = {aid: set() for aid in entries}
+    dangling: dict[str, set[str]] = {}
     for aid, targets in cites:
         for target in targets:
-            if target in entries and target != aid:
+            if target not in entries:
+                dangling.setdefault(target, set()).add(aid)
+            elif target != aid:
                 related[aid].add(target)
                 related[target].add(aid)
     for aid, entry in entries.items():
         if related[aid]:
             entry.rel = sorted(f"{name}/{r}" for r in related[aid])
     return Part(name, list(entries.values()), dict(skipped), reads,
-                (newest - _EPOCH) // _US if newest is not None else None, dict(kinds))
+                (newest - _EPOCH) // _US if newest is not None else None, dict(kinds),
+                {target: sorted(ids) for target, ids in sorted(dangling.items())})
+
+
+_FOLDER_ORDER = {kind.folder: i for i, kind in enumerate(KINDS)}
+
+
+def _atom_order(entry: MemoryEntry) -> tuple[int, str]:
+    """Where an entry's atom comes in a project's atoms: kind, then file name."""
+    return _FOLDER_ORDER.get(entry.kind, len(KINDS)), entry.pointer.rpartition("/")[2]
+
+
+def with_added(part: Part, atom: Atom, stats: AccessStats | None) -> Part | None:
+    """`part` with one more atom (a new file: `cortex new`'s), exactly the part
+    `project_part` makes of all of them; None when that is not certain here and the caller
+    builds it afresh: the atom is not indexed, its id is taken, its kind is new to the
+    project, or the entries are not in their atoms' order (an id used twice)."""
+    name = part.project
+    one = project_part(name, [atom], stats)
+    if len(one.entries) != 1 or not set(one.kinds) <= set(part.kinds):
+        return None
+    new = one.entries[0]
+    by_id = {e.id: e for e in part.entries}
+    places = [_atom_order(e) for e in part.entries]
+    if new.id in by_id or len(by_id) != len(places) \
+            or any(a >= b for a, b in zip(places, places[1:], strict=False)):
+        return None
+    dangling = {target: set(ids) for target, ids in part.dangling.items()}
+    related = dangling.pop(new.id, set())  # the entries citing it
+    for target in [*atom.links, *atom.cited_experiments()]:
+        if target in by_id:
+            related.add(target)
+        elif target != new.id:
+            dangling.setdefault(target, set()).add(new.id)
+    for aid in related:
+        by_id[aid].rel = sorted({*by_id[aid].rel, f"{name}/{new.id}"})
+    new.rel = sorted(f"{name}/{r}" for r in related)
+    at = bisect.bisect(places, _atom_order(new))
+    newest = max((t for t in (part.newest_us, one.newest_us) if t is not None), default=None)
+    return Part(name, [*part.entries[:at], new, *part.entries[at:]], part.skipped,
+                part.reads + one.reads, newest,
+                {folder: n + one.kinds.get(folder, 0) for folder, n in part.kinds.items()},
+                {target: sorted(ids) for target, ids in sorted(dangling.items())})
 
 
 def assemble(parts: Iterable[Part]) -> MemoryIndex:
@@ -1118,16 +1168,34 @@ def _share(ctx: Any, name: str, heads: Mapping[str, Any] | None = None) -> _Shar
     if isinstance(known, tuple) and len(known) == 2 and known[0] == key \
             and _head_ok(known[1]):
         return _Share(ctx, name, key, known[1])
+    part = None
     if key:
         saved = cache.load(path, PART_KIND)
-        if isinstance(saved, tuple) and len(saved) == 3 and saved[0] == key \
-                and _head_ok(saved[1]) and isinstance(saved[2], bytes):
-            return _Share(ctx, name, key, saved[1], rows=saved[2])
-    part = project_part(name, ctx.projects[name].atoms, ctx.access[name])
+        if isinstance(saved, tuple) and len(saved) == 3 and _head_ok(saved[1]) \
+                and isinstance(saved[2], bytes):
+            if saved[0] == key:
+                return _Share(ctx, name, key, saved[1], rows=saved[2])
+            part = _added_to(ctx, name, saved[0], saved[2])
+    if part is None:
+        part = project_part(name, ctx.projects[name].atoms, ctx.access[name])
     head = (part.newest_us, part.reads, part.skipped, _chars(part.entries))
     if key:
         cache.save(path, PART_KIND, (key, head, marshal.dumps(part.to_cache())))
     return _Share(ctx, name, key or None, head, part=part)
+
+
+def _added_to(ctx: Any, name: str, key: str, rows: bytes) -> Part | None:
+    """The part cached under `key` with the one atom the project has gained since (see
+    `RegenContext.added`): on 10,000 atoms, ~15 ms of `cortex new` were the rebuild of its
+    project's ~1,000 entries. None when the project changed otherwise."""
+    atom = ctx.added(name, key)
+    if atom is None:
+        return None
+    try:
+        cached = Part.from_cache(name, marshal.loads(rows))
+    except (ValueError, TypeError, EOFError):
+        return None
+    return with_added(cached, atom, ctx.access[name])
 
 
 def parts(ctx: Any, names: Iterable[str]) -> list[Part]:
