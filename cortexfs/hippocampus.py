@@ -45,6 +45,7 @@ atoms gives; a missing, stale or corrupt cache only costs a rebuild.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import datetime as dt
 import heapq
 import itertools
@@ -822,12 +823,13 @@ def render_hierarchical(index: MemoryIndex, known_topics: Iterable[str] = ()) \
 
 
 def render_views(views: Mapping[str, dict[str, Any]], figures: _Figures,
-                 members: Any, skip: AbstractSet[str] = frozenset()) \
-        -> Iterator[tuple[str, str]]:
+                 members: Any, skip: AbstractSet[str] = frozenset(),
+                 topics: Mapping[str, str] | None = None) -> Iterator[tuple[str, str]]:
     """The hierarchical files of the projects' `views` (see `project_view`), as
     `render_hierarchical` gives them, but those in `skip` (paths known to be up to date).
-    `members(project)` gives a project's entries strongest first, for its topic file. The
-    views' month and decay blobs are taken out of them as their files are rendered."""
+    `members(project)` gives a project's entries strongest first, for its topic file, unless
+    `topics` holds that file's text already. The views' month and decay blobs are taken
+    out of them as their files are rendered."""
     reference = figures.reference
     sizes: Counter[str] = Counter()
     for view in views.values():
@@ -839,9 +841,13 @@ def render_views(views: Mapping[str, dict[str, Any]], figures: _Figures,
                 reference, month, _merged(v["months"].pop(month, None) for v in views.values()))
     if DECAY_PATH not in skip:
         yield DECAY_PATH, _decay_file(reference, _merged(v.pop("decay") for v in views.values()))
+    made = dict(topics or {})
     for project, view in views.items():  # (once the blobs are let go)
         if view["n"] and topic_path(project) not in skip:
-            yield topic_path(project), _topic_file(reference, project, members(project))
+            topic = made.pop(project, None)
+            if topic is None:
+                topic = _topic_file(reference, project, members(project))
+            yield topic_path(project), topic
     decay_n = sum(view["decay_n"] for view in views.values())
     stats = _meta_json(figures, views, sizes, decay_n)
     yield f"{HIPPOCAMPUS_DIR}/meta.json", json.dumps(stats, indent=1, sort_keys=True) + "\n"
@@ -1147,6 +1153,67 @@ def _head_ok(head: Any) -> bool:
         and isinstance(head[2], dict) and isinstance(head[3], int)
 
 
+FORK_MIN_CHARS = 3_000_000  # (`_chars`: ~20,000 entries) of topic files to render, from which
+# half of their views and topic files are made in a forked process
+
+
+class _Apart:
+    """The views and topic files of some projects, made in a forked process (cortexfs.forked)
+    while this one makes the others' (the topic files all at once then, not each let go as
+    written): on a cold 100,000-atom run the store-wide files took ~1.5 s of one core while
+    the other was idle. Only for FORK_MIN_CHARS of topic files to render, and only where a
+    process can be forked; whatever the process fails to give is made here, the same."""
+
+    def __init__(self, names: set[str], child: Any = None) -> None:
+        self.names, self._child = names, child
+
+    @classmethod
+    def start(cls, stale: list[_Share], ref_us: int | None, clock: str,
+              reference: dt.datetime | None) -> _Apart:
+        """Give the process about half of the `stale` shares (those whose topic file is to
+        be rendered), by size."""
+        from cortexfs import forked
+
+        if sum(s.chars for s in stale) < FORK_MIN_CHARS or len(stale) < 2 \
+                or not forked.can_fork():
+            return cls(set())
+        # the shares whose entries this process does not hold (a cold run's worker built
+        # them), else about half of them by size
+        theirs = [s for s in stale if s._part is None]
+        if len(theirs) in (0, len(stale)):
+            load, theirs = [0, 0], []
+            for share in sorted(stale, key=lambda s: -s.chars):
+                side = 0 if load[0] <= load[1] else 1
+                load[side] += share.chars
+                if side:
+                    theirs.append(share)
+
+        def work() -> list[tuple[str, dict[str, Any], str | None]]:
+            out = []
+            for share in theirs:
+                view = share.view(ref_us, clock)
+                out.append((share.project, view, _topic_file(
+                    reference, share.project, by_strength(share.entries(ref_us)))
+                    if view["n"] else None))
+            return out
+
+        child = forked.start(work)
+        return cls({s.project for s in theirs} if child is not None else set(), child)
+
+    def join(self) -> dict[str, tuple[dict[str, Any], str | None]]:
+        """project → (its view, its topic file's text) as the process made them (none of
+        what it failed to make)."""
+        if self._child is None:
+            return {}
+        out: dict[str, tuple[dict[str, Any], str | None]] = {}
+        with contextlib.suppress(TypeError, ValueError):
+            for project, view, topic in self._child.join() or ():
+                if project in self.names and isinstance(view, dict) \
+                        and isinstance(topic, str | None):
+                    out[project] = (view, topic)
+        return out
+
+
 # (cache file, key) → a share `prepare` built in this process, for the `regen` that follows
 _PREPARED: dict[tuple[Path, str], _Share] = {}
 
@@ -1263,7 +1330,17 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
     files: Iterable[tuple[str, str]]
     skip: set[str] = set()
     if sum(s.chars for s in shares) > chars_for(MAX_TOKENS):  # surely hierarchical
-        views = {s.project: s.view(ref_us, clock) for s in shares}
+        stale = [s for s in shares if s.chars and not (
+            saved_keys.get(topic_path(s.project)) == keys.get(topic_path(s.project))
+            and cache.still(context / topic_path(s.project), known.get(topic_path(s.project))))]
+        apart = _Apart.start(stale, ref_us, clock, reference)
+        mine = {s.project: s.view(ref_us, clock) for s in shares if s.project not in apart.names}
+        topics = {s.project: _topic_file(reference, s.project, by_strength(s.entries(ref_us)))
+                  for s in stale if apart.names and s.project in mine and mine[s.project]["n"]}
+        theirs = apart.join()
+        topics.update((p, topic) for p, (_, topic) in theirs.items() if topic)
+        views = {s.project: mine[s.project] if s.project in mine else theirs[s.project][0]
+                 if s.project in theirs else s.view(ref_us, clock) for s in shares}
         keys.update(file_keys(views, reference))
         skip = {rel for rel, file_key in keys.items() if saved_keys.get(rel) == file_key
                 and cache.still(context / rel, known.get(rel))}
@@ -1274,7 +1351,7 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
         by_name = {s.project: s for s in shares}
         files = render_views(views, figures,
                              lambda project: by_strength(by_name[project].entries(ref_us)),
-                             skip)
+                             skip, topics)
     else:
         files = render(assemble(s.part() for s in shares))
     changed, states = _write_files(context, files, dry_run, known, skip)

@@ -722,3 +722,56 @@ def test_a_new_atom_is_added_to_the_cached_part_exactly_as_a_rebuild_makes_it(
     assert _generated(store) == files
     assert _part_cache(store, project.name) == part
     assert used == ([] if patched is None else [patched])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_views_and_topic_files_made_in_a_forked_process_are_those_made_here(
+        store: Store, project: Project, write_atom: Callable[..., Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past FORK_MIN_CHARS of topic files to render, about half of the projects' views and
+    topic files are made in a forked process: the files are those of a run without it, and
+    a process that fails leaves its share to this one."""
+    import shutil
+
+    from cortexfs import forked, regen, scaffold
+    from cortexfs.regen import run
+
+    monkeypatch.setattr(hippocampus, "MAX_TOKENS", 300)  # the hierarchical layout, surely
+    monkeypatch.setattr(hippocampus, "MASTER_MAX_TOKENS", 1_000)
+    for name in ("other", "third"):
+        target, _ = scaffold.new_project(store, name)
+        for n in range(1, 7):
+            write_atom(f"EXP-{n:03d}", summary=f"{name} {n}", date=f"2026-02-0{n}",
+                       tags=f"[t{n % 2}]", target=target)
+    for n in range(1, 9):
+        write_atom(f"EXP-{n:03d}", summary=f"Run {n}", date=f"2026-03-0{n}",
+                   extra="links: [EXP-002]\n" if n > 2 else "")
+    read(project, "EXP-002.md", "2026-03-20T00:00:00.000Z")
+    now = run.utc_now()
+    monkeypatch.setattr(run, "utc_now", lambda: now)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(store.home, pristine)
+    regen.regenerate(store)
+    here = _generated(store)
+    parent = os.getpid()
+    joined: list[int] = []
+    real_join = hippocampus._Apart.join
+
+    def spy(self: Any) -> Any:
+        made = real_join(self)
+        joined.append(len(made))
+        return made
+
+    monkeypatch.setattr(hippocampus._Apart, "join", spy)
+    monkeypatch.setattr(hippocampus, "FORK_MIN_CHARS", 1)
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+    for failing in (False, True):
+        shutil.rmtree(store.home)
+        shutil.copytree(pristine, store.home)
+        if failing:  # the forked process dies at its first view
+            real_view = hippocampus._Share.view
+            monkeypatch.setattr(hippocampus._Share, "view", lambda self, *a: os._exit(3)
+                                if os.getpid() != parent else real_view(self, *a))
+        regen.regenerate(store)
+        assert _generated(store) == here
+    assert joined == [2, 0]  # ("other" and "third" made apart, then nothing)
