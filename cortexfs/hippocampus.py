@@ -59,7 +59,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from cortexfs import escape, wall
 from cortexfs.accesslog import AccessStats
@@ -817,18 +817,21 @@ def render_hierarchical(index: MemoryIndex, known_topics: Iterable[str] = ()) \
         by_project.setdefault(e.project, []).append(e)
     ref_us = (index.reference - _EPOCH) // _US if index.reference is not None else None
     views = {project: project_view(members, ref_us) for project, members in by_project.items()}
-    yield from render_views(views, _Figures.of_index(index),
-                            lambda project: by_strength(by_project[project]),
-                            {topic_path(p) for p in known_topics})
+    # (without `topics`, every file comes as text)
+    yield from cast(Iterator[tuple[str, str]], render_views(
+        views, _Figures.of_index(index), lambda project: by_strength(by_project[project]),
+        {topic_path(p) for p in known_topics}))
 
 
 def render_views(views: Mapping[str, dict[str, Any]], figures: _Figures,
                  members: Any, skip: AbstractSet[str] = frozenset(),
-                 topics: Mapping[str, str] | None = None) -> Iterator[tuple[str, str]]:
+                 topics: Mapping[str, bytes] | None = None,
+                 ) -> Iterator[tuple[str, str | bytes]]:
     """The hierarchical files of the projects' `views` (see `project_view`), as
     `render_hierarchical` gives them, but those in `skip` (paths known to be up to date).
     `members(project)` gives a project's entries strongest first, for its topic file, unless
-    `topics` holds that file's text already. The views' month and decay blobs are taken
+    `topics` holds that file already (in UTF-8: a str of it takes twice the memory, as `→`
+    is not Latin-1). The views' month and decay blobs are taken
     out of them as their files are rendered."""
     reference = figures.reference
     sizes: Counter[str] = Counter()
@@ -845,9 +848,8 @@ def render_views(views: Mapping[str, dict[str, Any]], figures: _Figures,
     for project, view in views.items():  # (once the blobs are let go)
         if view["n"] and topic_path(project) not in skip:
             topic = made.pop(project, None)
-            if topic is None:
-                topic = _topic_file(reference, project, members(project))
-            yield topic_path(project), topic
+            yield topic_path(project), topic if topic is not None else \
+                _topic_file(reference, project, members(project))
     decay_n = sum(view["decay_n"] for view in views.values())
     stats = _meta_json(figures, views, sizes, decay_n)
     yield f"{HIPPOCAMPUS_DIR}/meta.json", json.dumps(stats, indent=1, sort_keys=True) + "\n"
@@ -1002,7 +1004,7 @@ def _existing_generated(context: Path) -> list[Path]:
     return found
 
 
-def _write_files(context: Path, files: Iterable[tuple[str, str]], dry_run: bool,
+def _write_files(context: Path, files: Iterable[tuple[str, str | bytes]], dry_run: bool,
                  known: Mapping[str, Any], kept: AbstractSet[str] = frozenset()) \
         -> tuple[list[Path], dict[str, list[Any]]]:
     """Write the files (path relative to `context`, text: each written as it comes, then
@@ -1023,7 +1025,7 @@ def _write_files(context: Path, files: Iterable[tuple[str, str]], dry_run: bool,
     for rel, text in files:
         made.append(rel)
         path = context / rel
-        data = text.encode("utf-8")
+        data = text if isinstance(text, bytes) else text.encode("utf-8")
         hexdigest = digest(data).hex()
         saved = known.get(rel)
         same = isinstance(saved, list) and saved[:1] == [hexdigest] and still(path, saved)
@@ -1188,28 +1190,29 @@ class _Apart:
                 if side:
                     theirs.append(share)
 
-        def work() -> list[tuple[str, dict[str, Any], str | None]]:
+        def work() -> list[tuple[str, dict[str, Any], bytes | None]]:
             out = []
             for share in theirs:
                 view = share.view(ref_us, clock)
                 out.append((share.project, view, _topic_file(
-                    reference, share.project, by_strength(share.entries(ref_us)))
+                    reference, share.project, by_strength(share.entries(ref_us))).encode()
                     if view["n"] else None))
+                share._part = share._entries = None  # (let go before the next one's)
             return out
 
         child = forked.start(work)
         return cls({s.project for s in theirs} if child is not None else set(), child)
 
-    def join(self) -> dict[str, tuple[dict[str, Any], str | None]]:
-        """project → (its view, its topic file's text) as the process made them (none of
+    def join(self) -> dict[str, tuple[dict[str, Any], bytes | None]]:
+        """project → (its view, its topic file in UTF-8) as the process made them (none of
         what it failed to make)."""
         if self._child is None:
             return {}
-        out: dict[str, tuple[dict[str, Any], str | None]] = {}
+        out: dict[str, tuple[dict[str, Any], bytes | None]] = {}
         with contextlib.suppress(TypeError, ValueError):
             for project, view, topic in self._child.join() or ():
                 if project in self.names and isinstance(view, dict) \
-                        and isinstance(topic, str | None):
+                        and isinstance(topic, bytes | None):
                     out[project] = (view, topic)
         return out
 
@@ -1327,7 +1330,7 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
     reference = _EPOCH + ref_us * _US if ref_us is not None else None
     clock = reference.isoformat() if reference else "never"
     keys = {topic_path(s.project): f"{s.key}:{clock}" for s in shares if s.key and s.chars}
-    files: Iterable[tuple[str, str]]
+    files: Iterable[tuple[str, str | bytes]]
     skip: set[str] = set()
     if sum(s.chars for s in shares) > chars_for(MAX_TOKENS):  # surely hierarchical
         stale = [s for s in shares if s.chars and not (
@@ -1335,7 +1338,8 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
             and cache.still(context / topic_path(s.project), known.get(topic_path(s.project))))]
         apart = _Apart.start(stale, ref_us, clock, reference)
         mine = {s.project: s.view(ref_us, clock) for s in shares if s.project not in apart.names}
-        topics = {s.project: _topic_file(reference, s.project, by_strength(s.entries(ref_us)))
+        topics = {s.project: _topic_file(reference, s.project,
+                                         by_strength(s.entries(ref_us))).encode()
                   for s in stale if apart.names and s.project in mine and mine[s.project]["n"]}
         theirs = apart.join()
         topics.update((p, topic) for p, (_, topic) in theirs.items() if topic)
