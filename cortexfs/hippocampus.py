@@ -1245,7 +1245,7 @@ def _share(ctx: Any, name: str, heads: Mapping[str, Any] | None = None) -> _Shar
                 and isinstance(saved[2], bytes):
             if saved[0] == key:
                 return _Share(ctx, name, key, saved[1], rows=saved[2])
-            part = _added_to(ctx, name, saved[0], saved[2])
+            part = _added_to(ctx, name, saved[0], saved[2], path)
     if part is None:
         part = project_part(name, ctx.projects[name].atoms, ctx.access[name])
     head = (part.newest_us, part.reads, part.skipped, _chars(part.entries))
@@ -1254,11 +1254,15 @@ def _share(ctx: Any, name: str, heads: Mapping[str, Any] | None = None) -> _Shar
     return _Share(ctx, name, key or None, head, part=part)
 
 
-def _added_to(ctx: Any, name: str, key: str, rows: bytes) -> Part | None:
-    """The part cached under `key` with the one atom the project has gained since (see
-    `RegenContext.added`): on 10,000 atoms, ~15 ms of `cortex new` were the rebuild of its
-    project's ~1,000 entries. None when the project changed otherwise."""
-    atom = ctx.added(name, key)
+def _added_to(ctx: Any, name: str, key: str, rows: bytes, path: Path) -> Part | None:
+    """The part cached (at `path`) under `key` with the one atom the project has gained
+    since (see `RegenContext.added`): on 10,000 atoms, ~15 ms of `cortex new` were the
+    rebuild of its project's ~1,000 entries. None when the project changed otherwise."""
+    try:
+        since = os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+    atom = ctx.added(name, key, since)
     if atom is None:
         return None
     try:

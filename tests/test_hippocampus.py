@@ -168,7 +168,7 @@ def test_generator_entry_point_and_its_skip_cache(
         return types.SimpleNamespace(
             store=store, projects={"flywheel": load_project(project)},
             access={"flywheel": accesslog.fold(project.access_log)},
-            fingerprint=lambda names=None, dated=True: fp, added=lambda name, before: None)
+            fingerprint=lambda names=None, dated=True: fp, added=lambda name, before, since: None)
 
     monkeypatch.setattr(hippocampus, "project_part", counting_part)
     monkeypatch.setattr(hippocampus, "render", counting_render)
@@ -765,11 +765,11 @@ def test_views_and_topic_files_made_in_a_forked_process_are_those_made_here(
     monkeypatch.setattr(hippocampus._Apart, "join", spy)
     monkeypatch.setattr(hippocampus, "FORK_MIN_CHARS", 1)
     monkeypatch.setattr(forked, "can_fork", lambda: True)
+    real_view = hippocampus._Share.view
     for failing in (False, True):
         shutil.rmtree(store.home)
         shutil.copytree(pristine, store.home)
         if failing:  # the forked process dies at its first view
-            real_view = hippocampus._Share.view
             monkeypatch.setattr(hippocampus._Share, "view", lambda self, *a: os._exit(3)
                                 if os.getpid() != parent else real_view(self, *a))
         regen.regenerate(store)

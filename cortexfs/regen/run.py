@@ -205,16 +205,18 @@ class Run:
                 for k in KINDS), stats.offset, stats.bad_lines))
         return cache.digest(marshal.dumps(parts, 2), 8).hex()
 
-    def added(self, name: str, before: str) -> Atom | None:
+    def added(self, name: str, before: str, since: int) -> Atom | None:
         """The atom whose file is all that project `name` has more than when its undated
-        fingerprint was `before` (the project's newest file is tried: what `cortex new`
-        just wrote); None when that file does not explain the difference."""
+        fingerprint was `before`, at `since` (ns since the epoch); the project's newest
+        file is tried (what `cortex new` just wrote), if it is newer than that. None when
+        that file does not explain the difference."""
         project = self.store.project(name)
         newest: tuple[int, Kind, str] | None = None
         for kind, file, stamp in self.scan(project).entries():
             if stamp and (newest is None or stamp[MTIME] > newest[0]):
                 newest = (stamp[MTIME], kind, file)
-        if newest is None or self.fingerprint([name], False, newest[1:]) != before:
+        if newest is None or newest[0] <= since \
+                or self.fingerprint([name], False, newest[1:]) != before:
             return None
         return self.atom(project, newest[1], newest[2])
 
