@@ -754,24 +754,25 @@ def test_views_and_topic_files_made_in_a_forked_process_are_those_made_here(
     regen.regenerate(store)
     here = _generated(store)
     parent = os.getpid()
-    joined: list[int] = []
-    real_join = hippocampus._Apart.join
+    makers = tmp_path / "makers"  # the pid of each process that made a view
+    real_view = hippocampus.project_view
 
-    def spy(self: Any) -> Any:
-        made = real_join(self)
-        joined.append(len(made))
-        return made
+    def view(entries: Any, ref_us: Any) -> Any:
+        with open(makers, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        if failing and os.getpid() != parent:
+            os._exit(3)  # the forked process dies at its first view
+        return real_view(entries, ref_us)
 
-    monkeypatch.setattr(hippocampus._Apart, "join", spy)
+    monkeypatch.setattr(hippocampus, "project_view", view)
     monkeypatch.setattr(hippocampus, "FORK_MIN_CHARS", 1)
     monkeypatch.setattr(forked, "can_fork", lambda: True)
-    real_view = hippocampus._Share.view
     for failing in (False, True):
         shutil.rmtree(store.home)
         shutil.copytree(pristine, store.home)
-        if failing:  # the forked process dies at its first view
-            monkeypatch.setattr(hippocampus._Share, "view", lambda self, *a: os._exit(3)
-                                if os.getpid() != parent else real_view(self, *a))
+        makers.unlink(missing_ok=True)
         regen.regenerate(store)
         assert _generated(store) == here
-    assert joined == [2, 0]  # ("other" and "third" made apart, then nothing)
+        pids = makers.read_text().split()
+        assert len(pids) == (4 if failing else 3)  # (the one that died began one)
+        assert sum(pid != str(parent) for pid in pids) == (1 if failing else 2)
