@@ -170,7 +170,9 @@ def add_atom(store: Store, kind: str, project: str | None, summary: str, tags: l
     with transaction(store, commit=commit) as txn:  # refusals before the file is written
         added = authoring.add_atom(proj, req, strict=strict, body=body)
         txn.add(added.change)
-        txn.add(lifecycle.regenerate(store, [proj.name], txn, warn=warnings.append))
+        # (the project's scan that the duplicate gate took, with the new atom in it)
+        txn.add(lifecycle.regenerate(store, [proj.name], txn, warn=warnings.append,
+                                     scans=[added.scan] if added.scan else []))
     if txn.result and txn.result.warning:
         warnings.append(txn.result.warning)
     atom, duplicates = added.atom, added.duplicates

@@ -421,12 +421,14 @@ def test_abandoned_temporaries_are_removed_after_a_killed_cortex(cli: Any,
     young = folder / ".index.md.aa1bb2cc.tmp"
     merged = store.home / ".git" / f"cortex-merge-{dead.pid}-ours"  # (git.merge_file's)
     merging = store.home / ".git" / f"cortex-merge-{os.getpid()}-base"
-    for path in (abandoned, live, old, young, merged, merging):
+    split = store.home / ".git" / "sharedindex_k3J4h5"  # (git's, killed in the split index)
+    for path in (abandoned, live, old, young, merged, merging, split):
         path.write_text("partial")
     os.utime(old, (time.time() - 3600, time.time() - 3600))
     result = cli("new", "exp", "-p", "flywheel", "-s", "The next command", "-t", "x")
     assert result.exit_code == 0, result.output
     assert not abandoned.exists() and not old.exists() and not merged.exists()
+    assert not split.exists()
     assert live.exists() and young.exists() and merging.exists()
     abandoned.write_text("again, but no holder was killed: nothing is scanned")
     assert cli("new", "exp", "-p", "flywheel", "-s", "Another", "-t", "x").exit_code == 0
