@@ -336,11 +336,8 @@ def plan_mcp_removal(path: Path) -> Change:
     """The change that removes cortex's MCP server from `path` (and nothing else)."""
     before, data = _load_mcp(path)
     new = copy.deepcopy(data)
-    servers = new.get("mcpServers") or {}
-    if MCP_NAME not in servers:
-        return Change(path, before, None)
-    del servers[MCP_NAME]
-    return Change(path, before, _dump(new, before))
+    (new.get("mcpServers") or {}).pop(MCP_NAME, None)
+    return Change(path, before, None if new == data else _dump(new, before))
 
 
 def mcp_installed(path: Path, home: str | os.PathLike[str]) -> Installed | None:

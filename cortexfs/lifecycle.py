@@ -36,7 +36,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +59,7 @@ from cortexfs.errors import AtomParseError, InvalidInputError, OutsideStoreError
 from cortexfs.frontmatter import MAX_ATOM_BYTES, Document, decode, parse, set_keys
 from cortexfs.frontmatter import locate as locate_parts
 from cortexfs.fsutil import atomic_write
-from cortexfs.loader import Ahead, ProjectScan, atom_paths, load_project
+from cortexfs.loader import Ahead, LoadedProject, ProjectScan, atom_paths, load_project
 from cortexfs.store import Project, Store, check_project_name
 from cortexfs.wording import plural
 
@@ -208,8 +208,7 @@ class Reference:
     exists: bool = True
 
     def to_json(self) -> dict[str, Any]:
-        return {"atom": self.atom, "relation": self.relation, "target": self.target,
-                "summary": self.summary, "exists": self.exists}
+        return asdict(self)
 
 
 def named_in(meta: dict[str, Any]) -> list[tuple[str, str]]:
@@ -567,7 +566,6 @@ def check_text(store: Store, located: Located, text: str, *, new: bool = False) 
     """Validate `text` as the new content of `located` (with the rest of its project as it
     is): refuse with the first error, in one line; the warnings. `new`: as `cortex new`
     does, an empty, multi-line or over-long summary is refused too."""
-    from cortexfs.loader import LoadedProject
     from cortexfs.validate import ERROR, check_project
 
     project = located.project

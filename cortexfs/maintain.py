@@ -271,11 +271,9 @@ def _link_clusters(atoms: list[Atom]) -> list[Suggestion]:
 def _chains(atoms: list[Atom]) -> list[Suggestion]:
     """Supersede chains of ≥ 3 atoms: A superseded/refined by B, B by C, …"""
     by_id = {a.id: a for a in atoms}
-    successor: dict[str, str] = {}
-    for atom in atoms:
-        if atom.status in ("superseded", "refined") and atom.status_ref in by_id \
-                and atom.status_ref != atom.id:
-            successor[atom.id] = atom.status_ref
+    successor = {atom.id: atom.status_ref for atom in atoms
+                 if atom.status in ("superseded", "refined") and atom.status_ref in by_id
+                 and atom.status_ref != atom.id}
     targets = set(successor.values())
     out: list[Suggestion] = []
     for start in sorted(successor, key=_id_key):

@@ -22,7 +22,6 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, ValidationError
@@ -148,10 +147,6 @@ def _progress(what: str, done: int, total: int) -> None:
     print(f"cortex: {what}: {done}/{total}", file=sys.stderr, flush=True)
 
 
-def _rel(store: Store, path: Path | str) -> str:
-    return os.path.relpath(path, store.home)
-
-
 def add_atom(store: Store, kind: str, project: str | None, summary: str, tags: list[str],
              evidence: list[str] | None = None, sources: list[str] | None = None,
              links: list[str] | None = None, body: str | None = None, strict: bool = False,
@@ -178,7 +173,7 @@ def add_atom(store: Store, kind: str, project: str | None, summary: str, tags: l
     atom, duplicates = added.atom, added.duplicates
     committed = bool(txn.result and txn.result.commit)
     _recall_changed(store)
-    return {"id": atom.id, "project": proj.name, "path": _rel(store, atom.path),
+    return {"id": atom.id, "project": proj.name, "path": store.home_rel(atom.path),
             "committed": committed,
             "notes": [*added.notes, *(f"warning: {for_agent(w)}" for w in warnings)],
             "near_duplicates": [{"id": d.id, "summary": d.summary,
@@ -247,7 +242,7 @@ def build_server(store: Store) -> Any:
                            filters=filters)
         out = result.to_json()
         for hit in out["hits"]:
-            hit["path"] = _rel(store, hit["path"])
+            hit["path"] = store.home_rel(hit["path"])
         return out
 
     @tool
@@ -321,9 +316,9 @@ def build_server(store: Store) -> Any:
         committed = bool(txn.result and txn.result.commit)
         _recall_changed(store)
         return {"projects": result.projects,
-                "written": [_rel(store, p) for p in result.written],
-                "skipped": [{"path": _rel(store, e.path), "line": e.line, "reason": e.reason}
-                            for e in result.skipped],
+                "written": [store.home_rel(p) for p in result.written],
+                "skipped": [{"path": store.home_rel(e.path), "line": e.line,
+                             "reason": e.reason} for e in result.skipped],
                 "committed": committed}
 
     @tool

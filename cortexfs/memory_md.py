@@ -703,10 +703,9 @@ def _lint_sections(doc: MemoryDoc, problems: list[Problem]) -> None:
     if doc.title_line is None:
         problems.append(Problem("warning", "title",
                                 "no `# Memory` title: add it above the first section"))
-    for orphan in doc.orphans:
-        problems.append(Problem("error", "orphan-entry",
-                                "entry before the first section: move it into a section",
-                                orphan.line))
+    problems += [Problem("error", "orphan-entry",
+                         "entry before the first section: move it into a section", orphan.line)
+                 for orphan in doc.orphans]
     seen: dict[str, int] = {}
     standard_order: list[str] = []
     for section in doc.sections:

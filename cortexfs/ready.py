@@ -36,7 +36,7 @@ import shlex
 import stat
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -263,20 +263,13 @@ def _cached(store: Store, key: str) -> tuple[list[Gap], list[Gap]] | None:
 
 
 def _save(store: Store, key: str, before: list[Gap], after: list[Gap]) -> None:
-    def rows(gaps: list[Gap]) -> list[tuple[Any, ...]]:
-        return [(g.check, g.message, g.fix, g.project, g.path) for g in gaps]
-
     data = cache.load(_cache_path(store), CACHE_KIND)
     entries: dict[str, Any] = data if isinstance(data, dict) else {}
     entries.pop(key, None)
-    entries[key] = (rows(before), rows(after))
+    entries[key] = ([astuple(g) for g in before], [astuple(g) for g in after])
     while len(entries) > CACHE_SCOPES:
         entries.pop(next(iter(entries)))
     cache.save(_cache_path(store), CACHE_KIND, entries)
-
-
-def _rel(store: Store, path: Path | str) -> str:
-    return Path(os.path.relpath(path, store.home)).as_posix()
 
 
 def _project_of(path: str) -> str | None:
@@ -316,7 +309,7 @@ def _knowledge_evidence(store: Store, loaded: dict[str, LoadedProject],
             existing = [e for e in cited if e in experiments]
             if existing:
                 continue
-            rel = _rel(store, atom.path)
+            rel = store.home_rel(atom.path)
             flagged.add(rel)
             what = ("lists no evidence" if not cited else
                     f"cites only experiments that do not exist ({', '.join(cited)})")
@@ -370,7 +363,7 @@ def _derived(store: Store, project: str | None, gaps: list[Gap],
 
     result = regenerate(store, [project] if project else None, dry_run=True, scans=scans)
     if result.written:
-        paths = sorted(_rel(store, p) for p in result.written)
+        paths = sorted(store.home_rel(p) for p in result.written)
         target = project or "--all"
         gaps.append(Gap("derived", f"{plural(len(paths), 'generated file')} out of date: "
                         f"{some(paths, MAX_LISTED_PATHS)}",
@@ -424,7 +417,7 @@ def _status_freshness(store: Store, projects: list[Project], loaded: dict[str, L
     wanted: dict[str, Project] = {}
     for p in projects:
         path = p.root / layout.STATUS_MD
-        rel = _rel(store, path)
+        rel = store.home_rel(path)
         if not path.is_file():
             gaps.append(Gap("status", "STATUS.md is missing: a new session has no current "
                             "state to start from", f"run `cortex project new {p.name}` (it "
@@ -457,7 +450,7 @@ def _charter(store: Store, project: Project, gaps: list[Gap]) -> None:
     for name, what in (("mission.md", "the goal, success conditions and scope"),
                        ("roadmap.md", "the phases and milestones with testable conditions")):
         path = project.root / name
-        rel = _rel(store, path)
+        rel = store.home_rel(path)
         try:
             text = wall.read_text(store.context, path)
         except CortexError:
@@ -526,7 +519,7 @@ def _file_links(store: Store, path: Path, project: str | None, own: set[str],
     end = text.find(GENERATED_END, start + 1 if start >= 0 else 0)
     if start >= 0 and end > start:  # the generated block is regeneration's business
         text = text[:start] + "\n" * text.count("\n", start, end) + text[end:]
-    rel = _rel(store, path)
+    rel = store.home_rel(path)
     in_code = False
     for number, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith("```"):
@@ -559,7 +552,7 @@ def _hippocampus(store: Store, gaps: list[Gap]) -> None:
     from cortexfs.hippocampus import check_pointers
 
     for problem in check_pointers(store):
-        rel = _rel(store, problem.file)
+        rel = store.home_rel(problem.file)
         gaps.append(Gap("hippocampus", f"{rel}:{problem.line}: pointer {problem.pointer!r} "
                         f"{problem.reason}", "run `cortex index regen --all`", None, rel))
 

@@ -80,11 +80,8 @@ def _added(home: Path, base: str, tip: str) -> dict[str, str]:
     out = git_run(home, "diff", "--raw", "-z", "--no-renames", "--diff-filter=A", base, tip,
                   "--", layout.PROJECTS_PATH).stdout
     fields = out.split("\0")
-    added: dict[str, str] = {}
-    for meta, path in zip(fields[0::2], fields[1::2], strict=False):
-        if meta.startswith(":") and _atom_of(path):
-            added[path] = meta.split()[3]
-    return added
+    return {path: meta.split()[3] for meta, path in zip(fields[0::2], fields[1::2], strict=False)
+            if meta.startswith(":") and _atom_of(path)}
 
 
 def find_collisions(home: Path, base: str | None, local: str, remote: str) -> list[Collision]:
@@ -137,11 +134,8 @@ def _next_free(kind: Kind, old: str, ids: set[str]) -> str:
             candidate = f"{old[:-1]}{letter}"
             if candidate not in ids:
                 return candidate
-    highest = 0
-    for other in ids:
-        mm = kind.id_re.match(other)
-        if mm:
-            highest = max(highest, int(mm.group(1)))
+    highest = max((int(mm.group(1)) for other in ids if (mm := kind.id_re.match(other))),
+                  default=0)
     return kind.format_id(highest + 1)
 
 
@@ -179,11 +173,8 @@ def rewrite_text(text: str, mapping: dict[str, str], path: str = "<string>") -> 
         doc = frontmatter.parse(text, path)
     except AtomParseError:
         return _sub(pattern, mapping, text)
-    updates = {}
-    for key, value in doc.meta.items():
-        new_value = _replace_value(value, pattern, mapping)
-        if new_value != value:
-            updates[key] = new_value
+    updates = {key: new_value for key, value in doc.meta.items()
+               if (new_value := _replace_value(value, pattern, mapping)) != value}
     lines = text.splitlines(keepends=True)
     head, body = "".join(lines[:doc.body_line - 1]), "".join(lines[doc.body_line - 1:])
     if updates:

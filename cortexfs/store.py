@@ -61,6 +61,10 @@ class Store:
         """`path` relative to context/, with `/` (how messages and findings name a file)."""
         return os.path.relpath(path, self.context).replace(os.sep, "/")
 
+    def home_rel(self, path: str | os.PathLike[str]) -> str:
+        """`path` relative to the store's home, with `/` (how JSON reports name a file)."""
+        return os.path.relpath(path, self.home).replace(os.sep, "/")
+
     def exists(self) -> bool:
         return self.projects_dir.is_dir()
 

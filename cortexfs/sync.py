@@ -494,9 +494,7 @@ def _overwritten(text: str) -> list[str]:
 def _stages(home: Path) -> dict[str, dict[int, str]]:
     out = git.git_run(home, "ls-files", "-u", "-z").stdout
     stages: dict[str, dict[int, str]] = {}
-    for rec in out.split("\0"):
-        if not rec:
-            continue
+    for rec in _z(out):
         info, path = rec.split("\t", 1)
         _mode, sha, stage = info.split()
         stages.setdefault(path, {})[int(stage)] = sha
@@ -605,9 +603,9 @@ def keep_log_appends(store: Store, since_head: bool = False) -> Iterator[None]:
                         if os.stat(path).st_ino != ino:
                             late = renumber.read_from(fd, size)
                             if since_head:
-                                rel = path.relative_to(store.home).as_posix()
                                 late = accesslog.missing_lines(
-                                    git.git_blob(store.home, "HEAD", rel) or b"",
+                                    git.git_blob(store.home, "HEAD", store.home_rel(path))
+                                    or b"",
                                     renumber.read_from(fd, 0))
                             current = accesslog.read(path)
                             extra = accesslog.missing_lines(current, late)
@@ -633,7 +631,7 @@ def _regenerate(store: Store, projects: list[str], result: SyncResult) -> None:
     _checkpoint("regenerated")
     commit_paths(store, written, f"index: regenerate after sync "
                                      f"({', '.join(projects) or 'store files'})")
-    result.regenerated += [os.path.relpath(p, store.home) for p in written]
+    result.regenerated += [store.home_rel(p) for p in written]
     _journal(store.home)
 
 
@@ -687,7 +685,7 @@ def _recover_renumber(store: Store, entry: dict[str, Any], head0: str, display: 
     # a renumbering commit killed after it moved HEAD but before it brought the user's
     # index up to date leaves a staged reverse rename, and every later commit of those
     # paths fails ("pathspec … did not match"): their index entries go back to HEAD's
-    rels = [os.path.relpath(p, home) for p in renumber.renamed_paths(store, mapping)]
+    rels = [store.home_rel(p) for p in renumber.renamed_paths(store, mapping)]
     git.git_run(home, "reset", "-q", "HEAD", "--", *rels)
     # renumbering is idempotent: this commits whatever the killed one had not
     _renumber(store, mapping, entry.get("base"), head0, display)

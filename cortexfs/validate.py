@@ -419,13 +419,9 @@ def project_matches_folder(atom: Atom, ctx: Context) -> Sequence[Issue]:
 @atom_rule("date", ERROR)
 def dates_are_dates(atom: Atom, ctx: Context) -> Sequence[Issue]:
     """`date` (and `invalidated-date`) is a real calendar date, YYYY-MM-DD."""
-    issues: list[Issue] = []
-    for key in _DATE_KEYS:
-        value = atom.meta.get(key)
-        if value is not None and not is_date(value):
-            issues.append(Issue(f"`{key}` {_yaml_repr(value)} is not a date: "
-                                "write YYYY-MM-DD", key))
-    return issues
+    return [Issue(f"`{key}` {_yaml_repr(value)} is not a date: write YYYY-MM-DD", key)
+            for key in _DATE_KEYS if (value := atom.meta.get(key)) is not None
+            and not is_date(value)]
 
 
 _STATUS_LIST = ", ".join(STATUSES)

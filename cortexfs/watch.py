@@ -438,11 +438,8 @@ class Watcher:
 
     def _logged_elsewhere(self, r: _PendingRead) -> bool:
         """True when another tool (the hook, recall…) logged this atom around this read."""
-        recent = self._refresh_recent(r.project)
-        for wall, tool in recent.get(r.name, ()):
-            if tool != WATCH_TOOL and abs(wall - r.wall) <= DEDUP_WINDOW:
-                return True
-        return False
+        return any(tool != WATCH_TOOL and abs(wall - r.wall) <= DEDUP_WINDOW
+                   for wall, tool in self._refresh_recent(r.project).get(r.name, ()))
 
     def _refresh_recent(self, project: str) -> dict[str, list[tuple[float, str]]]:
         """The project's log lines of the last minute, read incrementally."""

@@ -377,3 +377,16 @@ def test_the_installed_session_start_prints_at_most_its_budget(
     assert utf16_len(proc.stdout) <= limit  # as Claude Code counts it
     assert len(proc.stdout) > limit * 0.9  # the room is used, not wasted
     assert "[cortex brief: cut to fit" in proc.stdout.rstrip().splitlines()[-1]
+
+
+def test_removing_the_mcp_server_changes_only_its_entry(tmp_path: Path) -> None:
+    path = tmp_path / ".mcp.json"
+    for data in ({"mcpServers": {"other": {"command": "x"}}}, {"mcpServers": None}, {"a": 1}):
+        path.write_text(json.dumps(data))
+        change = claude_settings.plan_mcp_removal(path)
+        assert not change.changed and change.after is None
+    path.write_text(json.dumps({"a": 1, "mcpServers": {"cortex": {}, "other": {}}}))
+    change = claude_settings.plan_mcp_removal(path)
+    assert change.changed
+    assert json.loads(change.after or "") == {"a": 1, "mcpServers": {"other": {}}}
+    assert not claude_settings.plan_mcp_removal(tmp_path / "missing.json").changed

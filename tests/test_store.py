@@ -28,6 +28,8 @@ def test_a_store_s_places(tmp_path: Path) -> None:
     assert project.access_log == project.root / "_meta" / "access-log.jsonl"
     assert store.rel(project.access_log) == "projects/flywheel/_meta/access-log.jsonl"
     assert store.rel(str(store.context)) == "."
+    assert store.home_rel(project.access_log) == "context/projects/flywheel/_meta/access-log.jsonl"
+    assert store.home_rel(str(store.home / "logs")) == "logs"
 
 
 def test_at_and_open_resolve_the_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

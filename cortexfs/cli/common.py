@@ -137,10 +137,8 @@ def report(txn: Transaction) -> None:
 def split_list(values: list[str] | None) -> list[str]:
     """A repeatable, comma-separated option as a list without duplicates:
     `--evidence EXP-001,EXP-002 --evidence EXP-003` → three ids."""
-    out: list[str] = []
-    for value in values or []:
-        out.extend(v.strip() for v in value.split(",") if v.strip())
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys(v.strip() for value in values or [] for v in value.split(",")
+                              if v.strip()))
 
 
 def print_json(data: Any) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -61,9 +59,7 @@ def regen(
         common.report(txn)
         pending = txn.result.pending if txn.result else []
     committed = bool(txn.result and txn.result.commit) if not check else False
-    def rel(path: Path | str) -> str:
-        return os.path.relpath(path, store.home)
-
+    rel = store.home_rel
     if fmt == "json":
         common.print_json({
             "projects": result.projects,

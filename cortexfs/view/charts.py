@@ -118,11 +118,8 @@ def heat(history: dict[str, dict[str, int]], names: dict[str, tuple[str, str]]) 
             cells[index[period(day)]] += n
         peak = max(peak, *cells)
         grid.append((file, total, cells))
-    rows = []
-    for file, total, cells in grid:
-        atom_id, stem = names[file]
-        rows.append((atom_id, stem, total,
-                     [(n, -(-n * HEAT_LEVELS // peak) if n else 0) for n in cells]))
+    rows = [(*names[file], total, [(n, -(-n * HEAT_LEVELS // peak) if n else 0) for n in cells])
+            for file, total, cells in grid]
     return {"columns": columns, "rows": rows, "unit": unit}
 
 
