@@ -228,9 +228,12 @@ def check_idle(home: Path) -> None:
                        "says how), then run the command again")
 
 
-def head_commit(home: Path) -> str | None:
-    """The commit HEAD points at; None on a branch with no commits yet."""
-    proc = git_run(home, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
+def head_commit(home: Path, ref: str | None = "HEAD") -> str | None:
+    """The commit HEAD (or `ref`) points at; None on a branch with no commits yet (or for
+    no ref, or one that names no commit)."""
+    if not ref:
+        return None
+    proc = git_run(home, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}", check=False)
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 

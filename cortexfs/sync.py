@@ -192,19 +192,12 @@ def status(store: Store, limit: int = 10) -> Status:
             out.remote, out.remote_url = t.remote, _config(home, f"remote.{t.remote}.url")
     if out.remote is None:
         return out
-    upstream = _rev(home, state.upstream and f"refs/remotes/{state.upstream}")
+    upstream = git.head_commit(home, state.upstream and f"refs/remotes/{state.upstream}")
     span = f"{upstream}..HEAD" if upstream else "HEAD"
     out.unpushed_count = int(git.git_run(home, "rev-list", "--count", span).stdout.strip())
     log = git.git_run(home, "log", f"-n{limit}", "--format=%h %s", span).stdout
     out.unpushed = log.splitlines()
     return out
-
-
-def _rev(home: Path, ref: str | None) -> str | None:
-    if not ref:
-        return None
-    proc = git.git_run(home, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}", check=False)
-    return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
 # --- sync --------------------------------------------------------------------------------------
@@ -254,7 +247,7 @@ def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS, timeout: float = NET
             result.attempts = attempt
             result.committed += commit_pending(store)
             _network(home, timeout, "fetch", "--quiet", "--prune", tgt.remote)
-            upstream = _rev(home, tgt.tracking_ref)
+            upstream = git.head_commit(home, tgt.tracking_ref)
             if upstream:
                 _integrate(store, tgt, upstream, result)
             head = git.head_commit(home)
