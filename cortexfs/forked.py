@@ -44,17 +44,17 @@ class Child:
 
     def join(self) -> Any:
         """What the work returned; None when it failed (raised, or the process died)."""
-        chunks = []
+        data = bytearray()  # (one buffer: not the chunks and their join, ~2x a result's size)
         with contextlib.suppress(OSError):
             while chunk := os.read(self.fd, 1 << 20):
-                chunks.append(chunk)
+                data += chunk
         os.close(self.fd)
         _, status = os.waitpid(self.pid, 0)
         self.reaped = True
         if status != 0:
             return None
         try:
-            return marshal.loads(b"".join(chunks))
+            return marshal.loads(data)
         except (ValueError, EOFError, TypeError):
             return None
 

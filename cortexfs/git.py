@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -832,8 +833,66 @@ FAST_LOOSE_OBJECTS = ("core.looseCompression=1",)
 SPLIT_INDEX = ("core.splitIndex=true",)
 
 
+class Started:
+    """A commit's first step begun early (`start_commit`): cortex's private index taken and
+    the work tree's content of some paths being added to it, in a process of its own, while
+    the caller asks git status what the commit will hold. `commit_exactly` goes on from it
+    when HEAD has not moved (else it is let go); `drop` lets it go unused."""
+
+    def __init__(self, home: Path, parent: str, index: str, paths: set[str],
+                 output: Callable[[], str | None]) -> None:
+        self.home, self.parent, self.index, self.paths = home, parent, index, paths
+        self._output: Callable[[], str | None] | None = output
+
+    def take(self, parent: str | None) -> tuple[str, set[str]] | None:
+        """(the private index, the paths now in it as the work tree has them) when the
+        build rests on `parent` and its git succeeded; None otherwise (the index let go)."""
+        ok = self._wait()
+        if ok and parent == self.parent:
+            index, self.index = self.index, ""  # (the caller's now)
+            return index, self.paths
+        self.drop()
+        return None
+
+    def drop(self) -> None:
+        """Let the private index go for the next commit (it holds `parent` plus whatever
+        the work tree had: the next build puts back what it does not commit)."""
+        self._wait()
+        index, self.index = self.index, ""
+        if index:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(index + ".lock")
+            if os.path.exists(index):
+                _keep(index, git_dir_of(self.home))
+
+    def _wait(self) -> bool:
+        output, self._output = self._output, None
+        return output is not None and output() is not None
+
+
+def start_commit(store: Store, paths: Iterable[str]) -> Started | None:
+    """Begin a commit's first step for `paths` (relative to home; the files the commit will
+    most likely hold: folders are left out): cortex's private index taken and the paths'
+    content added to it in a process of its own (~8-11 ms on 10,000 atoms), while the
+    caller asks git status what the commit will hold (~9 ms). None without a HEAD to build
+    on. Hold `git_lock`; pass the result to `commit_exactly`, or `drop` it."""
+    home = store.home
+    files = sorted(p for p in set(paths) if not os.path.isdir(home / p))
+    parent = _head(home)
+    if parent is None or not files:
+        return None
+    index = _private_index(home, git_dir_of(home), parent)
+    output = _started(home, [*_configured(FAST_LOOSE_OBJECTS + SPLIT_INDEX), *_UPDATE],
+                      {"GIT_INDEX_FILE": index}, input="".join(f"{p}\0" for p in files))
+    return Started(home, parent, index, set(files), output)
+
+
+# (paths on stdin; --remove: a path gone from the work tree leaves the index, a deletion)
+_UPDATE = ("update-index", "--add", "--remove", "-z", "--stdin")
+
+
 def commit_exactly(store: Store, rel: Sequence[str], message: str,
-                   staged: Iterable[str] = ()) -> str | None:
+                   staged: Iterable[str] = (), started: Started | None = None) -> str | None:
     """Commit the current content of `rel` (paths relative to home: changes, additions,
     deletions) on top of HEAD with `message`; the new commit, or None when they already
     match HEAD. `staged`: those of them whose entry in your index differs from HEAD (git
@@ -849,17 +908,21 @@ def commit_exactly(store: Store, rel: Sequence[str], message: str,
 
     Git calls: update-index, diff-index beside write-tree, commit-tree beside update-index,
     update-ref, whatever the number of paths (paths go through stdin); HEAD is read from
-    git's files when they have the usual shape (else rev-parse, see `_head`).
+    git's files when they have the usual shape (else rev-parse, see `_head`). `started`:
+    the update-index already begun (`start_commit`), gone on from when HEAD is still what
+    it was built on; it is let go in any case.
     """
     home = store.home
     paths = sorted(set(rel))
     gitdir = git_dir_of(home)
     for attempt in range(5):
         parent = _head(home, ask=attempt > 0)
-        index = _private_index(home, gitdir, parent)
+        taken = started.take(parent) if started is not None and attempt == 0 else None
+        index, done = taken if taken is not None else \
+            (_private_index(home, gitdir, parent), set())
         try:
             try:
-                tree, entries = _build_tree(home, parent, paths, index)
+                tree, entries = _build_tree(home, parent, paths, index, done)
             except GitError:
                 if parent is None:
                     raise
@@ -951,20 +1014,22 @@ def _keep(index: str, gitdir: Path) -> None:
 
 
 def _build_tree(home: Path, parent: str | None, paths: Sequence[str], index: str,
-                ) -> tuple[str | None, list[str]]:
+                done: AbstractSet[str] = frozenset()) -> tuple[str | None, list[str]]:
     """In the private `index`: `parent`'s tree with `paths` as the work tree has them.
 
     (the tree, or None when it is `parent`'s own; the index entries of the paths that
     differ from `parent`, as `update-index --index-info` reads them: "mode sha\\tpath",
     mode 0 for a removal). Anything else the index held differently from `parent` (your
-    staged work, in a copy of your index) is put back as `parent` has it first.
+    staged work, in a copy of your index; paths `start_commit` added that the commit does
+    not hold) is put back as `parent` has it first. `done`: paths the index already has as
+    the work tree has them (`start_commit`'s).
     """
     env = {"GIT_INDEX_FILE": index}
     wanted = set(paths)
-    # --remove: a path gone from the work tree leaves the index (a deletion)
-    git_run(home, "update-index", "--add", "--remove", "-z", "--stdin",
-            input="".join(f"{p}\0" for p in paths), env=env,
-            config=FAST_LOOSE_OBJECTS + SPLIT_INDEX)
+    todo = [p for p in paths if p not in done]
+    if todo:
+        git_run(home, *_UPDATE, input="".join(f"{p}\0" for p in todo), env=env,
+                config=FAST_LOOSE_OBJECTS + SPLIT_INDEX)
     if parent is None:  # the first commit: nothing to compare with
         tree = git_run(home, "write-tree", env=env,
                        config=FAST_LOOSE_OBJECTS + SPLIT_INDEX).stdout.strip()

@@ -157,6 +157,13 @@ def child_maker(folder: Path) -> Callable[[str], Path]:
     return fast if fast is not None else folder.joinpath
 
 
+def files_digest(files: list[tuple[str, Record]]) -> bytes:
+    """`ProjectScan.inputs_digest` of a folder holding `files` ((name, stamp), by name)."""
+    # marshal format 2 has no back-references: equal values always give equal bytes
+    return cache.digest(marshal.dumps([(name, s[MTIME], s[SIZE], s[CRC]) for name, s in files],
+                                      2))
+
+
 @dataclass
 class ProjectScan:
     """Every atom file of a project with its stamp, in kind then id order; the parsed
@@ -196,10 +203,7 @@ class ProjectScan:
         so that a folder whose records did not change is not digested again."""
         found = self.digests.get(kind.folder)
         if found is None:
-            files = self.folders.get(kind.folder, [])
-            # marshal format 2 has no back-references: equal values always give equal bytes
-            found = self.digests[kind.folder] = cache.digest(marshal.dumps(
-                [(name, s[MTIME], s[SIZE], s[CRC]) for name, s in files], 2))
+            found = self.digests[kind.folder] = files_digest(self.folders.get(kind.folder, []))
         return found
 
     def info(self, kind: Kind, name: str) -> Info | None:

@@ -131,6 +131,28 @@ def test_new_asks_git_early_and_again_only_about_what_it_wrote(
     head_consistent(store)
 
 
+def test_a_file_the_committer_regenerates_goes_in_as_regenerated(committed: Project) -> None:
+    """The commit's first step begins while git status is asked again (git.start_commit);
+    a pending index.md that the committer then regenerates goes in as regenerated, not as
+    that first step read it."""
+    store = committed.store
+    index = committed.root / "experiments" / "index.md"
+    index.write_text(index.read_text() + "\nedited by hand\n")
+    atom = committed.root / "experiments" / "EXP-002.md"
+    atom.write_text(atom.read_text().replace("Shard rebalancing", "Shard moves"))
+    with commit.transaction(store, ask_early=True) as txn:
+        status = committed.root / "STATUS.md"
+        status.write_text("# Status\n\nby the command\n")
+        txn.add(commit.Change([status], "status"))
+    assert txn.result is not None and "context/projects/flywheel/experiments/index.md" in \
+        txn.result.regenerated
+    assert pending(store) == "" and index_matches_head(store)
+    assert "edited by hand" not in sh(store.home, "show",
+                                      "HEAD:context/projects/flywheel/experiments/index.md")
+    head_consistent(store)
+    assert not list(git.git_dir_of(store.home).glob("cortex-index.*"))
+
+
 def test_a_refused_new_leaves_no_git_of_its_own_running(cli: Any, committed: Project) -> None:
     """The early git status is waited for when the command fails too: none of its git
     processes outlives its hold of the store's git lock."""

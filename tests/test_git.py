@@ -659,3 +659,54 @@ def test_an_object_folder_that_stays_lost_is_a_one_line_error(
     with pytest.raises(GitError, match="unable to create temporary file") as raised:
         git.git_run(store.home, "hash-object", "-w", "--stdin", input=text)
     assert "\n" not in str(raised.value)
+
+
+def test_a_commit_goes_on_from_its_first_step_begun_early(store: Store) -> None:
+    """`start_commit` adds the likely paths to the private index while the caller asks git
+    status: the commit holds what it is asked to, as the work tree has it when it is made;
+    a path begun but not committed, or ignored, is left out."""
+    ideas = store.context / "ideas" / "early"
+    ideas.mkdir()
+    one, two, three = (ideas / f"{n}.md" for n in ("one", "two", "three"))
+    for path in (one, two, three):
+        path.write_text(f"{path.stem}\n")
+    (ideas / "x.tmp").write_text("ignored\n")  # (the store's .gitignore: *.tmp)
+    rel = [f"context/ideas/early/{p.name}" for p in (one, two, three)]
+    started = git.start_commit(store, [*rel, "context/ideas/early/x.tmp", "context/ideas"])
+    assert started is not None and "context/ideas" not in started.paths  # (a folder)
+    two.write_text("two, rewritten after the start\n")
+    started.paths.discard(rel[1])  # (what the committer does for what it rewrites)
+    sha = git.commit_exactly(store, rel[:2], "ideas", started=started)
+    assert sha is not None
+    assert sh(store.home, "show", "--name-only", "--format=", "HEAD").split() == sorted(rel[:2])
+    assert sh(store.home, "show", f"HEAD:{rel[1]}") == "two, rewritten after the start\n"
+    assert porcelain(store.home) == "?? context/ideas/early/three.md\n"
+    assert sh(store.home, "diff", "--cached", "--stat") == ""
+    started.drop()  # (used: nothing left to let go)
+    assert not list(git.git_dir_of(store.home).glob("cortex-index.*"))
+
+
+def test_a_first_step_begun_before_head_moved_is_let_go(store: Store) -> None:
+    ideas = store.context / "ideas"
+    (ideas / "one.md").write_text("one\n")
+    started = git.start_commit(store, ["context/ideas/one.md"])
+    assert started is not None
+    (store.home / "README.txt").write_text("yours\n")
+    sh(store.home, "add", "README.txt")
+    sh(store.home, "commit", "-qm", "yours")  # HEAD moves meanwhile
+    assert git.commit_exactly(store, ["context/ideas/one.md"], "one", started=started)
+    assert sh(store.home, "show", "--name-only", "--format=", "HEAD").split() == \
+        ["context/ideas/one.md"]
+    assert sh(store.home, "log", "--format=%s", "-2").split("\n")[:2] == ["one", "yours"]
+    assert porcelain(store.home) == ""
+    # a first step never used is let go for the next commit, which commits what it is asked
+    (ideas / "two.md").write_text("two\n")
+    (ideas / "three.md").write_text("three\n")
+    unused = git.start_commit(store, ["context/ideas/two.md", "context/ideas/three.md"])
+    assert unused is not None
+    unused.drop()
+    assert not list(git.git_dir_of(store.home).glob("cortex-index.*"))
+    assert git.commit_exactly(store, ["context/ideas/three.md"], "three")
+    assert sh(store.home, "show", "--name-only", "--format=", "HEAD").split() == \
+        ["context/ideas/three.md"]
+    assert porcelain(store.home) == "?? context/ideas/two.md\n"

@@ -168,7 +168,7 @@ def test_generator_entry_point_and_its_skip_cache(
         return types.SimpleNamespace(
             store=store, projects={"flywheel": load_project(project)},
             access={"flywheel": accesslog.fold(project.access_log)},
-            fingerprint=lambda names=None, dated=True: fp)
+            fingerprint=lambda names=None, dated=True: fp, added=lambda name, before, since: None)
 
     monkeypatch.setattr(hippocampus, "project_part", counting_part)
     monkeypatch.setattr(hippocampus, "render", counting_render)
@@ -648,3 +648,131 @@ def test_hierarchical_files_whose_inputs_did_not_move_are_not_rendered(
         regenerate(rebuilt)
         assert _generated(rebuilt) == _generated(store), step.__name__
         shutil.rmtree(copy)
+
+
+def _part_cache(store: Store, name: str) -> Any:
+    """(key, head, the part's rows) as cached (the rows unmarshalled: marshal's bytes depend
+    on which equal values happen to be one object)."""
+    import marshal
+
+    from cortexfs import cache
+
+    saved = cache.load(store.cache_dir / "hippocampus" / f"{name}.bin", hippocampus.PART_KIND)
+    return saved[0], saved[1], marshal.loads(saved[2])
+
+
+@pytest.mark.parametrize(("new_id", "extra", "patched"), [
+    # cites an entry, an id that is none (kept for later) and itself; EXP-004 is cited by
+    # EXP-001 and read in the log before it exists; it goes between EXP-002 and EXP-010
+    ("EXP-004", "links: [EXP-002, EXP-099, EXP-004]\n", True),
+    ("K-002", "evidence: [EXP-001]\nlinks: [K-001]\n", True),
+    ("PAT-001", "source-experiments: [EXP-010]\n", False),  # the project's first pattern
+    ("EXP-005", "status: superseded\n", False),  # not indexed
+    ("EXP-006", "id: EXP-002\n", False),  # an id taken: the file name is not the id
+    ("EXP-007", "", None),  # and an atom edited by hand: not one new file, so not tried
+    ("EXP-008", "", None),  # and a read appended to the log: the same
+])
+def test_a_new_atom_is_added_to_the_cached_part_exactly_as_a_rebuild_makes_it(
+        store: Store, project: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch, new_id: str, extra: str, patched: bool | None,
+        ) -> None:
+    """`cortex new` adds its atom to its project's cached part instead of rebuilding it:
+    the part and every generated file are those of a run from no cache at all."""
+    import datetime as dt
+    import shutil
+
+    from cortexfs import regen
+    from cortexfs.regen import run
+
+    now = dt.datetime(2026, 3, 20, tzinfo=dt.UTC)
+    monkeypatch.setattr(run, "utc_now", lambda: now)
+    write_atom("EXP-001", summary="First", extra="links: [EXP-004, EXP-002]\n")
+    write_atom("EXP-002", summary="Second", date="2026-03-01")
+    write_atom("EXP-010", summary="Tenth", date="2026-03-05", extra="evidence: [EXP-077]\n")
+    write_atom("K-001", summary="Known", extra="evidence: [EXP-001, EXP-004]\n")
+    read(project, "EXP-001.md", "2026-03-10T00:00:00.000Z", times=2)
+    read(project, "EXP-004.md", "2026-03-12T00:00:00.000Z")
+    regen.regenerate(store)
+    if "id:" in extra:
+        path = write_atom(new_id, summary="The new one", frontmatter=(
+            f"{extra}date: 2026-03-15\nproject: flywheel\nsummary: \"The new one\"\n"
+            "tags: [c]\n"))
+    else:
+        path = write_atom(new_id, summary="The new one", date="2026-03-15", extra=extra)
+    if new_id == "EXP-007":
+        write_atom("EXP-002", summary="Second, edited", date="2026-03-01")
+    if new_id == "EXP-008":
+        read(project, "EXP-002.md", "2026-03-13T00:00:00.000Z")
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))  # the newest file
+    used: list[bool] = []
+    real = hippocampus.with_added
+
+    def spy(*args: Any) -> hippocampus.Part | None:
+        part = real(*args)
+        used.append(part is not None)
+        return part
+
+    monkeypatch.setattr(hippocampus, "with_added", spy)
+    regen.regenerate(store)
+    assert used == ([] if patched is None else [patched])
+    files, part = _generated(store), _part_cache(store, project.name)
+    shutil.rmtree(store.cache_dir)
+    regen.regenerate(store)
+    assert _generated(store) == files
+    assert _part_cache(store, project.name) == part
+    assert used == ([] if patched is None else [patched])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_views_and_topic_files_made_in_a_forked_process_are_those_made_here(
+        store: Store, project: Project, write_atom: Callable[..., Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past FORK_MIN_CHARS of topic files to render, about half of the projects' views and
+    topic files are made in a forked process: the files are those of a run without it, and
+    a process that fails leaves its share to this one."""
+    import shutil
+
+    from cortexfs import forked, regen, scaffold
+    from cortexfs.regen import run
+
+    monkeypatch.setattr(hippocampus, "MAX_TOKENS", 300)  # the hierarchical layout, surely
+    monkeypatch.setattr(hippocampus, "MASTER_MAX_TOKENS", 1_000)
+    for name in ("other", "third"):
+        target, _ = scaffold.new_project(store, name)
+        for n in range(1, 7):
+            write_atom(f"EXP-{n:03d}", summary=f"{name} {n}", date=f"2026-02-0{n}",
+                       tags=f"[t{n % 2}]", target=target)
+    for n in range(1, 9):
+        write_atom(f"EXP-{n:03d}", summary=f"Run {n}", date=f"2026-03-0{n}",
+                   extra="links: [EXP-002]\n" if n > 2 else "")
+    read(project, "EXP-002.md", "2026-03-20T00:00:00.000Z")
+    now = run.utc_now()
+    monkeypatch.setattr(run, "utc_now", lambda: now)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(store.home, pristine)
+    regen.regenerate(store)
+    here = _generated(store)
+    parent = os.getpid()
+    makers = tmp_path / "makers"  # the pid of each process that made a view
+    real_view = hippocampus.project_view
+
+    def view(entries: Any, ref_us: Any) -> Any:
+        with open(makers, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        if failing and os.getpid() != parent:
+            os._exit(3)  # the forked process dies at its first view
+        return real_view(entries, ref_us)
+
+    monkeypatch.setattr(hippocampus, "project_view", view)
+    monkeypatch.setattr(hippocampus, "FORK_MIN_CHARS", 1)
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+    for failing in (False, True):
+        shutil.rmtree(store.home)
+        shutil.copytree(pristine, store.home)
+        makers.unlink(missing_ok=True)
+        regen.regenerate(store)
+        assert _generated(store) == here
+        pids = makers.read_text().split()
+        assert len(pids) == (4 if failing else 3)  # (the one that died began one)
+        assert sum(pid != str(parent) for pid in pids) == (1 if failing else 2)

@@ -192,6 +192,12 @@ def app_for(args: list[str]) -> typer.Typer:
 
 def run() -> None:
     """Console-script entry point."""
+    import gc
+
+    # what the start-up made lives as long as the process: set aside from the collector's
+    # walks (cortexfs.__main__ imported the CLI with the collector off)
+    gc.freeze()
+    gc.enable()
     try:
         app_for(sys.argv[1:])()
     except SystemExit as e:

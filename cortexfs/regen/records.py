@@ -13,6 +13,7 @@ from cortexfs.errors import AtomParseError
 from cortexfs.loader import LoadedProject
 
 if TYPE_CHECKING:
+    from cortexfs.atoms import Atom
     from cortexfs.store import Store
 
 
@@ -76,10 +77,19 @@ class RegenContext:
     access: Mapping[str, AccessStats]
     _fingerprint: Callable[[list[str], bool], str] = field(
         repr=False, default=lambda names, dated: "")
+    _added: Callable[[str, str, int], Atom | None] = field(
+        repr=False, default=lambda name, before, since: None)
 
     def fingerprint(self, names: list[str] | None = None, *, dated: bool = True) -> str:
         """Digest of the inputs of `names` (default: every project)."""
         return self._fingerprint(list(self.projects) if names is None else list(names), dated)
+
+    def added(self, name: str, before: str, since: int) -> Atom | None:
+        """The one atom project `name` has more than when `fingerprint([name], dated=False)`
+        was `before`, all else equal, at `since` (ns since the epoch: a file no newer is not
+        tried); None when no such atom explains the difference. Lets a generator add one
+        atom to what it cached then."""
+        return self._added(name, before, since)
 
 
 V = TypeVar("V")

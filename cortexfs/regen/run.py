@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING, Any
 from cortexfs import accesslog, cache, interrupt, layout
 from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import KINDS, Atom, Kind
-from cortexfs.loader import ERROR, Ahead, LoadedProject, ProjectScan, child_maker, scan_many
+from cortexfs.loader import (
+    ERROR,
+    MTIME,
+    Ahead,
+    LoadedProject,
+    ProjectScan,
+    child_maker,
+    files_digest,
+    scan_many,
+)
 from cortexfs.regen import fold, render, write
 from cortexfs.regen.records import Lazy, RegenContext, RegenResult
 
@@ -100,6 +109,23 @@ class Run:
             self.folded[project.name] = out
         return self.folded[project.name]
 
+    def atom(self, project: Project, kind: Kind, name: str) -> Atom | None:
+        """One file's atom as `atoms` makes it (None when it is not a valid atom)."""
+        stamp = dict(self.scan(project).folders.get(kind.folder, [])).get(name)
+        if stamp is None or stamp[ERROR] is not None:
+            return None
+        info = self.scan(project).info(kind, name)
+        if info is None:
+            return None
+        meta = dict(info[0])
+        folded = self.folded_values(project)
+        if name in folded:
+            refs, last = folded[name]
+            meta["refs"] = refs
+            if last is not None:
+                meta["last-ref"] = last
+        return Atom(project.folder(kind) / name, kind, meta)
+
     def atoms(self, project: Project, kind: Kind | None = None) -> list[Atom]:
         """Parsed atoms (no bodies) with their folded refs / last-ref."""
         sc, folded = self.scan(project), self.folded_values(project)
@@ -138,35 +164,61 @@ class Run:
             self._identity = tuple(parts)
         return self._identity
 
-    def folder_digest(self, project: Project, kind: Kind, *, dated: bool = True) -> str:
+    def folder_digest(self, project: Project, kind: Kind, *, dated: bool = True,
+                      without: str | None = None) -> str:
         """A digest of everything one folder's index.md is rendered from (with `dated`
-        False, all of it but the date)."""
-        found = self.digests.get((project.name, kind.prefix))
+        False, all of it but the date); `without`: as if that file were not there."""
+        found = self.digests.get((project.name, kind.prefix)) if without is None else None
         if found is None:
             sc, stats = self.scan(project), self.access(project)
+            files = sc.folders.get(kind.folder, [])
+            if without is not None:
+                files = [f for f in files if f[0] != without]
             # the files that were read, their counts and newest reads (in C, by map and
             # filter: a folder has thousands of files)
             counts = stats.counts
-            read = list(filter(counts.__contains__,
-                               map(itemgetter(0), sc.folders.get(kind.folder, []))))
+            read = list(filter(counts.__contains__, map(itemgetter(0), files)))
             reads = (read, list(map(counts.__getitem__, read)),
                      list(map(stats.newest.get, read)))
             # marshal format 2 has no back-references: equal values always give equal bytes
             data = marshal.dumps((self.identity(), project.name, kind.prefix,
-                                  sc.inputs_digest(kind), reads), 2)
-            found = self.digests[(project.name, kind.prefix)] = cache.digest(data).hex()
+                                  sc.inputs_digest(kind) if without is None
+                                  else files_digest(files), reads), 2)
+            found = cache.digest(data).hex()
+            if without is None:
+                self.digests[(project.name, kind.prefix)] = found
         if not dated:
             return found
         return cache.digest(f"{found}:{self.today.isoformat()}".encode()).hex()
 
-    def fingerprint(self, names: list[str], dated: bool = True) -> str:
+    def fingerprint(self, names: list[str], dated: bool = True,
+                    without: tuple[Kind, str] | None = None) -> str:
+        """A digest of the inputs of projects `names`; `without` (one project only): as if
+        that file of the kind were not there."""
         parts = []
         for name in names:
             project = self.store.project(name)
             stats = self.access(project)
-            parts.append((name, tuple(self.folder_digest(project, k, dated=dated)
-                                      for k in KINDS), stats.offset, stats.bad_lines))
+            parts.append((name, tuple(self.folder_digest(
+                project, k, dated=dated,
+                without=without[1] if without is not None and without[0] is k else None)
+                for k in KINDS), stats.offset, stats.bad_lines))
         return cache.digest(marshal.dumps(parts, 2), 8).hex()
+
+    def added(self, name: str, before: str, since: int) -> Atom | None:
+        """The atom whose file is all that project `name` has more than when its undated
+        fingerprint was `before`, at `since` (ns since the epoch); the project's newest
+        file is tried (what `cortex new` just wrote), if it is newer than that. None when
+        that file does not explain the difference."""
+        project = self.store.project(name)
+        newest: tuple[int, Kind, str] | None = None
+        for kind, file, stamp in self.scan(project).entries():
+            if stamp and (newest is None or stamp[MTIME] > newest[0]):
+                newest = (stamp[MTIME], kind, file)
+        if newest is None or newest[0] <= since \
+                or self.fingerprint([name], False, newest[1:]) != before:
+            return None
+        return self.atom(project, newest[1], newest[2])
 
     def save(self) -> None:
         """Write the caches of every project this run looked at, where they changed."""
@@ -182,7 +234,7 @@ class Run:
             store=self.store, now=self.now, dry_run=self.dry_run, selected=selected,
             projects=Lazy(names, self.loaded),
             access=Lazy(names, lambda n: self.access(self.store.project(n))),
-            _fingerprint=self.fingerprint,
+            _fingerprint=self.fingerprint, _added=self.added,
         )
 
     # --- one project -----------------------------------------------------------------------

@@ -64,3 +64,15 @@ def test_a_console_script_run_builds_only_the_command_named() -> None:
             whole = runner.invoke(app, args)
             slim = runner.invoke(app_for(args), args)
             assert (slim.exit_code, slim.output) == (whole.exit_code, whole.output), args
+
+
+def test_the_cli_is_imported_without_the_collector_and_a_command_runs_with_it() -> None:
+    code = ("import gc, sys\n"
+            "import cortexfs.__main__\n"
+            "import cortexfs.cli.main as main\n"
+            "seen = [gc.isenabled()]\n"
+            "main.app_for = lambda args: lambda: seen.append(gc.isenabled())\n"
+            "main.run()\n"
+            "print(seen)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[False, True]"
