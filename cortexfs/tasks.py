@@ -567,7 +567,7 @@ def set_status(project: Project, task_id: str, status: str,
         if status == "done" and task.completed_at is None:
             updates["completed-at"] = (today or dt.date.today()).isoformat()
         index = tf.tasks.index(task)
-        item_index = _item_index(tf, task)
+        item_index = _item_indexes(tf)[task.id]
         expected = [dict(t) if isinstance(t, dict) else t for t in _task_list(tf.data)]
         expected[item_index] = {**expected[item_index], **updates}
         text_out, rewritten = _edit(tf, expected,
@@ -620,7 +620,8 @@ def archive(project: Project, *, older_than_days: int = ARCHIVE_AFTER_DAYS,
             atomic_write(archive_path, _append_archive(archive_text, fresh, today),
                          root=project.store.context)
             paths.append(archive_path)
-        drop = {_item_index(tf, t) for t in old}
+        items = _item_indexes(tf)
+        drop = {items[t.id] for t in old}
         expected = [t for i, t in enumerate(_task_list(tf.data)) if i not in drop]
         text_out, rewritten = _edit(tf, expected, lambda: _remove_text(tf, drop))
         atomic_write(tf.path, text_out, root=project.store.context)
@@ -628,13 +629,14 @@ def archive(project: Project, *, older_than_days: int = ARCHIVE_AFTER_DAYS,
     return ArchiveResult(paths, rewritten, old, undated)
 
 
-def _item_index(tf: TaskFile, task: Task) -> int:
-    """The list position `task` was read from: the first item with its id, as `_check_tasks`
-    keeps it (not its line: `[{id: T-1, …}, {id: T-2, …}]` holds two tasks on one line)."""
+def _item_indexes(tf: TaskFile) -> dict[str, int]:
+    """Each task id's list position: its first item, as `_check_tasks` keeps it (not its
+    line: `[{id: T-1, …}, {id: T-2, …}]` holds two tasks on one line)."""
+    found: dict[str, int] = {}
     for i, raw in enumerate(_task_list(tf.data)):
-        if isinstance(raw, dict) and str(normalize(raw.get("id"))) == task.id:
-            return i
-    raise AssertionError(f"task {task.id} has no item")
+        if isinstance(raw, dict):
+            found.setdefault(str(normalize(raw.get("id"))), i)
+    return found
 
 
 def render_archive_entry(task: Task) -> str:
