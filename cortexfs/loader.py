@@ -551,7 +551,7 @@ def _folder_diff(project: Project, kind: Kind, before: Cached, now: int,
         if (len(stamp) == len(RECORD)
                 and stamp[MTIME] == st.st_mtime_ns and stamp[SIZE] == st.st_size
                 and stamp[INO] == st.st_ino
-                and (not stamp[RACY] or _same_content(stamp, where + name))):
+                and (not stamp[RACY] or _same_bytes(where + name, stamp) is not None)):
             if stamp[RACY] and not cache.racy(st.st_mtime_ns, now):
                 stamp = (*stamp[:RACY], False, *stamp[RACY + 1:])
                 dirty, same = True, False
@@ -626,10 +626,13 @@ def _folder_entry(saved: Any) -> Cached:
     return AtomFolder(names, [], others, (mtime, ino)), files, digest
 
 
-def _same_content(stamp: Record, path: str) -> bool:
-    """For a file written around the time it was read, whose stamp may hide a later write."""
+def _same_bytes(path: str, stamp: Record) -> bytes | None:
+    """The file's bytes if they are still those its record was made from (size and CRC),
+    else None: for a file written around the time it was read, whose stamp may hide a later
+    write, and for a body read after the scan."""
     raw = _read(path, stamp[SIZE])
-    return raw is not None and len(raw) == stamp[SIZE] and zlib.crc32(raw) == stamp[CRC]
+    return raw if raw is not None and len(raw) == stamp[SIZE] \
+        and zlib.crc32(raw) == stamp[CRC] else None
 
 
 def _read(path: str, size_hint: int) -> bytes | None:
@@ -657,8 +660,8 @@ def _read(path: str, size_hint: int) -> bytes | None:
 
 def _read_text(path: Path, stamp: Record) -> str | None:
     """The text of a file whose parse is cached; None if the file has changed."""
-    raw = _read(str(path), stamp[SIZE])
-    if raw is None or len(raw) != stamp[SIZE] or zlib.crc32(raw) != stamp[CRC]:
+    raw = _same_bytes(str(path), stamp)
+    if raw is None:
         return None
     try:
         return decode(raw, str(path))

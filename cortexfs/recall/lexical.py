@@ -29,15 +29,12 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from cortexfs import accesslog, cache, forked, layout, wall
 from cortexfs.atoms import KINDS, Kind
-from cortexfs.errors import AtomParseError
-from cortexfs.frontmatter import read_bytes
 from cortexfs.fsutil import file_lock, removed_on_error, write_temp
 from cortexfs.recall import arrays, docs, files, segment
 from cortexfs.recall.builder import Builder
@@ -361,9 +358,9 @@ class LexicalIndex:
                 walked_at: int) -> Folder:
         """The folder's new row of the table: unchanged files keep their doc (found with
         array comparisons: a folder of 10,000 files with one change costs no loop over
-        them), the others are read — a racily-clean one only if its bytes changed. A file is
-        racy by the time its stat data was taken (`walked_at`), not by now: the walk of a
-        large store takes a fraction of a second."""
+        them), the others are read — one whose bytes are those indexed (a racily-clean or a
+        touched file) keeps its doc. A file is racy by the time its stat data was taken
+        (`walked_at`), not by now: the walk of a large store takes a fraction of a second."""
         n = len(names)
         if old.names == names:
             prev = np.arange(n)
@@ -388,12 +385,10 @@ class LexicalIndex:
             old_sha = self.segments[old.seg[i]].sha(int(old.doc[i])) \
                 if i >= 0 and old.seg[i] >= 0 else None
             racy[j] = cache.racy(int(stamps[j][0]), walked_at)
-            if same[j] and old_sha is not None and _sha_of(folder / name) == old_sha:
-                continue  # racily clean, and indeed unchanged: keeps its doc
             found = builder.add(project, kind, f"{fkey}/{name}", folder / name, old_sha)
             if found is None:  # not an atom (the builder noted why)
                 seg[j], doc[j] = SKIPPED, 0
-            elif found != "same":  # (touched, not changed: keeps its doc)
+            elif found != "same":  # (touched or racily clean, not changed: keeps its doc)
                 seg[j], doc[j] = PENDING, found
         return Folder(names, stamps, racy, seg, doc)
 
@@ -530,11 +525,3 @@ def bm25(index: LexicalIndex, hashes: list[int], weights: list[float] | None = N
         scores[ids] += (w * idf * tf / (tf + norm)).astype(np.float32)
     return scores, found, line_df
 
-
-def _sha_of(path: Path) -> bytes | None:
-    try:
-        import hashlib  # (here: OpenSSL's import is ~3 ms, and a warm query needs none)
-
-        return hashlib.sha1(read_bytes(path)).digest()  # (a regular file, never a link)
-    except AtomParseError:
-        return None

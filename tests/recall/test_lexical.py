@@ -57,6 +57,16 @@ def test_same_size_same_mtime_rewrite_is_seen(store: Store,
     assert rc.recall(store, "alpha").hits == []
 
 
+def test_a_racily_clean_file_is_read_again_and_keeps_its_doc(
+        store: Store, write_atom: Callable[..., Path]) -> None:
+    write_atom("EXP-001", summary="alpha beta gamma")
+    assert ids(rc.recall(store, "alpha")) == ["EXP-001"]
+    segments = segment_files(store)
+    assert lexical_index(store).files.folders["flywheel/experiments"].racy.all()  # just written
+    assert ids(rc.recall(store, "alpha")) == ["EXP-001"]  # its bytes compared: the same,
+    assert segment_files(store) == segments  # so nothing is indexed again
+
+
 @pytest.mark.parametrize("what, damage", [
     ("manifest.json", b""), ("manifest.json", b"{not json"), ("files.arr", b"CXARRAY1junk"),
     ("seg", b"not a zip file")])
