@@ -609,7 +609,11 @@ def test_sync_refuses_to_merge_an_unrelated_repository(store: Store, tmp_path: P
 def test_a_sync_beside_a_running_gc_loses_nothing(tmp_path: Path) -> None:
     """`git gc` running again and again on one machine (as cortex starts it in the
     background, or a person does) while it syncs: fetch, merge and push wait out its
-    locks; the clones agree, nothing is lost, git fsck is clean."""
+    locks; the clones agree, nothing is lost, git fsck is clean. (A gc may itself fail
+    beside live writers, as it does beside any git: on a ref lock a commit or fetch holds,
+    or, seen once in ~60 runs, "loose object … is corrupt" about an object that appeared
+    while it looked for it. That is the gc's run, not the store: fsck finds it whole. The
+    gc must still have packed the store some of the time.)"""
     import threading
 
     a, b = make_cluster(tmp_path)
@@ -626,8 +630,9 @@ def test_a_sync_beside_a_running_gc_loses_nothing(tmp_path: Path) -> None:
 
     def collect() -> None:
         while not stop.is_set():
-            runs.append(subprocess.run(["git", "gc", "--quiet"], cwd=b.home,
-                                       capture_output=True, text=True).returncode)
+            done = subprocess.run(["git", "gc", "--quiet"], cwd=b.home,
+                                  capture_output=True, text=True)
+            runs.append((done.returncode, done.stderr))
 
     packer = threading.Thread(target=collect)
     packer.start()
@@ -639,8 +644,8 @@ def test_a_sync_beside_a_running_gc_loses_nothing(tmp_path: Path) -> None:
     finally:
         stop.set()
         packer.join()
-    assert runs and all(code == 0 for code in runs)
     settle([a, b])
     check_invariants([a, b])
     for c in (a, b):
         sh(c.home, "fsck", "--no-progress")
+    assert any(code == 0 for code, _ in runs), runs
