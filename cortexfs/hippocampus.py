@@ -405,7 +405,10 @@ def with_added(part: Part, atom: Atom, stats: AccessStats | None) -> Part | None
     new = one.entries[0]
     by_id = {e.id: e for e in part.entries}
     places = [_atom_order(e) for e in part.entries]
+    # (an id used by two files leaves one entry for both, placed by the first, pointing at
+    # the last: the atoms parsed and not left out then outnumber the entries)
     if new.id in by_id or len(by_id) != len(places) \
+            or sum(part.kinds.values()) - sum(part.skipped.values()) != len(places) \
             or any(a >= b for a, b in zip(places, places[1:], strict=False)):
         return None
     dangling = {target: set(ids) for target, ids in part.dangling.items()}

@@ -56,11 +56,20 @@ def _handler(signum: int, frame: FrameType | None) -> None:
         return
     # not inside a writing command (or a sync, whose next run finishes what it left): stop
     # now — SystemExit rather than KeyboardInterrupt: no traceback, even during the imports
-    import shlex
-
-    command = _command[0] if _command else shlex.join(["cortex", *sys.argv[1:]])
+    command = _command[0] if _command else " ".join(map(_quoted, ["cortex", *sys.argv[1:]]))
     sys.stderr.write(f"interrupted, run `{command}` again\n")
     raise SystemExit(EXIT_CODE)
+
+
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
+
+
+def _quoted(arg: str) -> str:
+    """`shlex.quote(arg)`, without importing shlex: a signal can arrive while `re` (which
+    shlex imports) is half-imported, and importing shlex then fails with a traceback."""
+    if arg and all(c in _SAFE for c in arg):
+        return arg
+    return "'" + arg.replace("'", "'\"'\"'") + "'"
 
 
 def set_command(command: str) -> None:

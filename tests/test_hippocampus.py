@@ -724,6 +724,46 @@ def test_a_new_atom_is_added_to_the_cached_part_exactly_as_a_rebuild_makes_it(
     assert used == ([] if patched is None else [patched])
 
 
+def test_a_new_atom_beside_an_id_used_twice_rebuilds_the_part(
+        store: Store, project: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two files with one id leave one entry, placed by the first file and pointing at the
+    second: an atom added by its file name would go in the wrong place, so the part is
+    rebuilt (found in review: the patched part listed EXP-002 before EXP-001)."""
+    import datetime as dt
+    import shutil
+
+    from cortexfs import regen
+    from cortexfs.regen import run
+
+    now = dt.datetime(2026, 3, 20, tzinfo=dt.UTC)
+    monkeypatch.setattr(run, "utc_now", lambda: now)
+    write_atom("EXP-001", summary="First", date="2026-03-01")
+    write_atom("EXP-003", summary="Third, with the first's id", frontmatter=(
+        "id: EXP-001\ndate: 2026-03-03\nproject: flywheel\nsummary: \"dup\"\ntags: [c]\n"))
+    write_atom("EXP-010", summary="Tenth", date="2026-03-05")
+    regen.regenerate(store)
+    path = write_atom("EXP-002", summary="New", date="2026-03-15")
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))  # the newest file
+    used: list[bool] = []
+    real = hippocampus.with_added
+
+    def spy(*args: Any) -> hippocampus.Part | None:
+        part = real(*args)
+        used.append(part is not None)
+        return part
+
+    monkeypatch.setattr(hippocampus, "with_added", spy)
+    regen.regenerate(store)
+    assert used == [False]
+    files, part = _generated(store), _part_cache(store, project.name)
+    shutil.rmtree(store.cache_dir)
+    regen.regenerate(store)
+    assert _generated(store) == files
+    assert _part_cache(store, project.name) == part
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_views_and_topic_files_made_in_a_forked_process_are_those_made_here(
         store: Store, project: Project, write_atom: Callable[..., Path], tmp_path: Path,

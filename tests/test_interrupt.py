@@ -75,3 +75,27 @@ def test_outside_a_writing_command_the_process_stops_at_once() -> None:
                           timeout=60)
     assert proc.returncode == EXIT_CODE == 130
     assert proc.stderr == "interrupted, run `cortex sync` again\n" and proc.stdout == ""
+
+
+def test_a_signal_during_the_imports_imports_nothing_and_quotes_like_shlex() -> None:
+    """A SIGINT can land while `re` is half-imported (typing imports it at start-up); a
+    handler that imported shlex then died in a traceback (seen at load 6). The handler
+    imports nothing, and still quotes the command to run again as shlex.quote does."""
+    code = ("import os, signal, sys, time\n"
+            "from cortexfs import interrupt\n"
+            "interrupt.install()\n"
+            "sys.argv[1:] = ['new', '-s', \"it's ünï\", '']\n"
+            "loaded = set(sys.modules)\n"
+            "try:\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    time.sleep(5)\n"
+            "finally:\n"
+            "    print(sorted(set(sys.modules) - loaded))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    import shlex
+
+    assert proc.returncode == EXIT_CODE
+    assert proc.stdout == "[]\n"
+    again = shlex.join(["cortex", "new", "-s", "it's ünï", ""])
+    assert proc.stderr == f"interrupted, run `{again}` again\n"
