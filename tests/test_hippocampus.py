@@ -661,6 +661,20 @@ def _part_cache(store: Store, name: str) -> Any:
     return saved[0], saved[1], marshal.loads(saved[2])
 
 
+def _spied_with_added(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Watch `hippocampus.with_added`: the list gets, per call, whether it patched."""
+    used: list[bool] = []
+    real = hippocampus.with_added
+
+    def spy(*args: Any) -> hippocampus.Part | None:
+        part = real(*args)
+        used.append(part is not None)
+        return part
+
+    monkeypatch.setattr(hippocampus, "with_added", spy)
+    return used
+
+
 @pytest.mark.parametrize(("new_id", "extra", "patched"), [
     # cites an entry, an id that is none (kept for later) and itself; EXP-004 is cited by
     # EXP-001 and read in the log before it exists; it goes between EXP-002 and EXP-010
@@ -705,15 +719,7 @@ def test_a_new_atom_is_added_to_the_cached_part_exactly_as_a_rebuild_makes_it(
         read(project, "EXP-002.md", "2026-03-13T00:00:00.000Z")
     st = os.stat(path)
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))  # the newest file
-    used: list[bool] = []
-    real = hippocampus.with_added
-
-    def spy(*args: Any) -> hippocampus.Part | None:
-        part = real(*args)
-        used.append(part is not None)
-        return part
-
-    monkeypatch.setattr(hippocampus, "with_added", spy)
+    used = _spied_with_added(monkeypatch)
     regen.regenerate(store)
     assert used == ([] if patched is None else [patched])
     files, part = _generated(store), _part_cache(store, project.name)
@@ -746,15 +752,7 @@ def test_a_new_atom_beside_an_id_used_twice_rebuilds_the_part(
     path = write_atom("EXP-002", summary="New", date="2026-03-15")
     st = os.stat(path)
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))  # the newest file
-    used: list[bool] = []
-    real = hippocampus.with_added
-
-    def spy(*args: Any) -> hippocampus.Part | None:
-        part = real(*args)
-        used.append(part is not None)
-        return part
-
-    monkeypatch.setattr(hippocampus, "with_added", spy)
+    used = _spied_with_added(monkeypatch)
     regen.regenerate(store)
     assert used == [False]
     files, part = _generated(store), _part_cache(store, project.name)

@@ -71,8 +71,7 @@ def test_outside_a_writing_command_the_process_stops_at_once() -> None:
             "os.kill(os.getpid(), signal.SIGTERM)\n"
             "time.sleep(5)\n"
             "print('not reached')\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    proc = _python(code)
     assert proc.returncode == EXIT_CODE == 130
     assert proc.stderr == "interrupted, run `cortex sync` again\n" and proc.stdout == ""
 
@@ -91,11 +90,15 @@ def test_a_signal_during_the_imports_imports_nothing_and_quotes_like_shlex() -> 
             "    time.sleep(5)\n"
             "finally:\n"
             "    print(sorted(set(sys.modules) - loaded))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    proc = _python(code)
     import shlex
 
     assert proc.returncode == EXIT_CODE
     assert proc.stdout == "[]\n"
     again = shlex.join(["cortex", "new", "-s", "it's ünï", ""])
     assert proc.stderr == f"interrupted, run `{again}` again\n"
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
