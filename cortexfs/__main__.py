@@ -22,8 +22,14 @@ interrupt.install()  # before the CLI's imports: a Ctrl-C during them exits 130 
 
 def main() -> None:
     """Console-script entry point."""
-    from cortexfs.cli.main import run
-
+    try:
+        from cortexfs.cli.main import run
+    except RuntimeError as wrapped:
+        # a signal's exit (see install) that landed in a class's __set_name__ during the
+        # imports: Python 3.11 wraps it ("Error calling __set_name__"); exit as it meant to
+        if isinstance(wrapped.__cause__, SystemExit):
+            raise wrapped.__cause__ from None
+        raise
     run()
 
 

@@ -99,6 +99,31 @@ def test_a_signal_during_the_imports_imports_nothing_and_quotes_like_shlex() -> 
     assert proc.stderr == f"interrupted, run `{again}` again\n"
 
 
+def test_a_signal_in_a_set_name_during_the_imports_exits_130_without_a_traceback() -> None:
+    """Python 3.11 wraps an exception raised in a class's __set_name__ in a RuntimeError:
+    the handler's exit, when a SIGINT lands there while the CLI is imported (seen once at
+    load 6: a traceback and exit 1). Here the CLI module's import makes such a class."""
+    code = ("import importlib.abc, importlib.util, os, signal, sys, time\n"
+            "class Signalling:\n"
+            "    def __set_name__(self, owner, name):\n"
+            "        os.kill(os.getpid(), signal.SIGINT)\n"
+            "        time.sleep(5)\n"
+            "class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name == 'cortexfs.cli.main':\n"
+            "            return importlib.util.spec_from_loader(name, self)\n"
+            "    def create_module(self, spec):\n"
+            "        return None\n"
+            "    def exec_module(self, module):\n"
+            "        type('Made', (), {'attr': Signalling()})\n"
+            "sys.meta_path.insert(0, Finder())\n"
+            "sys.argv = ['cortex', 'status']\n"
+            "from cortexfs.__main__ import main\n"
+            "main()\n")
+    proc = _python(code)
+    assert proc.returncode == EXIT_CODE, proc.stderr
+    assert proc.stderr == "interrupted, run `cortex status` again\n"
+
 def _python(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
