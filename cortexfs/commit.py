@@ -143,17 +143,7 @@ def commit_change(store: Store, change: Change, *, everything: bool = True,
     under context/ too (what a command does). Nothing happens outside a git repository.
     `asked`: git's `changes` under context/, when the caller already has them (a command
     that wrote nothing, see `transaction`); `started`: the commit's first step, begun
-    (git.start_commit), used or let go."""
-    try:
-        return _commit_change(store, change, everything, asked, started)
-    finally:
-        if started is not None:
-            started.drop()
-
-
-def _commit_change(store: Store, change: Change, everything: bool,
-                   asked: list[tuple[str, str]] | None, started: git.Started | None,
-                   ) -> Committed:
+    (git.start_commit), used by the commit or not (its maker drops it after)."""
     home = store.home
     if not git.is_repo(home):
         return Committed()
