@@ -20,6 +20,7 @@ from cortexfs.loader import (
     Ahead,
     LoadedProject,
     ProjectScan,
+    Record,
     child_maker,
     files_digest,
     scan_many,
@@ -109,9 +110,13 @@ class Run:
             self.folded[project.name] = out
         return self.folded[project.name]
 
-    def atom(self, project: Project, kind: Kind, name: str) -> Atom | None:
-        """One file's atom as `atoms` makes it (None when it is not a valid atom)."""
-        stamp = dict(self.scan(project).folders.get(kind.folder, [])).get(name)
+    def atom(self, project: Project, kind: Kind, name: str,
+             stamps: dict[str, Record] | None = None) -> Atom | None:
+        """One file's atom as `atoms` makes it (None when it is not a valid atom); `stamps`:
+        the folder's files as scanned, by name, when the caller has them."""
+        if stamps is None:
+            stamps = dict(self.scan(project).folders.get(kind.folder, []))
+        stamp = stamps.get(name)
         if stamp is None or stamp[ERROR] is not None:
             return None
         info = self.scan(project).info(kind, name)
@@ -268,7 +273,9 @@ class Run:
         # a folder whose atoms still await their folded refs must be looked at next time too
         settled = not any(name in pending for name, _ in self.scan(project).folders.get(
             kind.folder, []))
-        text = self.render(project, kind, result)
+        text = self.with_added(project, kind, path, indexes.get(kind.folder), result)
+        if text is None:
+            text = self.render(project, kind, result)
         if write.unchanged(write.read_text(path), text):
             if settled:
                 indexes[kind.folder] = [digest, *_stamp(path)]
@@ -300,6 +307,44 @@ class Run:
         dubious = result.dubious if result is not None else []
         return render.render(self.store, project.name, kind, self.atoms(project, kind),
                              self.today, dubious, packaged=self.packaged)
+
+
+    def with_added(self, project: Project, kind: Kind, path: Path, saved: Any,
+                   result: RegenResult) -> str | None:
+        """The index text of a folder that holds one file more than when its index was last
+        written or checked (`saved`: what was then kept of it), made from that index
+        (render.with_row: `cortex new`); None when that is not so, or not surely so.
+
+        That is so when the folder's inputs without its newest file (what `cortex new` just
+        wrote) are what they were, digest for digest, today, and the index file is the one
+        then written or checked (its stamp): so its text is what a render of the other rows
+        gives."""
+        if self.packaged is None:
+            self.packaged = render.uses_packaged_templates(self.store)
+        files = self.scan(project).folders.get(kind.folder, [])
+        if not self.packaged or not files or not (isinstance(saved, list) and len(saved) == 4) \
+                or saved[1:] != _stamp(path):
+            return None
+        name, stamp = max(files, key=lambda f: f[1][MTIME])  # (ns: no two alike, in practice)
+        if stamp[MTIME] <= saved[1] \
+                or self.folder_digest(project, kind, without=name) != saved[0]:
+            return None
+        stamps = dict(files)
+        added, old = self.atom(project, kind, name, stamps), write.read_text(path)
+        if added is None or old is None:
+            return None
+
+        def order_of(listed: str) -> tuple[Any, ...] | None:
+            atom = self.atom(project, kind, listed, stamps) if listed != name else None
+            return render.Row(atom).order() if atom is not None else None
+
+        text = render.with_row(kind, project.name, old, render.Row(added), self.today,
+                               order_of)
+        if text is not None:  # what rendering them all says of the rows' dates
+            result.dubious.extend(render.undated_in(
+                project.folder(kind), ((n, self.scan(project).info(kind, n))
+                                       for n, s in files if s[ERROR] is None)))
+        return text
 
 
 def _stamp(path: Path) -> list[int]:

@@ -223,6 +223,95 @@ def test_store_template_override(store: Store, project: Project,
     assert path.read_text() == "[EXP-001](EXP-001.md) A summary\n2026-05-06T20:31:10Z\n"
 
 
+# --- one atom more (`cortex new`) -----------------------------------------------------------
+
+
+def _spied_with_row(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Watch `render.with_row`: the list gets, per call, whether it gave the text."""
+    used: list[bool] = []
+    real = render.with_row
+
+    def spy(*args: Any) -> str | None:
+        text = real(*args)
+        used.append(text is not None)
+        return text
+
+    monkeypatch.setattr(render, "with_row", spy)
+    return used
+
+
+def _indexes(project: Project) -> dict[str, str]:
+    return {f: (project.root / f / "index.md").read_text(encoding="utf-8")
+            for f in ("experiments", "knowledge", "patterns")}
+
+
+@pytest.mark.parametrize(("new_id", "extra", "patched"), [
+    ("EXP-006", "date: 2026-05-06\n", True),  # the newest date, the largest id
+    ("EXP-019", "date: 2026-05-01\n", True),  # the same date as EXP-020: by id, before it
+    ("EXP-007", "date: 2026-05-01\nrefs: 3\n", True),  # among the rows with refs
+    ("EXP-008", "date: 2026-05-01\nrefs: 1\n", True),  # below EXP-002's one read
+    ("EXP-009", "", True),  # undated: last of its refs
+    ("EXP-010", "date: 2026-13-45\n", True),  # no date: listed undated, and said
+    ("EXP-011", "date: 2026-05-01\nstatus: invalidated:EXP-001\n"
+                "invalidated-date: 2026-05-02\n", True),  # in the second table
+    ("EXP-012", "date: 2026-05-01\nstatus: deprecated\ntags: [x, y, z]\n", True),
+    ("EXP-013", "date: 2026-01-01\n", False),  # cold: the Stats change
+    ("EXP-014", "date: 2026-05-01\nrefs: 9\n", False),  # hot: the same
+    ("EXP-015", "date: 2026-05-01\nstatus: challenged:EXP-001\n", False),  # challenged
+    ("K-003", "date: 2026-05-01\nevidence: [EXP-001]\nstatus: invalidated:K-001\n",
+     False),  # a table that is not there yet
+    ("K-004", "date: 2026-05-01\nevidence: [EXP-002, EXP-009]\n", True),
+    ("EXP-016", "date: 2026-05-01\n", None),  # and an atom edited besides: not tried
+    ("EXP-017", "date: 2026-05-01\n", None),  # an index edited by hand: not tried
+    ("EXP-018", "date: 2026-05-01\n", None),  # a store's own templates: not tried
+])
+def test_one_atom_more_is_added_to_the_index_exactly_as_a_render_makes_it(
+        store: Store, project: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch, new_id: str, extra: str, patched: bool | None,
+        ) -> None:
+    """`cortex new` adds its atom's row to the index it last wrote instead of rendering the
+    folder again: the indexes, and what is said of the atoms, are those of a render from
+    no cache at all; where more than one row would change, or the index is not surely the
+    one last written, the folder is rendered."""
+    import shutil
+
+    realistic(project, write_atom)
+    write_atom("EXP-020", "Twentieth", date="2026-05-01", extra="")
+    write_atom("EXP-021", "Odd date", date="2026-02-30", extra="")
+    first = regenerate(store, ["flywheel"])
+    index = project.root / "experiments" / "index.md"
+    if new_id == "EXP-016":
+        write_atom("EXP-020", "Twentieth, edited", date="2026-05-01", extra="")
+    if new_id == "EXP-017":
+        index.write_text(index.read_text() + "hand edit\n")
+    if new_id == "EXP-018":
+        custom = store.templates_dir / "index" / "_rest.md.j2"
+        custom.parent.mkdir(parents=True)
+        shutil.copy(render.__file__.replace("cortexfs/regen/render.py", "")
+                    + "templates/index/_rest.md.j2", custom)
+    prefix = new_id.split("-")[0]
+    path = write_atom(new_id, f"The new one {prefix}", frontmatter=(
+        f"id: {new_id}\n{extra}project: flywheel\nsummary: \"The new one\"\n"
+        + ("" if "tags:" in extra else "tags: [c]\n")
+        + ("evidence: [EXP-001]\n" if prefix == "K" and "evidence" not in extra else "")))
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))  # the newest file
+    used = _spied_with_row(monkeypatch)
+    result = regenerate(store, ["flywheel"])
+    assert used == ([] if patched is None else [patched])
+    folder = "knowledge" if prefix == "K" else "experiments"  # (the one rendered)
+    indexes, said = _indexes(project), [str(e) for e in result.dubious]
+    assert f"| [{new_id}]({new_id}.md) |" in indexes[folder]
+    shutil.rmtree(store.cache_dir)
+    for text in indexes:
+        (project.root / text / "index.md").unlink()
+    again = regenerate(store, ["flywheel"])
+    assert _indexes(project) == indexes
+    assert [str(e) for e in again.dubious if f"/{folder}/" in str(e)] == said
+    assert len(said) == (folder == "experiments") + (new_id == "EXP-010")
+    assert len(first.dubious) == 1
+
+
 # --- folding the access log ------------------------------------------------------------------
 
 
