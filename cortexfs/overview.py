@@ -437,8 +437,12 @@ AtomSummary = tuple[dict[str, int], str | None]  # atoms per kind folder, newest
 
 def summarize(atoms: Sequence[Atom]) -> AtomSummary:
     """Atom counts per kind and the date of the newest atom."""
-    counts = {k.folder: 0 for k in KINDS}
-    newest = None
+    return _counted(({k.folder: 0 for k in KINDS}, None), atoms)
+
+
+def _counted(summary: AtomSummary, atoms: Sequence[Atom]) -> AtomSummary:
+    """`summary` (its counts updated in place) with `atoms` counted in."""
+    counts, newest = summary
     for atom in atoms:
         counts[atom.kind.folder] += 1
         day = atom.date
@@ -644,13 +648,34 @@ def _summary(ctx: RegenContext, name: str) -> AtomSummary:
     fingerprint = ctx.fingerprint([name], dated=False)
     path = ctx.store.cache_dir / "overview" / f"{name}.bin"
     hit = cache.load(path, SUMMARY_KIND) if fingerprint else None
-    if isinstance(hit, list) and len(hit) == 3 and hit[0] == fingerprint \
-            and isinstance(hit[1], dict):
-        return hit[1], hit[2]
-    summary = summarize(ctx.projects[name].atoms)
+    if isinstance(hit, list) and len(hit) == 3 and isinstance(hit[1], dict):
+        if hit[0] == fingerprint:
+            return hit[1], hit[2]
+        added = _added_to(ctx, name, hit, path)
+        summary = added if added is not None else summarize(ctx.projects[name].atoms)
+    else:
+        summary = summarize(ctx.projects[name].atoms)
     if fingerprint:
         cache.save(path, SUMMARY_KIND, [fingerprint, *summary])
     return summary
+
+
+def _added_to(ctx: RegenContext, name: str, hit: list[Any], path: Path) -> AtomSummary | None:
+    """The summary cached (`hit`, at `path`) with the one atom the project has gained since
+    (RegenContext.added: `cortex new`, which then needs none of the project's other atoms);
+    None when the project changed otherwise."""
+    counts, newest = hit[1], hit[2]
+    if sorted(counts) != sorted(k.folder for k in KINDS) \
+            or not (newest is None or isinstance(newest, str)):
+        return None
+    try:
+        since = os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+    atom = ctx.added(name, hit[0], since)
+    if atom is None:
+        return None
+    return _counted((dict(counts), newest), [atom])
 
 
 def prepare(ctx: RegenContext, names: list[str]) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -277,3 +278,45 @@ def test_overview_rendered_without_jinja_is_what_jinja_renders(**values: Any) ->
 
     expected = templates.environment(None).get_template("store/OVERVIEW.md.j2").render(**values)
     assert render_packaged(values) == expected
+
+
+@pytest.mark.parametrize(("new_id", "date", "patched"), [
+    ("EXP-003", "date: 2026-04-01\n", True),  # the newest atom now
+    ("EXP-004", "date: 2026-01-01\n", True),  # older than the newest
+    ("K-002", "date: 2026-03-02\nevidence: [EXP-001]\n", True),  # another kind
+    ("EXP-005", "", True),  # undated
+    ("EXP-006", "date: 2026-04-01\n", False),  # and an atom edited besides
+])
+def test_a_new_atom_is_counted_into_the_cached_summary_as_counting_them_all_does(
+        project: Project, write_atom: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
+        new_id: str, date: str, patched: bool) -> None:
+    """`cortex new` counts its atom into its project's cached summary instead of reading
+    all the project's atoms: OVERVIEW.md and the summary are those of a run from no cache."""
+    import os
+    import shutil
+
+    from cortexfs import regen
+
+    store = project.store
+    write_atom("EXP-001", date="2026-03-01")
+    write_atom("EXP-002", date="2026-03-09")
+    write_atom("K-001", date="2026-03-05", extra="evidence: [EXP-001]\n")
+    regen.regenerate(store)
+    if new_id == "EXP-006":
+        write_atom("EXP-002", "edited", date="2026-03-09")
+    path = write_atom(new_id, frontmatter=f"id: {new_id}\n{date}project: flywheel\n"
+                      "summary: \"The new one\"\ntags: [c]\n")
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))  # the newest file
+    counted: list[int] = []
+    real = overview.summarize
+    monkeypatch.setattr(overview, "summarize", lambda atoms: counted.append(1) or real(atoms))
+    regen.regenerate(store)
+    assert counted == ([] if patched else [1])
+    text = (store.context / "OVERVIEW.md").read_text()
+    summary = (store.cache_dir / "overview" / "flywheel.bin").read_bytes()
+    shutil.rmtree(store.cache_dir)
+    (store.context / "OVERVIEW.md").unlink()
+    regen.regenerate(store)
+    assert (store.context / "OVERVIEW.md").read_text() == text
+    assert (store.cache_dir / "overview" / "flywheel.bin").read_bytes() == summary
