@@ -182,6 +182,7 @@ class ProjectScan:
     _base: bytes = b""  # names the infos file a delta rests on, when the stamps name a delta
     _infos: dict[str, Info] | None = None  # the cached infos, unmarshalled
     _fresh: dict[str, Info] = field(default_factory=dict)  # infos parsed by this process
+    _delta: tuple[bytes, dict[str, Info]] = (b"", {})  # (_token, the delta it names) (`info`)
 
     def entries(self) -> Iterator[tuple[Kind, str, Record]]:
         for kind in KINDS:
@@ -210,6 +211,13 @@ class ProjectScan:
         """(meta, body_start, body_line) of a file that parsed; None for a bad one."""
         key = f"{kind.folder}/{name}"
         found = self._fresh.get(key)
+        if found is None and self._infos is None:
+            # a file parsed since the infos were saved whole is in the delta: one asked for
+            # alone (the duplicate gate's newest atom) is found there, without unmarshalling
+            # the infos of the whole project (~10 ms of `cortex new` on 10,000 atoms)
+            if self._delta[0] != self._token:
+                self._delta = (self._token, self._delta_on(None) or {})
+            found = self._delta[1].get(key)
         if found is None:
             found = self._cached_infos().get(key)
         if found is None:  # the cache lost it: parse the file again

@@ -174,6 +174,44 @@ def test_a_few_parsed_files_are_saved_as_a_delta_on_the_infos(
     assert summaries() == [*want, "run 6", "run 7", "run 8", "run 9"]
 
 
+@pytest.mark.parametrize("damage", [None, "lost", "stale"])
+def test_one_file_parsed_since_the_infos_were_saved_whole_is_read_from_the_delta_alone(
+        project: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch, damage: str | None) -> None:
+    """Asking for one file's info that the delta holds (the duplicate gate asking for the
+    atom the last `cortex new` wrote) does not read the infos of the whole project; a lost
+    or stale delta is not trusted, and the info is that of the file all the same."""
+    exp = KINDS[0]
+    for i in range(1, 4):
+        write_atom(f"EXP-{i:03d}", summary=f"run {i}")
+    scan(project)
+    write_atom("EXP-004", summary="run 4")  # a new atom: saved in the delta
+    scan(project)
+    delta = loader.delta_path(project)
+    if damage == "lost":
+        delta.unlink()
+    elif damage == "stale":  # the delta of another save on the same infos file
+        kept = delta.read_bytes()
+        write_atom("EXP-004", summary="run 4, edited")
+        scan(project)
+        delta.write_bytes(kept)
+    loaded: list[Path] = []
+    real = cache.load
+
+    def spy(path: Path, *args: object) -> object:
+        loaded.append(path)
+        return real(path, *args)
+
+    monkeypatch.setattr(cache, "load", spy)
+    sc = scan(project, save=False)
+    info = sc.info(exp, "EXP-004.md")
+    assert info is not None
+    assert info[0]["summary"] == ("run 4, edited" if damage == "stale" else "run 4")
+    assert (loader.infos_path(project) in loaded) == (damage is not None)
+    assert sc.info(exp, "EXP-001.md") is not None
+    assert loader.infos_path(project) in loaded
+
+
 def test_flipped_byte_in_the_cache_is_caught(project: Project,
                                              write_atom: Callable[..., Path]) -> None:
     write_atom("EXP-001", summary="real")

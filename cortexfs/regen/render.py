@@ -15,7 +15,8 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,6 @@ from cortexfs.atoms import Atom, Kind, as_date, as_list, split_status, status_gr
 from cortexfs.errors import AtomParseError
 
 if TYPE_CHECKING:
-    from pathlib import Path
 
     from cortexfs.store import Store
 
@@ -74,18 +74,6 @@ def undated(path: object, date: object) -> AtomParseError:
                           "as undated: write YYYY-MM-DD")
 
 
-def undated_in(folder: Path, infos: Iterable[tuple[str, tuple[Any, ...] | None]]) \
-        -> list[AtomParseError]:
-    """`undated` of each file (name, its parsed info: the frontmatter first; None when it is
-    no atom) of `folder` whose date is no date, as `render` says them."""
-    out = []
-    for name, info in infos:
-        date = info[0].get("date") if info is not None else None
-        if date is not None and _day(date)[0] is None:
-            out.append(undated(folder / name, date))
-    return out
-
-
 def _titles(kind: Kind, project: str) -> dict[str, str]:
     return dict(title=kind.title, project=escape.cell(project),
                 use_when=USE_WHEN[kind.name].format(project=escape.cell(project)))
@@ -133,13 +121,17 @@ class Row:
             self.invalidated_by = escape.cell(f"{by} ({inv_date.isoformat()})" if inv_date else by)
         else:
             self.invalidated_by = ""
-        m = _ID_ORDER.search(stem)
-        self.key = (int(m[1]) if m else 0, m[2] if m else "", stem)
+        self.key = _id_key(stem)
 
     def order(self) -> tuple[Any, ...]:
         """Refs descending, then date descending (undated last), then id."""
         day = self.day
         return (-self.refs, day is None, -day.toordinal() if day else 0, self.key)
+
+
+def _id_key(stem: str) -> tuple[int, str, str]:
+    m = _ID_ORDER.search(stem)
+    return (int(m[1]) if m else 0, m[2] if m else "", stem)
 
 
 def atom_order(atom: Atom) -> tuple[Any, ...]:
@@ -308,15 +300,19 @@ _HEADINGS = {_heading(g, 0).strip("\n").partition(" (")[0]: g for g in GROUP_ORD
 
 
 def with_row(kind: Kind, project: str, old: str, row: Row, today: dt.date,
+             undated: AbstractSet[str],
              order_of: Callable[[str], tuple[Any, ...] | None]) -> str | None:
     """What `render` gives with the packaged templates for the rows of `old` plus `row`,
     made from `old`: the text it gave for those rows, its time read as PLACEHOLDER (`cortex
     new` adds one row to a folder of thousands: the others are not rendered again). `row`'s
-    line goes where Row.order puts it among its table's, found by halving with `order_of`
-    (a listed file name → where its row stands; None: not known), and is counted in its
-    heading and the Total; nothing else of a render changes, which is checked: None when
-    `row` would change more (a Stats list, a table not there yet) or `old` is not laid out
-    as `render_packaged` lays it out."""
+    line goes where Row.order puts it among its table's, found by halving, and is counted
+    in its heading and the Total; nothing else of a render changes, which is checked: None
+    when `row` would change more (a Stats list, a table not there yet) or `old` is not laid
+    out as `render_packaged` lays it out.
+
+    Where a listed row stands is read from its line where its table has a Date column
+    (`undated`: the file names whose `date` is no date, listed as it is), else asked of
+    `order_of` (a listed file name → where its row stands; None: not known)."""
     if row.refs >= HOT_REFS or row.group == "active" and (
             row.status_name == "challenged" or row.refs == 0 and row.day is not None
             and row.day < today - dt.timedelta(days=COLD_DAYS)):
@@ -364,12 +360,15 @@ def with_row(kind: Kind, project: str, old: str, row: Row, today: dt.date,
     if not listed:
         return None  # (a table that is not there yet)
     key = row.order()
+    table = kind.name if row.group == "active" else row.group
     lo, hi = 0, len(listed)
     while lo < hi:  # the first listed row that stands after `row`
         mid = (lo + hi) // 2
-        stem, sep, rest = lines[listed[mid]][3:].partition("](")
+        line = lines[listed[mid]]
+        stem, sep, rest = line[3:].partition("](")
         name = rest.partition(") | ")[0]
-        found = order_of(name) if sep and name == f"{stem}.md" else None
+        found = None if not sep or name != f"{stem}.md" \
+            else _order_in(line, stem, table, undated) or order_of(name)
         if found is None or found == key:
             return None
         if found < key:
@@ -380,5 +379,29 @@ def with_row(kind: Kind, project: str, old: str, row: Row, today: dt.date,
     lines[heads[GROUP_ORDER.index(row.group)]] = _heading(row.group, n).strip("\n")
     lines[total] = _total_line(sum(counts.values()), *counts.values()).rstrip("\n")
     lines.insert(listed[lo] if lo < len(listed) else listed[-1] + 1,
-                 _ROW_LINES[kind.name if row.group == "active" else row.group](row)[:-1])
+                 _ROW_LINES[table](row)[:-1])
     return "\n".join(lines)
+
+
+_DATED = {"experiment": 6, "invalidated": 5, "superseded": 5}  # tables with a Date: columns
+
+
+def _order_in(line: str, stem: str, table: str, undated: AbstractSet[str]) \
+        -> tuple[Any, ...] | None:
+    """Row.order of the row `line` of a table with a Date column (its 2nd cell; Refs its
+    5th), read from the line (no cell holds " | ": a cell's `|` is escaped); None when the
+    table has no Date or the line does not say it surely."""
+    columns = _DATED.get(table)
+    cells = line[2:-2].split(" | ")
+    if columns is None or len(cells) != columns or not (cells[4].isascii()
+                                                        and cells[4].isdigit()):
+        return None
+    day: dt.date | None = None
+    if cells[1] and f"{stem}.md" not in undated:  # (an empty Date: no `date` at all)
+        try:
+            day = dt.date.fromisoformat(cells[1])
+        except ValueError:
+            return None
+        if day.isoformat() != cells[1]:
+            return None
+    return (-int(cells[4]), day is None, -day.toordinal() if day else 0, _id_key(stem))

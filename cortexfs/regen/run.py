@@ -3,6 +3,7 @@ regeneration of one project's index.md files from it."""
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import datetime as dt
 import marshal
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cortexfs import accesslog, cache, interrupt, layout
 from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import KINDS, Atom, Kind
+from cortexfs.errors import AtomParseError
 from cortexfs.loader import (
     ERROR,
     MTIME,
@@ -99,16 +101,34 @@ class Run:
         if project.name not in self.folded:
             sc, stats = self.scan(project), self.access(project)
             out: fold.Folded = {}
-            for kind, name, stamp in sc.entries():
-                info = sc.info(kind, name) if stamp[ERROR] is None else None
-                if info is None:
-                    continue
-                values = fold.fold_values(info[0], stats.counts.get(name, 0),
-                                          stats.newest.get(name))
-                if values is not None:
-                    out[name] = values
+            for kind in KINDS:
+                for name, stamp in self._unsettled(project, kind):
+                    info = sc.info(kind, name) if stamp[ERROR] is None else None
+                    if info is None:
+                        continue
+                    values = fold.fold_values(info[0], stats.counts.get(name, 0),
+                                              stats.newest.get(name))
+                    if values is not None:
+                        out[name] = values
             self.folded[project.name] = out
         return self.folded[project.name]
+
+    def _unsettled(self, project: Project, kind: Kind) -> list[tuple[str, Record]]:
+        """The files of a folder whose folded values may differ from their frontmatter: all
+        of them, but where the folder's index was last written or checked with none
+        pending (see _render_folder) from the inputs the folder still has (none), or has
+        but for its newest file (that one: `cortex new`, whose project's other atoms then
+        need not be read at all)."""
+        files = self.scan(project).folders.get(kind.folder, [])
+        saved = self.state(project).get("index", {}).get(kind.folder)
+        if not files or not (isinstance(saved, list) and len(saved) == 4):
+            return files
+        if saved[0] == self.folder_digest(project, kind):
+            return []
+        newest = max(files, key=_mtime)
+        if saved[0] == self.folder_digest(project, kind, without=newest[0]):
+            return [newest]
+        return files
 
     def atom(self, project: Project, kind: Kind, name: str,
              stamps: dict[str, Record] | None = None) -> Atom | None:
@@ -273,21 +293,26 @@ class Run:
         # a folder whose atoms still await their folded refs must be looked at next time too
         settled = not any(name in pending for name, _ in self.scan(project).folders.get(
             kind.folder, []))
+        said = len(result.dubious)
         text = self.with_added(project, kind, path, indexes.get(kind.folder), result)
         if text is None:
             text = self.render(project, kind, result)
-        if write.unchanged(write.read_text(path), text):
+
+        def settle() -> None:  # (and what it said of the atoms' dates: see with_added)
             if settled:
                 indexes[kind.folder] = [digest, *_stamp(path)]
+                state.setdefault("undated", {})[kind.folder] = [
+                    [Path(e.path).name, e.reason] for e in result.dubious[said:]]
                 state["dirty"] = True
+
+        if write.unchanged(write.read_text(path), text):
+            settle()
             return
         result.add(path)
         if self.dry_run:
             return
         write.write_index(path, text, self.now, self.store.context)
-        if settled:
-            indexes[kind.folder] = [digest, *_stamp(path)]
-            state["dirty"] = True
+        settle()
 
     def write_back(self, project: Project, result: RegenResult) -> None:
         """Write changed refs / last-ref into the atoms (only those two keys)."""
@@ -325,7 +350,7 @@ class Run:
         if not self.packaged or not files or not (isinstance(saved, list) and len(saved) == 4) \
                 or saved[1:] != _stamp(path):
             return None
-        name, stamp = max(files, key=lambda f: f[1][MTIME])  # (ns: no two alike, in practice)
+        name, stamp = max(files, key=_mtime)  # (ns: no two alike, in practice)
         if stamp[MTIME] <= saved[1] \
                 or self.folder_digest(project, kind, without=name) != saved[0]:
             return None
@@ -338,13 +363,27 @@ class Run:
             atom = self.atom(project, kind, listed, stamps) if listed != name else None
             return render.Row(atom).order() if atom is not None else None
 
-        text = render.with_row(kind, project.name, old, render.Row(added), self.today,
-                               order_of)
-        if text is not None:  # what rendering them all says of the rows' dates
-            result.dubious.extend(render.undated_in(
-                project.folder(kind), ((n, self.scan(project).info(kind, n))
-                                       for n, s in files if s[ERROR] is None)))
+        undated = self.state(project).get("undated", {}).get(kind.folder)
+        if not (isinstance(undated, list) and all(
+                isinstance(u, list) and len(u) == 2 and all(isinstance(v, str) for v in u)
+                for u in undated)):
+            return None
+        row = render.Row(added)
+        text = render.with_row(kind, project.name, old, row, self.today,
+                               {u[0] for u in undated}, order_of)
+        if text is None:
+            return None
+        # what rendering them all says of the rows' dates: what it said then, and of this one
+        undated = list(undated)
+        if row.day is None and added.meta.get("date") is not None:
+            bisect.insort(undated, [name, render.undated(added.path, added.meta["date"]).reason])
+        folder = project.folder(kind)
+        result.dubious.extend(AtomParseError(str(folder / n), reason) for n, reason in undated)
         return text
+
+
+def _mtime(file: tuple[str, Record]) -> int:
+    return int(file[1][MTIME])
 
 
 def _stamp(path: Path) -> list[int]:

@@ -278,6 +278,8 @@ def test_one_atom_more_is_added_to_the_index_exactly_as_a_render_makes_it(
     realistic(project, write_atom)
     write_atom("EXP-020", "Twentieth", date="2026-05-01", extra="")
     write_atom("EXP-021", "Odd date", date="2026-02-30", extra="")
+    write_atom("EXP-022", frontmatter="id: EXP-022\nproject: flywheel\nsummary: \"No date\"\n"
+               "tags: [a]\nrefs: 1\n")
     first = regenerate(store, ["flywheel"])
     index = project.root / "experiments" / "index.md"
     if new_id == "EXP-016":
@@ -310,6 +312,47 @@ def test_one_atom_more_is_added_to_the_index_exactly_as_a_render_makes_it(
     assert [str(e) for e in again.dubious if f"/{folder}/" in str(e)] == said
     assert len(said) == (folder == "experiments") + (new_id == "EXP-010")
     assert len(first.dubious) == 1
+
+
+def test_only_folders_whose_inputs_moved_are_folded_again(
+        store: Store, project: Project, write_atom: Callable[..., Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder whose index was written with no refs pending, from the inputs it still has
+    (or has but for one new file), has nothing to fold (or that file only: patterns/ is
+    never folded again here); what is written is what a run from no cache writes."""
+    import shutil
+
+    from cortexfs.regen import fold
+    from regen.helpers import log_line, write_log
+
+    realistic(project, write_atom)
+    regenerate(store, ["flywheel"])
+    folded: list[str] = []
+    real = fold.fold_values
+    monkeypatch.setattr(fold, "fold_values", lambda meta, *a: folded.append(meta["id"])
+                        or real(meta, *a))
+    path = write_atom("EXP-006", "New", date="2026-05-01", extra="")
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    regenerate(store, ["flywheel"])
+    assert folded == ["EXP-006"]
+    folded.clear()
+    write_log(project, log_line("K-002.md", "2026-05-02T00:00:00.000Z"))  # a read
+    write_atom("EXP-002", "Retry storm, edited", date="2026-03-20",
+               extra="status: challenged:EXP-004\n")
+    regenerate(store, ["flywheel"])
+    assert sorted(set(folded)) == ["EXP-001", "EXP-002", "EXP-003", "EXP-004", "EXP-005",
+                              "EXP-006", "K-001", "K-002"]
+    indexes = _indexes(project)
+    atoms = {p.name: p.read_bytes() for p in project.root.rglob("*-0*.md")}
+    shutil.rmtree(store.cache_dir)
+    for folder in indexes:
+        (project.root / folder / "index.md").unlink()
+    regenerate(store, ["flywheel"])
+    assert _indexes(project) == indexes
+    assert {p.name: p.read_bytes() for p in project.root.rglob("*-0*.md")} == atoms
+    assert "| [K-002](K-002.md) | 2026-04-02 | Deprecated heuristic | deprecated | 1 |" \
+        in indexes["knowledge"]
 
 
 # --- folding the access log ------------------------------------------------------------------
