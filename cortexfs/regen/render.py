@@ -25,7 +25,6 @@ from cortexfs.atoms import Atom, Kind, as_date, as_list, split_status, status_gr
 from cortexfs.errors import AtomParseError
 
 if TYPE_CHECKING:
-
     from cortexfs.store import Store
 
 HOT_REFS = 5
