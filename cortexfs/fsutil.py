@@ -1,4 +1,12 @@
-"""Filesystem primitives: atomic writes and advisory file locks."""
+"""Filesystem primitives: atomic writes and advisory file locks.
+
+Every file is synced before it is renamed into place, generated ones too (index.md,
+OVERVIEW.md, CORTEX.md, HIPPOCAMPUS files), although the next regeneration could make any of
+them again: a power loss can leave a file that was not synced at its full size with zeros
+for content, under the mtime cortex recorded, and the stamp checks that let a regeneration
+skip a file (its index state; cache.still once the file is no longer racy) would take it for
+whole, and the commit after would keep it. So a generated file keeps its fsync; Writes
+overlaps those of several files instead."""
 
 from __future__ import annotations
 
@@ -55,6 +63,71 @@ def atomic_write(path: Path, data: str | bytes, *, root: Path | None = None) -> 
     tmp = write_temp(path, raw)
     with removed_on_error(tmp):
         os.replace(tmp, path)
+
+
+class Writes:
+    """atomic_write of several files in turn, their fsyncs overlapping: each file's starts
+    on a thread of its own once its temporary file is written, and the file is renamed into
+    place once its own fsync is done (in the order written; at most AT_ONCE wait), so that a
+    crash leaves each file old or new, as atomic_write does. Fsyncs in turn each wait for a
+    journal commit of their own; overlapping ones share it (HIPPOCAMPUS's 4 files on a
+    `cortex new` of 10,000 atoms: 2-21 ms in turn on the shared machine). Leaving the `with`
+    block renames what is left; an error removes the temporaries not renamed."""
+
+    AT_ONCE = 8
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root  # as atomic_write's
+        self._pending: list[tuple[str, Path, threading.Thread, list[OSError]]] = []
+
+    def __enter__(self) -> Writes:
+        return self
+
+    def write(self, path: Path, data: str | bytes) -> None:
+        raw = data.encode("utf-8") if isinstance(data, str) else data
+        if self.root is not None:
+            wall.check(self.root, path.parent)
+        for note in getattr(_watchers, "stack", ()):
+            note(path)
+        tmp = write_temp(path, raw, durable=False)
+        failed: list[OSError] = []
+        sync = threading.Thread(target=_fsync_named, args=(tmp, failed), daemon=True)
+        self._pending.append((tmp, path, sync, failed))
+        with removed_on_error(tmp):
+            sync.start()
+        if len(self._pending) > self.AT_ONCE:
+            self._rename_first()
+
+    def _rename_first(self) -> None:
+        tmp, path, sync, failed = self._pending.pop(0)
+        with removed_on_error(tmp):
+            sync.join()
+            if failed:
+                raise failed[0]
+            os.replace(tmp, path)
+
+    def __exit__(self, kind: object, error: object, tb: object) -> None:
+        try:
+            while self._pending and kind is None:
+                self._rename_first()
+        finally:
+            for tmp, _, sync, _ in self._pending:
+                if sync.ident is not None:  # (started)
+                    sync.join()
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+            self._pending = []
+
+
+def _fsync_named(name: str, failed: list[OSError]) -> None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        failed.append(e)
 
 
 @contextlib.contextmanager
@@ -236,9 +309,11 @@ def rewrite(path: Path, change: Callable[[bytes], bytes], attempts: int = 20) ->
                            "again")
 
 
-def write_if_changed(path: Path, data: str | bytes, *, root: Path | None = None) -> bool:
+def write_if_changed(path: Path, data: str | bytes, *, root: Path | None = None,
+                     writes: Writes | None = None) -> bool:
     """Atomically write `data` unless the file already holds exactly it; True when written.
-    `root`: as for atomic_write (the old content is never read through a link)."""
+    `root`: as for atomic_write (the old content is never read through a link); `writes`:
+    write it there (renamed when that ends)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC) \
@@ -252,7 +327,10 @@ def write_if_changed(path: Path, data: str | bytes, *, root: Path | None = None)
     except OSError as e:
         if e.errno != errno.ELOOP:  # ELOOP: a link, which the write below replaces
             raise
-    atomic_write(path, raw, root=root)
+    if writes is not None:
+        writes.write(path, raw)
+    else:
+        atomic_write(path, raw, root=root)
     return True
 
 

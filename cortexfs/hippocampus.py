@@ -1019,30 +1019,35 @@ def _write_files(context: Path, files: Iterable[tuple[str, str | bytes]], dry_ru
     import time
 
     from cortexfs.cache import FileState, digest, file_state, still
-    from cortexfs.fsutil import atomic_write
+    from cortexfs.fsutil import Writes
 
     written: list[tuple[str, Path]] = []
     states: dict[str, FileState] = {}
     now_ns = time.time_ns()
     made: list[str] = []
-    for rel, text in files:
-        made.append(rel)
-        path = context / rel
-        data = text if isinstance(text, bytes) else text.encode("utf-8")
-        hexdigest = digest(data).hex()
-        saved = known.get(rel)
-        same = isinstance(saved, list) and saved[:1] == [hexdigest] and still(path, saved)
-        if not same:
-            try:
-                same = wall.read_bytes(context, path, len(data)) == data
-            except OSError:  # missing, or a link (never read; replaced by the write)
-                same = False
-        if not same:
-            written.append((rel, path))
-            if not dry_run:
-                atomic_write(path, data, root=context)  # (compared already: not again)
-        del text, data  # (the next file is made once this one is let go)
-        state = file_state(path, hexdigest, now_ns) if same or not dry_run else None
+    digests: list[tuple[str, Path, str]] = []
+    with Writes(root=context) as writes:  # (their fsyncs overlap)
+        for rel, text in files:
+            made.append(rel)
+            path = context / rel
+            data = text if isinstance(text, bytes) else text.encode("utf-8")
+            hexdigest = digest(data).hex()
+            saved = known.get(rel)
+            same = isinstance(saved, list) and saved[:1] == [hexdigest] and still(path, saved)
+            if not same:
+                try:
+                    same = wall.read_bytes(context, path, len(data)) == data
+                except OSError:  # missing, or a link (never read; replaced by the write)
+                    same = False
+            if not same:
+                written.append((rel, path))
+                if not dry_run:
+                    writes.write(path, data)  # (compared already: not again)
+            del text, data  # (the next file is made once this one is let go)
+            if same or not dry_run:
+                digests.append((rel, path, hexdigest))
+    for rel, path, hexdigest in digests:  # (as each file is now on disk)
+        state = file_state(path, hexdigest, now_ns)
         if state is not None:
             states[rel] = state
     changed = [path for _, path in sorted(written)]

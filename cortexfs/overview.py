@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from cortexfs import cache, escape, frontmatter, layout, templates, wall
 from cortexfs.atoms import KINDS, Atom
 from cortexfs.errors import AtomParseError, CortexError, OutsideStoreError
-from cortexfs.fsutil import write_if_changed
+from cortexfs.fsutil import Writes, write_if_changed
 from cortexfs.layout import (
     CORTEX_MD,
     EMPTY_BLOCK,
@@ -625,8 +625,9 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
         remember = not changes
         written = sorted(changes)
     else:
-        written = sorted(p for p, t in changes.items()
-                         if write_if_changed(p, t, root=store.context))
+        with Writes(root=store.context) as writes:  # (their fsyncs overlap)
+            written = sorted(p for p, t in changes.items()
+                             if write_if_changed(p, t, root=store.context, writes=writes))
         if overview in changes and key is not None:
             state_now = cache.file_state(overview, cache.digest(
                 changes[overview].encode()).hex(), now)

@@ -11,6 +11,7 @@ import pytest
 
 from cortexfs.errors import LockTimeoutError, OutsideStoreError
 from cortexfs.fsutil import (
+    Writes,
     atomic_write,
     file_lock,
     noting_writes,
@@ -50,6 +51,62 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(
     with pytest.raises(OSError):
         atomic_write(path, "new\n")
     assert path.read_text() == "old\n" and leftovers(tmp_path) == []
+
+
+def test_writes_sync_each_file_before_it_is_renamed_and_in_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writes: each file is synced (on a thread) before its rename, the renames come in
+    the order written, a root is a wall, and the old text is noted first."""
+    events: list[tuple[str, int]] = []  # ("sync", inode) / ("rename <name>", inode)
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(
+        ("sync", os.fstat(fd).st_ino)), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append(
+        (f"rename {Path(b).name}", os.stat(a).st_ino)), real_replace(a, b))[1])
+    monkeypatch.setattr(Writes, "AT_ONCE", 2)
+    noted: list[str] = []
+    names = [f"f{i}.md" for i in range(5)]
+    (tmp_path / "f0.md").write_text("old\n")
+
+    def renamed() -> list[str]:
+        return [e[0].split()[1] for e in events if e[0].startswith("rename")]
+
+    with noting_writes(lambda p: noted.append(p.name)), Writes(root=tmp_path) as writes:
+        for name in names:
+            writes.write(tmp_path / name, f"{name}\n")
+        assert renamed() == names[:3]  # (at most AT_ONCE wait)
+        with pytest.raises(OutsideStoreError):
+            writes.write(tmp_path.parent / "outside.md", "no")
+    assert renamed() == names
+    for i, (what, inode) in enumerate(events):
+        if what.startswith("rename"):
+            assert ("sync", inode) in events[:i]
+            assert (tmp_path / what.split()[1]).stat().st_ino == inode
+    for name in names:
+        assert (tmp_path / name).read_text() == f"{name}\n"
+    assert noted == names and leftovers(tmp_path) == []
+    assert not (tmp_path.parent / "outside.md").exists()
+
+
+@pytest.mark.parametrize("failure", ["fsync", "in the block"])
+def test_writes_that_fail_leave_no_temporary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: str) -> None:
+    """A failed fsync is raised (its file and those after it keep their old text); an
+    error in the block renames nothing more; no temporary is left either way."""
+    for name in ("a.md", "b.md"):
+        (tmp_path / name).write_text("old\n")
+    if failure == "fsync":
+        def refuse(fd: int) -> None:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(os, "fsync", refuse)
+    with pytest.raises(OSError), Writes() as writes:
+        writes.write(tmp_path / "a.md", "new\n")
+        writes.write(tmp_path / "b.md", "new\n")
+        if failure != "fsync":
+            raise OSError(28, "No space left on device")
+    assert (tmp_path / "a.md").read_text() == (tmp_path / "b.md").read_text() == "old\n"
+    assert leftovers(tmp_path) == []
 
 
 def test_a_link_is_replaced_never_written_through(tmp_path: Path) -> None:
@@ -95,6 +152,10 @@ def test_write_if_changed_writes_only_a_change(tmp_path: Path) -> None:
     link.symlink_to(path)
     assert write_if_changed(link, "x\n") is True  # a link holds no file's content
     assert not link.is_symlink() and path.read_text() == "x\n"
+    with Writes(root=tmp_path) as writes:  # the write goes there, renamed at its end
+        assert write_if_changed(path, "x\n", root=tmp_path, writes=writes) is False
+        assert write_if_changed(path, "z\n", root=tmp_path, writes=writes) is True
+    assert path.read_text() == "z\n" and leftovers(tmp_path) == []
 
 
 def test_read_file_reads_no_link_and_no_folder(tmp_path: Path) -> None:
