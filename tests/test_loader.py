@@ -119,6 +119,19 @@ def test_infos_that_do_not_go_with_the_stamps_are_not_used(
     assert [a.summary for a in load_project(project).atoms][0] == "second"
 
 
+def _spoil(delta: Path, damage: str | None, edit: Callable[[], object],
+           project: Project) -> None:
+    """A lost delta, or a stale one: the delta of another save (of `edit`) on the same infos
+    file."""
+    if damage == "lost":
+        delta.unlink()
+    elif damage == "stale":
+        kept = delta.read_bytes()
+        edit()
+        scan(project)
+        delta.write_bytes(kept)
+
+
 @pytest.mark.parametrize("damage", [None, "lost", "stale", "replaced"])
 def test_a_few_parsed_files_are_saved_as_a_delta_on_the_infos(
         project: Project, write_atom: Callable[..., Path],
@@ -141,14 +154,9 @@ def test_a_few_parsed_files_are_saved_as_a_delta_on_the_infos(
     first = scan(project)
     assert first.parsed == 2 and infos.read_bytes() == whole and delta.is_file()
     want = ["run 1", "run 2, edited", "run 3", "run 4", "run 5"]
-    if damage == "lost":
-        delta.unlink()
-    elif damage == "stale":  # the delta of another save on the same infos file
-        kept = delta.read_bytes()
-        write_atom("EXP-003", summary="run 3, edited")
-        scan(project)
-        delta.write_bytes(kept)
-        want[2] = "run 3, edited"
+    if damage in ("lost", "stale"):
+        _spoil(delta, damage, lambda: write_atom("EXP-003", summary="run 3, edited"), project)
+        want[2] = "run 3, edited" if damage == "stale" else want[2]
     elif damage == "replaced":  # the infos file written whole by another save meanwhile
         edited = write_atom("EXP-004", summary="run 4, edited")
         sc = scan(project, save=False)
@@ -187,14 +195,8 @@ def test_one_file_parsed_since_the_infos_were_saved_whole_is_read_from_the_delta
     scan(project)
     write_atom("EXP-004", summary="run 4")  # a new atom: saved in the delta
     scan(project)
-    delta = loader.delta_path(project)
-    if damage == "lost":
-        delta.unlink()
-    elif damage == "stale":  # the delta of another save on the same infos file
-        kept = delta.read_bytes()
-        write_atom("EXP-004", summary="run 4, edited")
-        scan(project)
-        delta.write_bytes(kept)
+    _spoil(loader.delta_path(project), damage,
+           lambda: write_atom("EXP-004", summary="run 4, edited"), project)
     loaded: list[Path] = []
     real = cache.load
 
