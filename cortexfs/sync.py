@@ -41,7 +41,7 @@ import re
 import signal
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -119,10 +119,6 @@ class Target:
     branch: str  # the local branch
     remote_branch: str  # its name on the remote
     tracked: bool  # the local branch already has this upstream configured
-
-    @property
-    def tracking_ref(self) -> str:
-        return f"refs/remotes/{self.remote}/{self.remote_branch}"
 
     @property
     def display(self) -> str:
@@ -219,12 +215,7 @@ class SyncResult:
     last_sync: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"remote": self.remote, "upstream": self.upstream, "recovered": self.recovered,
-                "committed": self.committed,
-                "renumbered": [r.to_json() for r in self.renumbered],
-                "received": self.received, "sent": self.sent,
-                "regenerated": self.regenerated, "regen_skipped": self.regen_skipped,
-                "attempts": self.attempts, "last_sync": self.last_sync}
+        return asdict(self)  # (the fields in order; a Renumbering as its to_json)
 
 
 def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS, timeout: float = NETWORK_TIMEOUT,
@@ -247,7 +238,7 @@ def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS, timeout: float = NET
             result.attempts = attempt
             result.committed += commit_pending(store)
             _network(home, timeout, "fetch", "--quiet", "--prune", tgt.remote)
-            upstream = git.head_commit(home, tgt.tracking_ref)
+            upstream = git.head_commit(home, f"refs/remotes/{tgt.display}")
             if upstream:
                 _integrate(store, tgt, upstream, result)
             head = git.head_commit(home)
