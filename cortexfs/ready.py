@@ -306,8 +306,7 @@ def _knowledge_evidence(store: Store, loaded: dict[str, LoadedProject],
             if atom.kind is not KNOWLEDGE or atom.group == "invalidated":
                 continue
             cited = atom.evidence
-            existing = [e for e in cited if e in experiments]
-            if existing:
+            if any(e in experiments for e in cited):
                 continue
             rel = store.home_rel(atom.path)
             flagged.add(rel)
@@ -497,9 +496,8 @@ def _links(store: Store, project: Project, ids: dict[str, set[str]], everywhere:
     """Relative links and atom ids in the project's governance files lead somewhere
     (`everywhere`: every project's ids)."""
     for name in _LINKED_FILES:
-        path = project.root / name
-        _file_links(store, path, project.name, ids.get(project.name, set()), everywhere, gaps,
-                    cite_ids=name == layout.STATUS_MD)
+        _file_links(store, project.root / name, project.name, ids.get(project.name, set()),
+                    everywhere, gaps, cite_ids=name == layout.STATUS_MD)
 
 
 def _links_store(store: Store, everywhere: set[str], gaps: list[Gap]) -> None:
