@@ -47,7 +47,7 @@ from typing import Any
 
 from cortexfs import accesslog, frontmatter, git, layout, renumber, wall
 from cortexfs.atoms import KINDS, kind_of_filename
-from cortexfs.commit import commit_paths, is_log, lists_atoms
+from cortexfs.commit import commit_paths, index_project, is_log, lists_atoms
 from cortexfs.errors import AtomParseError, CortexError, GitError, InvalidInputError
 from cortexfs.fsutil import atomic_write, file_lock, read_file
 from cortexfs.loader import atom_paths
@@ -279,7 +279,7 @@ def commit_pending(store: Store, only_logs: bool = False) -> list[str]:
     others = [p for p in paths if p not in logs and p not in generated]
     groups = [(logs, "chore: update access log")]
     if not only_logs:
-        projects = sorted({p.split("/")[2] for p in generated if p.count("/") >= 3})
+        projects = sorted({name for p in generated if (name := index_project(p))})
         groups += [(generated, f"index: regenerate {', '.join(projects) or 'store files'}"),
                    (others, "sync: commit local changes to "
                             f"{some([p.rsplit('/', 1)[-1] for p in others], 5)}")]
