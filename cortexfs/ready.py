@@ -214,32 +214,20 @@ def _stamp_tree(root: Path, out: list[Any], scanned: dict[str, tuple[bytes, list
     while stack:
         folder = stack.pop()
         if folder in scanned:
-            digest, others = scanned[folder]
+            digest, names = scanned[folder]
             out.append((folder, digest))
-            entries: list[tuple[str, str, os.stat_result | None]] = []
-            for name in others:
-                path = os.path.join(folder, name)
-                try:
-                    entries.append((name, path, os.lstat(path)))
-                except OSError:
-                    continue
         else:
             try:
-                with os.scandir(folder) as it:
-                    listed = sorted(it, key=lambda e: e.name)
+                names = sorted(os.listdir(folder))
             except (FileNotFoundError, NotADirectoryError, PermissionError):
                 continue
-            entries = []
-            for entry in listed:
-                if entry.is_dir(follow_symlinks=False):
-                    entries.append((entry.name, entry.path, None))
-                    continue
-                try:
-                    entries.append((entry.name, entry.path, entry.stat(follow_symlinks=False)))
-                except OSError:
-                    continue
-        for _, path, st in entries:
-            if st is None or stat.S_ISDIR(st.st_mode):
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
                 stack.append(path)
                 continue
             out.append((path, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
