@@ -12,7 +12,7 @@ import contextlib
 import datetime as dt
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -355,7 +355,7 @@ def recall(store: Store, query: str, project: str | None = None, k: int = 10,
         raise InvalidInputError(f"--k must be between 1 and {MAX_K}, not {k}")
     f = filters or flt.Filters()
     if project is not None:
-        f = flt.Filters(project, f.kinds, f.statuses, f.any_status, f.tags, f.since)
+        f = replace(f, project=project)
     if f.project is not None:
         store.project(f.project)  # a clear error for an unknown project
     weights = weights or DEFAULT_WEIGHTS
