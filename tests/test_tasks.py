@@ -62,6 +62,7 @@ def test_good_file_has_no_problems() -> None:
     assert tf.tasks[0].completed_at == dt.date(2026, 1, 2)
     assert tf.tasks[2].depends_on == ["T-2"]
     assert tf.tasks[1].line == 12
+    assert tf.open_count() == sum(t.status != "done" for t in tf.tasks)
 
 
 def test_top_level_list_and_empty_files_are_accepted() -> None:
