@@ -487,16 +487,15 @@ def _project_brief(store: Store, project: Project, budget: int) -> Brief:
 
 
 def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brief:
-    from cortexfs.status import read_status
+    from cortexfs.status import phase_of
 
     atoms = _atom_sections(store, projects, qualified=True)
     overview: list[str] = []
     for project, counts in zip(projects, atoms.kinds, strict=True):
         name = project.name
         status = _read_text(project, STATUS_MD)
-        phase = read_status(status).phase if status else None
         overview.append(
-            f"- {name}: {' '.join((phase or 'no STATUS.md phase').split())} "
+            f"- {name}: {' '.join((phase_of(status) or 'no STATUS.md phase').split())} "
             f"({plural(counts.get('experiments', 0), 'experiment')}, "
             f"{counts.get('knowledge', 0)} knowledge, "
             f"{plural(counts.get('patterns', 0), 'pattern')}) → projects/{name}/STATUS.md")
