@@ -459,11 +459,6 @@ class AccessStats:
                 f"offset={self.offset!r}, bad_lines={self.bad_lines!r}, "
                 f"lines={self.lines!r}, first_bad={self.first_bad!r})")
 
-    def add(self, file: str, ts: str) -> None:
-        self.counts[file] = self.counts.get(file, 0) + 1
-        if ts > self.newest.get(file, ""):
-            self.newest[file] = ts
-
 
 def fold(log_path: str | os.PathLike[str], stats: AccessStats | None = None) -> AccessStats:
     """Fold the log's lines from `stats.offset` on into `stats` (a fresh one by default).

@@ -461,28 +461,24 @@ def build(store: Store, project: str | None = None, budget: int = DEFAULT_BUDGET
 
 def _project_brief(store: Store, project: Project, budget: int) -> Brief:
     atoms = _atom_sections(store, [project], qualified=False)
-    slots: list[Slot] = []
-    status_text = _read_text(project, STATUS_MD)
-    status_items = markdown_lines(status_text or "")
     rel = f"projects/{project.name}"
-    slots.append(Slot("status", STATUS_MD, status_items or ["_STATUS.md is missing or "
-                                                               "empty._\n"],
-                      0.30, "lines", f"(from {rel}/STATUS.md)"))
+    status_items = markdown_lines(_read_text(project, STATUS_MD) or "")
     task_items, note = _task_items(project)
     task_items.sort(key=lambda kv: kv[0])
-    items = [line for _, line in task_items]
-    if note:
-        items.insert(0, f"- {note}")
-    slots.append(Slot("tasks", "Open tasks", items, 0.15, "tasks", f"(from {rel}/TASKS.yaml)"))
-    issues = issue_blocks(_read_text(project, ISSUES_MD) or "")
-    slots.append(Slot("issues", "Issues", issues, 0.10, "issues",
-                      f"(from {rel}/ISSUES.md)"))
-    slots.append(Slot("knowledge", "Strongest knowledge and patterns", atoms.minds,
-                      0.30, "atoms", f"(files: {rel}/knowledge/K-NNN.md, "
-                      f"{rel}/patterns/PAT-NNN.md{_decayed(atoms.decayed_minds)})"))
-    slots.append(Slot("experiments", "Recent experiments", atoms.experiments, 0.15,
-                      "atoms", f"(files: {rel}/experiments/EXP-NNN.md"
-                      f"{_decayed(atoms.decayed_experiments)})"))
+    slots = [
+        Slot("status", STATUS_MD, status_items or ["_STATUS.md is missing or empty._\n"],
+             0.30, "lines", f"(from {rel}/STATUS.md)"),
+        Slot("tasks", "Open tasks",
+             ([f"- {note}"] if note else []) + [line for _, line in task_items], 0.15, "tasks",
+             f"(from {rel}/TASKS.yaml)"),
+        Slot("issues", "Issues", issue_blocks(_read_text(project, ISSUES_MD) or ""), 0.10,
+             "issues", f"(from {rel}/ISSUES.md)"),
+        Slot("knowledge", "Strongest knowledge and patterns", atoms.minds, 0.30, "atoms",
+             f"(files: {rel}/knowledge/K-NNN.md, "
+             f"{rel}/patterns/PAT-NNN.md{_decayed(atoms.decayed_minds)})"),
+        Slot("experiments", "Recent experiments", atoms.experiments, 0.15, "atoms",
+             f"(files: {rel}/experiments/EXP-NNN.md{_decayed(atoms.decayed_experiments)})"),
+    ]
     slots = [s for s in slots if s.items]
     head = (f"# Session brief — {project.name}\n"
             f"Knowledge root: {store.context} · `cortex brief` · budget {budget:,} tokens\n")
@@ -491,16 +487,15 @@ def _project_brief(store: Store, project: Project, budget: int) -> Brief:
 
 
 def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brief:
-    from cortexfs.status import read_status
+    from cortexfs.status import phase_of
 
     atoms = _atom_sections(store, projects, qualified=True)
     overview: list[str] = []
     for project, counts in zip(projects, atoms.kinds, strict=True):
         name = project.name
         status = _read_text(project, STATUS_MD)
-        phase = read_status(status).phase if status else None
         overview.append(
-            f"- {name}: {' '.join((phase or 'no STATUS.md phase').split())} "
+            f"- {name}: {' '.join((phase_of(status) or 'no STATUS.md phase').split())} "
             f"({plural(counts.get('experiments', 0), 'experiment')}, "
             f"{counts.get('knowledge', 0)} knowledge, "
             f"{plural(counts.get('patterns', 0), 'pattern')}) → projects/{name}/STATUS.md")

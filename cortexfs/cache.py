@@ -156,8 +156,6 @@ def file_state(path: str | os.PathLike[str], content_digest: str,
     A file modified within RACY_NS of now is "racy": a later write could keep the same
     mtime and size, so `still` compares its content instead of trusting its stat data.
     """
-    import time
-
     try:
         st = os.stat(path)
     except OSError:

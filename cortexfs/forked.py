@@ -152,13 +152,19 @@ def share(order: list[int], work: Callable[[int], Any]) -> Shared | None:
         read_fd, write_fd = os.pipe()
     except OSError:
         return None
+    queue = b"".join(job.to_bytes(2, "big") for job in order)
     try:
-        os.write(write_fd, b"".join(job.to_bytes(2, "big") for job in order))
+        # without blocking: a pipe may hold less than LIMIT jobs (Linux gives one page to a
+        # user past fs.pipe-user-pages-soft), and nobody reads it yet
+        os.set_blocking(write_fd, False)
+        whole = os.write(write_fd, queue) == len(queue)
     except OSError:
-        os.close(read_fd)
-        return None
+        whole = False
     finally:
         os.close(write_fd)
+    if not whole:
+        os.close(read_fd)
+        return None
 
     def taken() -> list[tuple[int, Any]]:
         out = []

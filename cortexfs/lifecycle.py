@@ -372,21 +372,19 @@ def list_atoms(store: Store, project: str | None = None, kind: Kind | None = Non
 def projects(store: Store) -> list[dict[str, Any]]:
     """Each project with its atom counts, phase (STATUS.md) and open tasks; then the
     archived ones (name and `archived: true`)."""
-    from cortexfs.status import read_status
-    from cortexfs.tasks import OPEN_STATUSES
+    from cortexfs.status import phase_of
     from cortexfs.tasks import load as load_tasks
 
     out: list[dict[str, Any]] = []
     for project in store.projects():
         counts = {k.folder: sum(1 for _ in atom_paths(project, k)) for k in KINDS}
         status = wall.text_or_none(store.context, project.root / layout.STATUS_MD)
-        phase = read_status(status).phase if status is not None else None
         try:
-            open_tasks = sum(1 for t in load_tasks(project).tasks if t.status in OPEN_STATUSES)
+            open_tasks: int | None = load_tasks(project).open_count()
         except InvalidInputError:
             open_tasks = None
         out.append({"name": project.name, "archived": False, "atoms": counts,
-                    "phase": phase, "open_tasks": open_tasks})
+                    "phase": phase_of(status), "open_tasks": open_tasks})
     out += [{"name": name, "archived": True} for name in archived(store)]
     return out
 

@@ -44,7 +44,7 @@ from cortexfs.layout import (
     PROJECT_FOLDERS,
     STORE_FOLDERS,
 )
-from cortexfs.status import read_status
+from cortexfs.status import phase_of
 from cortexfs.store import Store
 
 if TYPE_CHECKING:
@@ -459,8 +459,8 @@ def project_line(store: Store, name: str, summary: AtomSummary) -> ProjectLine:
 def _phase(store: Store, name: str) -> str:
     """The phase a project's STATUS.md states ("" when none)."""
     try:
-        phase = read_status(wall.read_text(store.context,
-                                           store.projects_dir / name / layout.STATUS_MD)).phase
+        phase = phase_of(wall.read_text(store.context,
+                                        store.projects_dir / name / layout.STATUS_MD))
     except (OSError, CortexError):  # missing, a link, a folder, too big: no phase to show
         phase = None
     return _clip(phase) if phase else ""

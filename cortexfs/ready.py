@@ -214,32 +214,20 @@ def _stamp_tree(root: Path, out: list[Any], scanned: dict[str, tuple[bytes, list
     while stack:
         folder = stack.pop()
         if folder in scanned:
-            digest, others = scanned[folder]
+            digest, names = scanned[folder]
             out.append((folder, digest))
-            entries: list[tuple[str, str, os.stat_result | None]] = []
-            for name in others:
-                path = os.path.join(folder, name)
-                try:
-                    entries.append((name, path, os.lstat(path)))
-                except OSError:
-                    continue
         else:
             try:
-                with os.scandir(folder) as it:
-                    listed = sorted(it, key=lambda e: e.name)
+                names = sorted(os.listdir(folder))
             except (FileNotFoundError, NotADirectoryError, PermissionError):
                 continue
-            entries = []
-            for entry in listed:
-                if entry.is_dir(follow_symlinks=False):
-                    entries.append((entry.name, entry.path, None))
-                    continue
-                try:
-                    entries.append((entry.name, entry.path, entry.stat(follow_symlinks=False)))
-                except OSError:
-                    continue
-        for _, path, st in entries:
-            if st is None or stat.S_ISDIR(st.st_mode):
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
                 stack.append(path)
                 continue
             out.append((path, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
@@ -306,8 +294,7 @@ def _knowledge_evidence(store: Store, loaded: dict[str, LoadedProject],
             if atom.kind is not KNOWLEDGE or atom.group == "invalidated":
                 continue
             cited = atom.evidence
-            existing = [e for e in cited if e in experiments]
-            if existing:
+            if any(e in experiments for e in cited):
                 continue
             rel = store.home_rel(atom.path)
             flagged.add(rel)
@@ -497,9 +484,8 @@ def _links(store: Store, project: Project, ids: dict[str, set[str]], everywhere:
     """Relative links and atom ids in the project's governance files lead somewhere
     (`everywhere`: every project's ids)."""
     for name in _LINKED_FILES:
-        path = project.root / name
-        _file_links(store, path, project.name, ids.get(project.name, set()), everywhere, gaps,
-                    cite_ids=name == layout.STATUS_MD)
+        _file_links(store, project.root / name, project.name, ids.get(project.name, set()),
+                    everywhere, gaps, cite_ids=name == layout.STATUS_MD)
 
 
 def _links_store(store: Store, everywhere: set[str], gaps: list[Gap]) -> None:

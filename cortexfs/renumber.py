@@ -35,8 +35,9 @@ from cortexfs.store import Store
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 LOG_LOCK_WAIT = 5.0  # seconds a rewrite of a log waits for the appends under way
 TEXT_SUFFIXES = (".md", ".yaml", ".yml", ".txt", ".json")  # files an id is rewritten in
-# Generated files: regenerated after the merge, so rewriting them would only make conflicts.
-_SKIP_NAMES = (layout.INDEX,)
+# Generated files: regenerated after the merge, so rewriting them would only make conflicts;
+# the access log: its lines are renamed apart (`rewrite_log`).
+_SKIP_NAMES = (layout.INDEX, layout.ACCESS_LOG)
 
 
 @dataclass(frozen=True)
@@ -306,8 +307,6 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
             name = path.name
             if name in _SKIP_NAMES or not name.endswith(TEXT_SUFFIXES) or not path.is_file() \
                     or wall.reason(store.context, path):  # a link: not part of the store
-                continue
-            if name == layout.ACCESS_LOG:
                 continue
             with contextlib.suppress(FileNotFoundError):
                 rewrite(path, change)

@@ -50,6 +50,11 @@ def read_status(text: str) -> StatusInfo:
     return info
 
 
+def phase_of(text: str | None) -> str | None:
+    """The phase a STATUS.md's text states (None without a text or a phase line)."""
+    return read_status(text).phase if text else None
+
+
 def _phase_line(lines: list[str], heading: int, title: str) -> str | None:
     """The phase: the first text line under its heading, else what the heading itself says
     after "phase" (`## Current phase: 2 — build`)."""

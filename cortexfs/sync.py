@@ -41,13 +41,13 @@ import re
 import signal
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cortexfs import accesslog, frontmatter, git, layout, renumber, wall
 from cortexfs.atoms import KINDS, kind_of_filename
-from cortexfs.commit import commit_paths, is_log, lists_atoms
+from cortexfs.commit import commit_paths, index_project, is_log, lists_atoms
 from cortexfs.errors import AtomParseError, CortexError, GitError, InvalidInputError
 from cortexfs.fsutil import atomic_write, file_lock, read_file
 from cortexfs.loader import atom_paths
@@ -119,10 +119,6 @@ class Target:
     branch: str  # the local branch
     remote_branch: str  # its name on the remote
     tracked: bool  # the local branch already has this upstream configured
-
-    @property
-    def tracking_ref(self) -> str:
-        return f"refs/remotes/{self.remote}/{self.remote_branch}"
 
     @property
     def display(self) -> str:
@@ -219,12 +215,7 @@ class SyncResult:
     last_sync: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"remote": self.remote, "upstream": self.upstream, "recovered": self.recovered,
-                "committed": self.committed,
-                "renumbered": [r.to_json() for r in self.renumbered],
-                "received": self.received, "sent": self.sent,
-                "regenerated": self.regenerated, "regen_skipped": self.regen_skipped,
-                "attempts": self.attempts, "last_sync": self.last_sync}
+        return asdict(self)  # (the fields in order; a Renumbering as its to_json)
 
 
 def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS, timeout: float = NETWORK_TIMEOUT,
@@ -247,7 +238,7 @@ def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS, timeout: float = NET
             result.attempts = attempt
             result.committed += commit_pending(store)
             _network(home, timeout, "fetch", "--quiet", "--prune", tgt.remote)
-            upstream = git.head_commit(home, tgt.tracking_ref)
+            upstream = git.head_commit(home, f"refs/remotes/{tgt.display}")
             if upstream:
                 _integrate(store, tgt, upstream, result)
             head = git.head_commit(home)
@@ -288,7 +279,7 @@ def commit_pending(store: Store, only_logs: bool = False) -> list[str]:
     others = [p for p in paths if p not in logs and p not in generated]
     groups = [(logs, "chore: update access log")]
     if not only_logs:
-        projects = sorted({p.split("/")[2] for p in generated if p.count("/") >= 3})
+        projects = sorted({name for p in generated if (name := index_project(p))})
         groups += [(generated, f"index: regenerate {', '.join(projects) or 'store files'}"),
                    (others, "sync: commit local changes to "
                             f"{some([p.rsplit('/', 1)[-1] for p in others], 5)}")]

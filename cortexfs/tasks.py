@@ -137,6 +137,10 @@ class TaskFile:
     def get(self, task_id: str) -> Task | None:
         return next((t for t in self.tasks if t.id == task_id), None)
 
+    def open_count(self) -> int:
+        """How many of its tasks are open (todo, doing or blocked)."""
+        return sum(1 for t in self.tasks if t.status in OPEN_STATUSES)
+
     def first_error(self) -> str:
         """`path:line: message` of the first error (no `:line` when it has none)."""
         first = self.errors[0]

@@ -470,12 +470,9 @@ class Watcher:
         else:
             self._log_offsets[key] = offset
         horizon = time.time() - 60
-        for name in list(recent):
-            kept = [(w, t) for w, t in recent[name] if w >= horizon]
-            if kept:
-                recent[name] = kept
-            else:
-                del recent[name]
+        self._recent[project] = recent = {
+            name: kept for name, seen in recent.items()
+            if (kept := [(w, t) for w, t in seen if w >= horizon])}
         return recent
 
 

@@ -10,11 +10,14 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+
+from cortexfs.autocommit import is_locked
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BIN = Path(sys.executable).parent  # where the console script `cortex` is
@@ -73,12 +76,22 @@ def test_the_readme_section_works_start_to_finish(machine: dict[str, str]) -> No
     atom = Path(added.stdout.strip())
     payload = {"session_id": "s1", "cwd": str(repo), "tool_name": "Read",
                "tool_input": {"file_path": str(atom)}}
+    # (the git identity a user has; a short quiet time for the access-log committer the
+    # hook starts, which is waited for below rather than left running after the test)
+    hook_env = {"HOME": str(home), "CORTEX_AUTOCOMMIT_DEBOUNCE": "0.1",
+                **{k: v for k, v in machine.items() if k.startswith("GIT_")}}
     read = subprocess.run(["/bin/sh", "-c", tracker["command"]], input=json.dumps(payload),
-                          text=True, capture_output=True, env={"HOME": str(home)}, cwd=repo,
-                          timeout=30)
+                          text=True, capture_output=True, env=hook_env, cwd=repo, timeout=30)
     assert read.returncode == 0 and read.stdout == ""
     log = store / "context" / "projects" / "myproject" / "_meta" / "access-log.jsonl"
     assert json.loads(log.read_text().splitlines()[-1])["file"] == atom.name
+    deadline = time.monotonic() + 30
+    while is_locked(store / ".locks" / "autocommit.lock"):
+        assert time.monotonic() < deadline, "the access-log committer never finished"
+        time.sleep(0.05)
+    last = subprocess.run(["git", "log", "-1", "--format=%s", "--", str(log)], cwd=store,
+                          env=machine, capture_output=True, text=True, check=True)
+    assert last.stdout.strip() == "chore: update access log"
 
     # MCP: the server .mcp.json names, started as Claude Code starts it
     entry = json.loads((repo / ".mcp.json").read_text())["mcpServers"]["cortex"]

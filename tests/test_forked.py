@@ -83,3 +83,38 @@ def test_jobs_a_failed_child_took_are_missing_for_the_parent() -> None:
 def test_nothing_to_share_or_too_much_forks_nothing() -> None:
     assert forked.share([], lambda job: job) is None
     assert forked.share(list(range(forked.Shared.LIMIT + 1)), lambda job: job) is None
+
+
+@pytest.mark.skipif(not hasattr(__import__("fcntl"), "F_SETPIPE_SZ"), reason="Linux pipes")
+def test_a_queue_longer_than_the_pipe_holds_forks_nothing_and_never_hangs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipe of one page (what Linux gives a user past fs.pipe-user-pages-soft) holds 2,048
+    jobs: a longer queue written before anyone reads would block for ever."""
+    import fcntl
+    import signal
+
+    real_pipe = os.pipe
+
+    def small_pipe() -> tuple[int, int]:
+        read_fd, write_fd = real_pipe()
+        fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 4096)
+        return read_fd, write_fd
+
+    monkeypatch.setattr(os, "pipe", small_pipe)
+    before = set(os.listdir("/proc/self/fd"))
+
+    def hung(*_: object) -> None:
+        raise AssertionError("share blocked writing its queue")
+
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        assert forked.share(list(range(4096)), lambda job: job) is None
+        shared = forked.share(list(range(100)), lambda job: job)  # (it fits)
+        assert shared is not None
+        mine = list(shared.mine())
+        assert sorted(mine + list(shared.join())) == list(range(100))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    assert set(os.listdir("/proc/self/fd")) <= before  # both ends closed

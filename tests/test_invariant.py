@@ -341,15 +341,20 @@ class CortexMachine(RuleBasedStateMachine):
         from cortexfs.escape import cell
         from cortexfs.frontmatter import parse
 
-        listing = self.git("ls-tree", "-r", "--name-only", "HEAD", "--", "context/")
+        # one commit for the whole check: a cortex killed during `git update-ref` leaves
+        # that git running, and it moves HEAD a moment later (the commit is whole: a check
+        # reading the file list from one HEAD and an index.md from the next saw a row
+        # "not in HEAD")
+        head = self.git("rev-parse", "--verify", "HEAD").stdout.strip()
+        listing = self.git("ls-tree", "-r", "--name-only", head, "--", "context/")
         files = set(listing.stdout.splitlines())
         for rel in sorted(f for f in files if f.endswith("/index.md")):
-            text = self.git("show", f"HEAD:{rel}").stdout
+            text = self.git("show", f"{head}:{rel}").stdout
             folder = rel.rsplit("/", 1)[0]
             for atom_id, target, summary in index_rows(text):
                 atom_rel = f"{folder}/{target}"
                 assert atom_rel in files, f"HEAD's {rel} lists {atom_id}, not in HEAD"
-                meta = parse(self.git("show", f"HEAD:{atom_rel}").stdout, atom_rel).meta
+                meta = parse(self.git("show", f"{head}:{atom_rel}").stdout, atom_rel).meta
                 assert cell(meta.get("summary")) == summary, (
                     f"HEAD's {rel} shows {summary!r} for {atom_id}, whose summary in HEAD is "
                     f"{meta.get('summary')!r}")
@@ -382,3 +387,58 @@ def run_machine(examples: int, steps: int, derandomize: bool) -> None:
 
 def test_the_store_holds_together_under_random_use() -> None:
     run_machine(examples=3, steps=14, derandomize=True)
+
+
+def test_a_commit_that_git_finishes_after_cortex_is_killed_is_whole(tmp_path: Path) -> None:
+    """kill -9 of cortex while its `git update-ref` runs: that git is not killed with it and
+    moves HEAD a moment later, to a commit holding the index and the atom it lists; the next
+    command finds the store clean. (Why check_head reads one commit, not HEAD twice.)"""
+    env = cortex_env(tmp_path)
+    home = Path(env["CORTEX_HOME"])
+
+    def cortex(*args: str, extra: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "cortexfs", *args],
+                                env={**env, **(extra or {})}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=home, env=env, capture_output=True,
+                              text=True, check=True).stdout
+
+    for args in (["init"], ["project", "new", "alpha"],
+                 ["new", "exp", "-p", "alpha", "-s", "first experiment", "-t", "seed"]):
+        assert cortex(*args).wait(timeout=60) == 0
+    folder = home / "context" / "projects" / "alpha" / "experiments"
+    (folder / "EXP-002.md").write_text(
+        "---\nid: EXP-002\ndate: 2026-03-09\nproject: alpha\nsummary: \"by hand\"\n"
+        "tags: [hand]\n---\n\nWritten by hand.\n", encoding="utf-8")
+    # a git that is slow to move HEAD, so that the kill lands while it runs
+    slow = tmp_path / "bin"
+    slow.mkdir()
+    marker = tmp_path / "update-ref-started"
+    (slow / "git").write_text(
+        f"#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = update-ref ] && "
+        f"{{ : > '{marker}'; sleep 1; }}; done\nexec '{shutil.which('git')}' \"$@\"\n")
+    (slow / "git").chmod(0o755)
+    before = git("rev-parse", "HEAD").strip()
+    proc = cortex("index", "regen", "--all", extra={"PATH": f"{slow}:{env['PATH']}"})
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert git("rev-parse", "HEAD").strip() == before  # cortex is gone, its git is not
+    while git("rev-parse", "HEAD").strip() == before:
+        assert time.monotonic() < deadline, "the orphaned git never moved HEAD"
+        time.sleep(0.05)
+    head = git("rev-parse", "HEAD").strip()
+    index = git("show", f"{head}:context/projects/alpha/experiments/index.md")
+    assert sorted(row[0] for row in index_rows(index)) == ["EXP-001", "EXP-002"]
+    assert "context/projects/alpha/experiments/EXP-002.md" in git(
+        "ls-tree", "-r", "--name-only", head, "--", "context/").splitlines()
+    # the next command alone: nothing pending, your index equal to HEAD
+    assert cortex("index", "regen", "--all").wait(timeout=60) == 0
+    assert git("status", "--porcelain", "--untracked-files=all", "--", "context/") == ""
+    staged = subprocess.run(["git", "diff", "--cached", "--quiet"], cwd=home, env=env)
+    assert staged.returncode == 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cortexfs.status import STATUS_SECTIONS, read_status
+from cortexfs.status import STATUS_SECTIONS, phase_of, read_status
 
 
 def test_every_section_and_the_phase_line() -> None:
@@ -30,3 +30,9 @@ def test_a_phase_heading_with_nothing_under_it_or_after_it_has_no_phase() -> Non
     assert read_status("## Current phase\n\n## Next steps\n- ship\n").phase is None
     assert read_status("## Current phase\n\n   \n").phase is None
     assert read_status("## Current phase\n1. Discovery\n").phase == "Discovery"
+
+
+def test_phase_of_a_text_or_of_none() -> None:
+    assert phase_of("## Current phase\n- 3: ship\n") == "3: ship"
+    assert phase_of("## Next steps\n- ship\n") is None
+    assert phase_of("") is None and phase_of(None) is None

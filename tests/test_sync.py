@@ -23,7 +23,7 @@ from cortexfs.commit import commit_paths
 from cortexfs.errors import GitError, InvalidInputError
 from cortexfs.frontmatter import read
 from cortexfs.loader import atom_paths
-from cortexfs.store import Store
+from cortexfs.store import Project, Store
 
 PROJECT = "flywheel"
 
@@ -649,3 +649,18 @@ def test_a_sync_beside_a_running_gc_loses_nothing(tmp_path: Path) -> None:
     for c in (a, b):
         sh(c.home, "fsck", "--no-progress")
     assert any(code == 0 for code, _ in runs), runs
+
+
+def test_pending_generated_files_are_committed_under_their_projects(
+        project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cortexfs import hippocampus
+    from cortexfs.regen import regenerate
+
+    monkeypatch.setattr(hippocampus, "MAX_TOKENS", 10)  # hierarchical: .hippocampus/ files
+    store = project.store
+    (project.root / "experiments" / "EXP-001.md").write_text(
+        "---\nid: EXP-001\ndate: 2026-03-01\nproject: flywheel\nsummary: s\ntags: [x]\n---\nB.\n")
+    written = [store.home_rel(p) for p in regenerate(store).written]
+    assert "context/.hippocampus/topics/flywheel.md" in written
+    # `.hippocampus/topics/` and `temporal/` are no projects: the message names flywheel only
+    assert "index: regenerate flywheel" in sync_lib.commit_pending(store)

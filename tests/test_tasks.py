@@ -62,6 +62,7 @@ def test_good_file_has_no_problems() -> None:
     assert tf.tasks[0].completed_at == dt.date(2026, 1, 2)
     assert tf.tasks[2].depends_on == ["T-2"]
     assert tf.tasks[1].line == 12
+    assert tf.open_count() == sum(t.status != "done" for t in tf.tasks)
 
 
 def test_top_level_list_and_empty_files_are_accepted() -> None:
@@ -662,3 +663,24 @@ def test_tasks_on_one_line_are_told_apart(cli, project: Project) -> None:
     assert [t.id for t in result.tasks] == ["T-2"] and result.rewritten
     assert path.read_text() == "# q\ntasks:\n- id: T-1\n  text: a\n  status: todo\n"
     assert "### T-2: b" in (project.root / "tasks-archive.md").read_text()
+
+
+def test_textual_edits_of_rarer_layouts_keep_the_rest(project: Project) -> None:
+    # a top-level `[]`: replaced by the task's block, the comments around it kept
+    path = _write(project, "# q\n[]  \n# after\n")
+    assert not tasks.add_task(project, "a").rewritten
+    assert path.read_text() == "# q\n- id: T-1\n  text: a\n  status: todo\n# after\n"
+    # a key written with no value gets one in place
+    _write(project, "tasks:\n  - id: T-1\n    text: a\n    status: todo\n    completed-at:\n"
+                    "    why: x  # keep\n")
+    assert not tasks.set_status(project, "T-1", "done", today=dt.date(2026, 2, 3)).rewritten
+    assert path.read_text() == ("tasks:\n  - id: T-1\n    text: a\n    status: done\n"
+                                "    completed-at: 2026-02-03\n    why: x  # keep\n")
+    # the comment above an archived task (not the first) goes with it
+    _write(project, GOOD.replace("    status: doing\n", "    status: done\n"
+                                 "    completed-at: 2026-01-05\n"))
+    assert [t.id for t in tasks.archive(project, today=dt.date(2026, 2, 1)).tasks] == \
+        ["T-1", "T-2"]
+    assert path.read_text() == ("# my queue — keep this comment\ntasks:\n\n  - id: T-3\n"
+                                "    text: Benchmark it\n    status: todo\n    priority: P0\n"
+                                "    depends-on:\n      - T-2\n")

@@ -61,7 +61,7 @@ def tasks_list(
 
     fmt = common.output_format()
     store = common.open_store()
-    projects = [store.project(project)] if project else store.projects()
+    projects = store.select([project] if project else None)
     found = tasks.listing(projects, status, show_all, strict=project is not None)
     if fmt == "json":
         common.print_json(found.to_json())
@@ -142,7 +142,7 @@ def tasks_archive(
     from cortexfs.commit import Change
 
     store = common.open_store()
-    projects = [store.project(project)] if project else store.projects()
+    projects = store.select([project] if project else None)
     moved: list[str] = []
     notes: list[tuple[bool, str]] = []
     with common.writing(store, no_commit) as txn:

@@ -56,7 +56,10 @@ def parse(project: str | None = None, kind: str | list[str] | None = None,
     InvalidInputError naming the option for a value it cannot use."""
     kinds = None
     if kind:
-        kinds = frozenset(_one_of(v, KIND_NAMES, "--kind", "exp, k or pat") for v in _split(kind))
+        for v in _split(kind):
+            if v not in KIND_NAMES:
+                raise InvalidInputError(f"--kind {v!r} is not known: use exp, k or pat")
+        kinds = frozenset(KIND_NAMES[v] for v in _split(kind))
     statuses, any_status = None, False
     if status:
         values = _split(status)
@@ -82,12 +85,6 @@ def parse(project: str | None = None, kind: str | list[str] | None = None,
 def _split(value: str | list[str]) -> list[str]:
     items = value if isinstance(value, list) else [value]
     return [p.strip().lower() for item in items for p in str(item).split(",") if p.strip()]
-
-
-def _one_of(value: str, names: dict[str, str], option: str, hint: str) -> str:
-    if value not in names:
-        raise InvalidInputError(f"{option} {value!r} is not known: use {hint}")
-    return names[value]
 
 
 def mask(index: LexicalIndex, cols: Columns, f: Filters) -> np.ndarray:

@@ -15,6 +15,7 @@ the tie-breaker it is (0.05).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,14 +188,20 @@ def rank_values(values: dict[int, float]) -> dict[int, SignalMatch]:
     return out
 
 
-def add_pool(pool: dict[int, None], scores: np.ndarray, valid: np.ndarray) -> None:
-    """Add the POOL best valid docs to the candidate pool."""
+def pool_signal(pool: dict[int, None], scores: np.ndarray, valid: np.ndarray,
+                rank: Callable[[np.ndarray, np.ndarray, list[int]], list[int]] = ranks
+                ) -> dict[int, SignalMatch]:
+    """Add the POOL best valid docs to the candidate pool; the query signal's matches: the
+    rank (by `rank`) and score of each candidate pooled so far that it ranks."""
     masked = np.where(valid, scores, -np.inf)
     top = np.argpartition(-masked, POOL - 1)[:POOL] if len(masked) > POOL \
         else np.arange(len(masked))
     for i in top.tolist():
         if valid[i]:
             pool[i] = None
+    cands = list(pool)
+    return {i: SignalMatch(r, float(scores[i]))
+            for i, r in zip(cands, rank(scores, valid, cands), strict=True) if r > 0}
 
 
 def fuse(ranked: dict[str, dict[int, SignalMatch]], weights: Weights,

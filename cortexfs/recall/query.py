@@ -12,7 +12,7 @@ import contextlib
 import datetime as dt
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -33,11 +33,10 @@ from cortexfs.recall.fuse import (
     Snippet,
     Tuning,
     Weights,
-    add_pool,
     dense_ranks,
     fuse,
+    pool_signal,
     rank_values,
-    ranks,
 )
 from cortexfs.recall.lexical import LexicalIndex, Progress, bm25
 from cortexfs.recall.tokenize import term_hash
@@ -138,12 +137,7 @@ class Retriever:
         coverage = 0.0
         if weights.lexical > 0 and q.hashes:
             lexical, found, start, coverage = self._lexical(q, allowed, tuning)
-            valid = lexical > 0
-            add_pool(pool, lexical, valid)
-            cands = list(pool)
-            ranked["lexical"] = {i: SignalMatch(r, float(lexical[i]))
-                                 for i, r in zip(cands, ranks(lexical, valid, cands),
-                                                 strict=True) if r > 0}
+            ranked["lexical"] = pool_signal(pool, lexical, lexical > 0)
         use_dense = weights.dense > 0 and self.vectors is not None and \
             self.vectors.ready(idx)
         if use_dense:
@@ -152,11 +146,7 @@ class Retriever:
             best_sim = float(sims[allowed].max())
             if best_sim < DENSE_FLOOR and coverage < COVERAGE_FLOOR:
                 return [], True
-            add_pool(pool, sims, allowed)
-            cands = list(pool)
-            ranked["dense"] = {i: SignalMatch(r, float(sims[i]))
-                               for i, r in zip(cands, dense_ranks(sims, allowed, cands),
-                                               strict=True) if r > 0}
+            ranked["dense"] = pool_signal(pool, sims, allowed, dense_ranks)
         if not pool:
             return [], False
         cands = list(pool)
@@ -365,7 +355,7 @@ def recall(store: Store, query: str, project: str | None = None, k: int = 10,
         raise InvalidInputError(f"--k must be between 1 and {MAX_K}, not {k}")
     f = filters or flt.Filters()
     if project is not None:
-        f = flt.Filters(project, f.kinds, f.statuses, f.any_status, f.tags, f.since)
+        f = replace(f, project=project)
     if f.project is not None:
         store.project(f.project)  # a clear error for an unknown project
     weights = weights or DEFAULT_WEIGHTS

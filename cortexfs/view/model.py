@@ -22,8 +22,8 @@ from cortexfs.atoms import ATOM_ID, KINDS, Atom, kind_of_id, split_status, statu
 from cortexfs.errors import AtomParseError, CortexError
 from cortexfs.frontmatter import decode, locate, read_bytes
 from cortexfs.layout import MISSION_MD, ROADMAP_MD, STATUS_MD, TASKS_ARCHIVE, TASKS_FILE
+from cortexfs.status import phase_of
 from cortexfs.store import PROJECT_NAME
-from cortexfs.tasks import OPEN_STATUSES
 from cortexfs.view.history import Days, daily_reads
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ class ProjectModel:
                 self.backlinks.setdefault(target.stem, []).append((relation, am))
 
     def open_tasks(self) -> int:
-        return sum(1 for t in self.tasks.tasks if t.status in OPEN_STATUSES) if self.tasks else 0
+        return self.tasks.open_count() if self.tasks else 0
 
     def last_activity(self) -> str | None:
         """The newest of the newest atom's date and the newest read (a day)."""
@@ -233,15 +233,9 @@ def load_project(ctx: RegenContext, project: Project) -> ProjectModel:
              for name in GOVERNANCE_TEXTS}
     tasks, tasks_error = _tasks(project)
     pm = ProjectModel(project, atoms, errors, symlinks, ctx.access[project.name],
-                      history, texts, _phase(texts[STATUS_MD]), tasks, tasks_error)
+                      history, texts, phase_of(texts[STATUS_MD]) or "", tasks, tasks_error)
     pm.link()
     return pm
-
-
-def _phase(status: str | None) -> str:
-    from cortexfs.status import read_status
-
-    return (read_status(status).phase or "") if status else ""
 
 
 def _tasks(project: Project) -> tuple[TaskFile | None, str | None]:
