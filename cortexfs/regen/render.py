@@ -123,9 +123,13 @@ class Row:
         self.key = _id_key(stem)
 
     def order(self) -> tuple[Any, ...]:
-        """Refs descending, then date descending (undated last), then id."""
-        day = self.day
-        return (-self.refs, day is None, -day.toordinal() if day else 0, self.key)
+        return _order(self.refs, self.day, self.key)
+
+
+def _order(refs: int, day: dt.date | None, key: tuple[int, str, str]) -> tuple[Any, ...]:
+    """Where a row stands in its table: refs descending, then date descending (undated
+    last), then id (`key`: _id_key)."""
+    return (-refs, day is None, -day.toordinal() if day else 0, key)
 
 
 def _id_key(stem: str) -> tuple[int, str, str]:
@@ -403,4 +407,4 @@ def _order_in(line: str, stem: str, table: str, undated: AbstractSet[str]) \
             return None
         if day.isoformat() != cells[1]:
             return None
-    return (-int(cells[4]), day is None, -day.toordinal() if day else 0, _id_key(stem))
+    return _order(int(cells[4]), day, _id_key(stem))

@@ -121,14 +121,24 @@ class Run:
         need not be read at all)."""
         files = self.scan(project).folders.get(kind.folder, [])
         saved = self.state(project).get("index", {}).get(kind.folder)
-        if not files or not (isinstance(saved, list) and len(saved) == 4):
+        if not files or not _kept(saved):
             return files
         if saved[0] == self.folder_digest(project, kind):
             return []
-        newest = max(files, key=_mtime)
-        if saved[0] == self.folder_digest(project, kind, without=newest[0]):
-            return [newest]
-        return files
+        gained = self._gained(project, kind, saved)
+        return [gained] if gained is not None else files
+
+    def _gained(self, project: Project, kind: Kind, saved: list[Any],
+                ) -> tuple[str, Record] | None:
+        """The newest file of a folder whose other inputs are, digest for digest and today,
+        those its index was last written or checked with (`saved`, see `_kept`); None when
+        the folder changed otherwise."""
+        files = self.scan(project).folders.get(kind.folder, [])
+        if not files:
+            return None
+        newest = max(files, key=_mtime)  # (ns: no two alike, in practice)
+        return newest if self.folder_digest(project, kind, without=newest[0]) == saved[0] \
+            else None
 
     def atom(self, project: Project, kind: Kind, name: str,
              stamps: dict[str, Record] | None = None) -> Atom | None:
@@ -333,7 +343,6 @@ class Run:
         return render.render(self.store, project.name, kind, self.atoms(project, kind),
                              self.today, dubious, packaged=self.packaged)
 
-
     def with_added(self, project: Project, kind: Kind, path: Path, saved: Any,
                    result: RegenResult) -> str | None:
         """The index text of a folder that holds one file more than when its index was last
@@ -346,15 +355,13 @@ class Run:
         gives."""
         if self.packaged is None:
             self.packaged = render.uses_packaged_templates(self.store)
-        files = self.scan(project).folders.get(kind.folder, [])
-        if not self.packaged or not files or not (isinstance(saved, list) and len(saved) == 4) \
-                or saved[1:] != _stamp(path):
+        if not self.packaged or not _kept(saved) or saved[1:] != _stamp(path):
             return None
-        name, stamp = max(files, key=_mtime)  # (ns: no two alike, in practice)
-        if stamp[MTIME] <= saved[1] \
-                or self.folder_digest(project, kind, without=name) != saved[0]:
+        gained = self._gained(project, kind, saved)
+        if gained is None or gained[1][MTIME] <= saved[1]:
             return None
-        stamps = dict(files)
+        name = gained[0]
+        stamps = dict(self.scan(project).folders.get(kind.folder, []))
         added, old = self.atom(project, kind, name, stamps), write.read_text(path)
         if added is None or old is None:
             return None
@@ -380,6 +387,12 @@ class Run:
         folder = project.folder(kind)
         result.dubious.extend(AtomParseError(str(folder / n), reason) for n, reason in undated)
         return text
+
+
+def _kept(saved: Any) -> bool:
+    """Whether `saved` has the shape of what the state keeps of a folder's index: [its
+    inputs' dated digest, the index file's stamp (mtime ns, size, inode)]."""
+    return isinstance(saved, list) and len(saved) == 4
 
 
 def _mtime(file: tuple[str, Record]) -> int:
