@@ -501,13 +501,5 @@ def rm(
     common.finish(plan, txn, f"removed {loc.id} from {loc.project.name}")
 
 
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.command("new")(new)
-    app.command("show")(show)
-    app.command("list")(list_)
-    app.command("edit")(edit)
-    app.command("supersede")(supersede)
-    app.command("invalidate")(invalidate)
-    app.command("mv")(mv)
-    app.command("rm")(rm)
+COMMANDS = {"new": new, "show": show, "list": list_, "edit": edit, "supersede": supersede,
+            "invalidate": invalidate, "mv": mv, "rm": rm}

@@ -110,6 +110,4 @@ def _summary(result: RegenResult, check: bool, committed: bool, n_projects: int,
               f"{where}{folded}{commit}{skipped}")
 
 
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.add_typer(index_app, name="index")
+COMMANDS = {"index": index_app}

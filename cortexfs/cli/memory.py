@@ -235,7 +235,4 @@ def brief(
         typer.echo(result.text, nl=False)
 
 
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.add_typer(memory_app, name="memory")
-    app.command("brief")(brief)
+COMMANDS = {"memory": memory_app, "brief": brief}

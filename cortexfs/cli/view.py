@@ -86,5 +86,4 @@ def view(
         httpd.server_close()
 
 
-def register(app: typer.Typer) -> None:
-    app.command("view")(view)
+COMMANDS = {"view": view}
