@@ -12,14 +12,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cortexfs.cli import common
+from cortexfs.cli.common import NoCommit, ProjectOpt
 
 if TYPE_CHECKING:
     from cortexfs.authoring import NewAtom
     from cortexfs.lifecycle import Located, Shown
     from cortexfs.store import Project, Store
 
-NoCommit = common.NoCommit
-ProjectOpt = common.ProjectOpt
 AtomId = Annotated[str, typer.Argument(
     metavar="ID", help="The atom's id (EXP-042, K-7 …; PROJECT/ID names its project too).")]
 EDITOR_FALLBACK = "vi"
