@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -78,12 +79,8 @@ def view(
     typer.echo(f"serving {address} (read-only, 127.0.0.1 only); Ctrl-C to stop", err=True)
     if open_:
         webbrowser.open(address)
-    try:
+    with httpd, contextlib.suppress(KeyboardInterrupt):  # (leaving it: server_close)
         httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        httpd.server_close()
 
 
 COMMANDS = {"view": view}

@@ -38,3 +38,34 @@ def test_help_does_not_import_the_view() -> None:
 # --- the server --------------------------------------------------------------------------------
 
 
+
+
+def test_serve_answers_until_ctrl_c_then_closes_its_socket(store: Store, viewed: Project,
+                                                           ) -> None:
+    """`cortex view --serve` answers until SIGINT; then it stops as every cortex command
+    stopped outside a write does (cortexfs.interrupt: exit 130, one line) and its socket
+    is closed."""
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "cortexfs", "--home", str(store.home),
+                             "view", "--serve", "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("serving http://127.0.0.1:"), line
+        address = line.split()[1]
+        with urllib.request.urlopen(address, timeout=10) as page:
+            assert page.status == 200 and b"<html" in page.read()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+        assert proc.stderr.read().startswith("interrupted, run `cortex ")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(address, timeout=5)
