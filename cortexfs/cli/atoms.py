@@ -285,7 +285,7 @@ def edit(
     text = _run_editor(draft)
     if text == original:
         draft.unlink()
-        _say(fmt, {"id": loc.id, "project": loc.project.name, "changed": False},
+        common.say(fmt, {"id": loc.id, "project": loc.project.name, "changed": False},
              f"no change: {loc.id} left as it was")
         return
     if not text.strip():
@@ -300,13 +300,6 @@ def edit(
                                 "goes on from it)") from None
     draft.unlink()
     common.finish(plan, txn, f"saved {loc.id}")
-
-
-def _say(fmt: str, data: dict[str, Any], text: str) -> None:
-    if fmt == "json":
-        common.print_json(data)
-    else:
-        typer.echo(text)
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -450,7 +443,7 @@ def set_status(atom_id: str, status: str | None, reason: str | None, project: st
         _, doc = lifecycle.read(store, loc)
         value = str(doc.meta.get("status") or "active")
         name, cause = split_status(value)
-        _say(fmt, {"id": loc.id, "project": loc.project.name, "status": value,
+        common.say(fmt, {"id": loc.id, "project": loc.project.name, "status": value,
                    "invalidated-date": doc.meta.get("invalidated-date"),
                    "invalidated-reason": doc.meta.get("invalidated-reason")},
              f"{loc.id}: {value}")

@@ -229,10 +229,7 @@ def brief(
     store = common.open_store()
     result = build(store, project, budget) if max_chars is None else \
         build_within(store, project, budget, max_chars)
-    if fmt == "json":
-        common.print_json(result.to_json())
-    else:
-        typer.echo(result.text, nl=False)
+    common.say(fmt, result.to_json(), result.text, nl=False)
 
 
 COMMANDS = {"memory": memory_app, "brief": brief}
