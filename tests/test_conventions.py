@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from cli_commands import cli_commands
+from stores import Cli, Templates, initialised
 
 from cortexfs.store import Store
 from cortexfs.wording import plural
@@ -67,19 +68,28 @@ def test_every_command_is_walked() -> None:
     assert set(cli_commands()) == set(ARGS) | set(NO_JSON)
 
 
-@pytest.fixture
-def walked(cli: Any, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
-    monkeypatch.setenv("CORTEX_AUTOCOMMIT", "0")
-    monkeypatch.setenv("CORTEX_EMBED_MODEL", "off")
-    monkeypatch.setenv("EDITOR", "true")  # saves the file unchanged
-    monkeypatch.chdir(tmp_path)
+def _walked(s: Store) -> None:
+    initialised(s)
+    cli = Cli()
     for args in (["project", "new", "flywheel"], ["project", "new", "gamma"],
                  *(["new", "exp", "-p", "flywheel", "-s", f"Atom {n}", "-t", "x"]
                    for n in range(1, 5))):
         assert cli(*args).exit_code == 0
-    (store.context / "user" / "MEMORY.md").write_text("<!-- neocortex.md v1.0 -->\n")
+    (s.context / "user" / "MEMORY.md").write_text("<!-- neocortex.md v1.0 -->\n")
+
+
+@pytest.fixture
+def walked(store: Store, templates: Templates, tmp_path: Path,
+           monkeypatch: pytest.MonkeyPatch) -> Store:
+    """Two projects, flywheel with EXP-001..004, and a MEMORY.md: built once per test process
+    and copied in (tests/stores.py)."""
+    monkeypatch.setenv("CORTEX_AUTOCOMMIT", "0")
+    monkeypatch.setenv("CORTEX_EMBED_MODEL", "off")
+    monkeypatch.setenv("EDITOR", "true")  # saves the file unchanged
+    monkeypatch.chdir(tmp_path)
+    walked = templates.copy("walked", _walked, store.home)
     monkeypatch.setenv("CORTEX_HOME", str(tmp_path / "not-the-store"))  # --home says it
-    return store
+    return walked
 
 
 def test_every_command_prints_json_and_takes_home_after_its_name(cli: Any,

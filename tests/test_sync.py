@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from stores import Templates
 
 from cortexfs import accesslog, git, layout, scaffold
 from cortexfs import sync as sync_lib
@@ -127,6 +130,45 @@ def make_cluster(tmp_path: Path, n: int = 2) -> list[Clone]:
     return clones
 
 
+def copied_cluster(tmp_path: Path, templates: Templates, name: str,
+                   build: Callable[[Path], tuple[list[Clone], list[str]]],
+                   ) -> tuple[list[Clone], list[str]]:
+    """The clones (and the strings) `build` makes in a folder, made once per test process
+    (tests/stores.py's Templates) and copied into `tmp_path`. A clone names its remote by
+    path, so the template's path is rewritten to `tmp_path` in every file outside git's
+    objects (remote URLs, reflogs, FETCH_HEAD): the copy is what `build` makes there."""
+
+    def made(s: Store) -> None:
+        s.home.mkdir()
+        clones, strings = build(s.home)
+        (s.home / "cluster.json").write_text(json.dumps(
+            {"clones": [[c.home.name, c.summaries, c.log_lines] for c in clones],
+             "strings": strings}))
+
+    source = templates.build(name, made)
+    old, new = str(source).encode(), str(tmp_path).encode()
+    for entry in source.iterdir():
+        if entry.is_dir():
+            shutil.copytree(entry, tmp_path / entry.name, symlinks=True)
+        else:
+            shutil.copy2(entry, tmp_path / entry.name)
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and not path.is_symlink() and "objects" not in path.parts:
+            data = path.read_bytes()
+            if old in data:
+                path.write_bytes(data.replace(old, new))
+    saved = json.loads((tmp_path / "cluster.json").read_text())
+    (tmp_path / "cluster.json").unlink()
+    return ([Clone(Store(tmp_path / home), summaries, log_lines)
+             for home, summaries, log_lines in saved["clones"]], saved["strings"])
+
+
+def cluster(tmp_path: Path, templates: Templates, n: int = 2) -> list[Clone]:
+    """make_cluster's clones, copied from a template (copied_cluster)."""
+    return copied_cluster(tmp_path, templates, f"cluster-{n}",
+                          lambda root: (make_cluster(root, n), []))[0]
+
+
 def settle(clones: list[Clone]) -> None:
     """Sync the clones in turn until a whole round sends nothing (in-process, to save time).
 
@@ -215,8 +257,9 @@ def _add_body(c: Clone, atom_id: str, text: str) -> None:
 
 # --- scenarios ---------------------------------------------------------------------------------
 
-def test_colliding_new_atoms_are_renumbered_with_every_reference(tmp_path: Path) -> None:
-    a, b = make_cluster(tmp_path)
+def test_colliding_new_atoms_are_renumbered_with_every_reference(tmp_path: Path,
+                                                                 templates: Templates) -> None:
+    a, b = cluster(tmp_path, templates)
     write_busy_side(a, "alpha")
     write_busy_side(b, "beta")
     assert a.sync().returncode == 0
@@ -235,8 +278,8 @@ def test_colliding_new_atoms_are_renumbered_with_every_reference(tmp_path: Path)
     assert beta["K-001"].meta["evidence"] == ["EXP-001", "EXP-002"]
 
 
-def test_concurrent_access_log_appends_merge_by_union(tmp_path: Path) -> None:
-    a, b = make_cluster(tmp_path)
+def test_concurrent_access_log_appends_merge_by_union(tmp_path: Path, templates: Templates) -> None:
+    a, b = cluster(tmp_path, templates)
     e = a.new("exp", "shared experiment")
     a.sync()
     b.sync()
@@ -251,8 +294,9 @@ def test_concurrent_access_log_appends_merge_by_union(tmp_path: Path) -> None:
     check_invariants([a, b])
 
 
-def test_an_edit_conflict_stops_cleanly_and_loses_nothing(tmp_path: Path) -> None:
-    a, b = make_cluster(tmp_path)
+def test_an_edit_conflict_stops_cleanly_and_loses_nothing(tmp_path: Path,
+                                                          templates: Templates) -> None:
+    a, b = cluster(tmp_path, templates)
     e = a.new("exp", "contested")
     a.sync()
     b.sync()
@@ -283,8 +327,8 @@ def test_an_edit_conflict_stops_cleanly_and_loses_nothing(tmp_path: Path) -> Non
     assert "Beta disagrees." in (a.project_root / "experiments/EXP-001.md").read_text()
 
 
-def test_push_race_both_sync_at_once(tmp_path: Path) -> None:
-    a, b, c = make_cluster(tmp_path, 3)
+def test_push_race_both_sync_at_once(tmp_path: Path, templates: Templates) -> None:
+    a, b, c = cluster(tmp_path, templates, 3)
     for clone, tag in ((a, "alpha"), (b, "beta"), (c, "gamma")):
         e = clone.new("exp", f"{tag} run")
         clone.new("k", f"{tag} knows", "evidence", e)
@@ -300,8 +344,9 @@ def test_push_race_both_sync_at_once(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fault", ["renumber-written", "merge-started", "merge-committed",
                                    "regenerated", "before-push"])
-def test_an_interrupted_sync_is_recovered_by_the_next(tmp_path: Path, fault: str) -> None:
-    a, b = make_cluster(tmp_path)
+def test_an_interrupted_sync_is_recovered_by_the_next(tmp_path: Path,
+                                                      templates: Templates, fault: str) -> None:
+    a, b = cluster(tmp_path, templates)
     for c, tag in ((a, "alpha"), (b, "beta")):
         e1 = c.new("exp", f"{tag} first run")
         e2 = c.new("exp", f"{tag} second run", "links", e1)
@@ -322,12 +367,12 @@ def test_an_interrupted_sync_is_recovered_by_the_next(tmp_path: Path, fault: str
     check_invariants([a, b])
 
 
-def test_a_sync_killed_at_any_moment_is_recovered(tmp_path: Path) -> None:
+def test_a_sync_killed_at_any_moment_is_recovered(tmp_path: Path, templates: Templates) -> None:
     """SIGKILL after a delay, wherever that lands; the re-run must put everything right."""
     import signal
     import time
 
-    a, b = make_cluster(tmp_path)
+    a, b = cluster(tmp_path, templates)
     for round_, delay in enumerate((0.7, 1.0)):
         for c, tag in ((a, "alpha"), (b, "beta")):
             e = c.new("exp", f"{tag} {round_}")
@@ -344,8 +389,8 @@ def test_a_sync_killed_at_any_moment_is_recovered(tmp_path: Path) -> None:
         check_invariants([a, b])
 
 
-def test_log_lines_appended_during_a_merge_are_kept(tmp_path: Path) -> None:
-    a, b = make_cluster(tmp_path)
+def test_log_lines_appended_during_a_merge_are_kept(tmp_path: Path, templates: Templates) -> None:
+    a, b = cluster(tmp_path, templates)
     e = a.new("exp", "read a lot")
     a.sync()
     b.sync()
@@ -370,8 +415,8 @@ def test_log_lines_appended_during_a_merge_are_kept(tmp_path: Path) -> None:
     check_invariants([a, b])
 
 
-def test_generated_files_and_tool_keys_never_conflict(tmp_path: Path) -> None:
-    a, b = make_cluster(tmp_path)
+def test_generated_files_and_tool_keys_never_conflict(tmp_path: Path, templates: Templates) -> None:
+    a, b = cluster(tmp_path, templates)
     e = a.new("exp", "hot atom")
     a.sync()
     b.sync()
@@ -428,8 +473,8 @@ def test_hippocampus_files_regenerated_on_both_sides_never_conflict(
     check_invariants([a, b])
 
 
-def test_a_second_machine_can_join_with_init_remote(tmp_path: Path) -> None:
-    a, _ = make_cluster(tmp_path, 1), None
+def test_a_second_machine_can_join_with_init_remote(tmp_path: Path, templates: Templates) -> None:
+    a, _ = cluster(tmp_path, templates, 1), None
     first = a[0]
     first.new("exp", "from the first machine")
     first.sync()
@@ -443,8 +488,9 @@ def test_a_second_machine_can_join_with_init_remote(tmp_path: Path) -> None:
     check_invariants([first, joiner])
 
 
-def test_user_files_outside_context_are_never_committed(tmp_path: Path) -> None:
-    a, b = make_cluster(tmp_path)
+def test_user_files_outside_context_are_never_committed(tmp_path: Path,
+                                                        templates: Templates) -> None:
+    a, b = cluster(tmp_path, templates)
     (a.home / "scratch.txt").write_text("mine\n")
     (a.home / ".gitignore").write_text((a.home / ".gitignore").read_text() + "# my note\n")
     a.new("exp", "an atom")
@@ -459,8 +505,8 @@ def test_user_files_outside_context_are_never_committed(tmp_path: Path) -> None:
     assert proc.stderr.count("\n") == 1
 
 
-def test_uncommitted_atoms_are_committed_by_sync(tmp_path: Path) -> None:
-    a, b = make_cluster(tmp_path)
+def test_uncommitted_atoms_are_committed_by_sync(tmp_path: Path, templates: Templates) -> None:
+    a, b = cluster(tmp_path, templates)
     path = a.project_root / "experiments" / "EXP-001.md"
     path.write_text("---\nid: EXP-001\ndate: 2026-03-01\nproject: flywheel\n"
                     "summary: hand written\ntags: [x]\n---\nBody.\n")
@@ -538,8 +584,8 @@ def test_init_with_a_bad_remote_writes_nothing(tmp_path: Path, cli: object) -> N
     assert not (tmp_path / "new").exists()
 
 
-def test_status_text_and_json(tmp_path: Path) -> None:
-    a, b = make_cluster(tmp_path)
+def test_status_text_and_json(tmp_path: Path, templates: Templates) -> None:
+    a, b = cluster(tmp_path, templates)
     a.new("exp", "unpushed one")
     (a.store.context / "OVERVIEW.md").write_text("edited\n")
     out = cortex(a.home, "status").stdout
@@ -560,9 +606,9 @@ def test_status_of_a_store_without_remote(store: Store, cli: object) -> None:
     assert "last sync: never" in result.stdout
 
 
-def test_a_rejected_push_runs_the_cycle_again(tmp_path: Path,
+def test_a_rejected_push_runs_the_cycle_again(tmp_path: Path, templates: Templates,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    a, b = make_cluster(tmp_path)
+    a, b = cluster(tmp_path, templates)
     a.new("exp", "alpha run")
     b.new("exp", "beta run")
     real_push = sync_lib.push
@@ -584,9 +630,9 @@ def test_a_rejected_push_runs_the_cycle_again(tmp_path: Path,
     check_invariants([a, b])
 
 
-def test_a_remote_that_never_stops_moving_is_reported(tmp_path: Path,
+def test_a_remote_that_never_stops_moving_is_reported(tmp_path: Path, templates: Templates,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    (a,) = make_cluster(tmp_path, 1)
+    (a,) = cluster(tmp_path, templates, 1)
     a.new("exp", "alpha run")
     monkeypatch.setattr(sync_lib, "push", lambda *args, **kwargs: False)
     with pytest.raises(GitError, match=r"origin/main kept changing .* run `cortex sync` again"):
@@ -606,7 +652,7 @@ def test_sync_refuses_to_merge_an_unrelated_repository(store: Store, tmp_path: P
     assert git.head_commit(store.home) == head and not (store.home / "README").exists()
 
 
-def test_a_sync_beside_a_running_gc_loses_nothing(tmp_path: Path) -> None:
+def test_a_sync_beside_a_running_gc_loses_nothing(tmp_path: Path, templates: Templates) -> None:
     """`git gc` running again and again on one machine (as cortex starts it in the
     background, or a person does) while it syncs: fetch, merge and push wait out its
     locks; the clones agree, nothing is lost, git fsck is clean. (A gc may itself fail
@@ -616,7 +662,7 @@ def test_a_sync_beside_a_running_gc_loses_nothing(tmp_path: Path) -> None:
     gc must still have packed the store some of the time.)"""
     import threading
 
-    a, b = make_cluster(tmp_path)
+    a, b = cluster(tmp_path, templates)
     e = a.new("exp", "read on both sides while b packs")
     a.sync()
     b.sync()

@@ -16,7 +16,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_sync import PROJECT, Clone, _add_body, check_invariants, cortex, make_cluster, settle, sh
+from stores import Templates
+from test_sync import (
+    PROJECT,
+    Clone,
+    _add_body,
+    check_invariants,
+    cluster,
+    copied_cluster,
+    cortex,
+    make_cluster,
+    settle,
+    sh,
+)
 
 from cortexfs import accesslog, autocommit, git, layout
 
@@ -97,10 +109,15 @@ def _atom(c: Clone, atom_id: str) -> Path:
     return c.project_root / "experiments" / f"{atom_id}.md"
 
 
-def _diverge(tmp_path: Path) -> tuple[Clone, Clone, str, str]:
+def _diverge(tmp_path: Path, templates: Templates) -> tuple[Clone, Clone, str, str]:
     """a and b share EXP-001 and EXP-002; a appended to both and pushed; b has a commit of
-    its own and unpushed log lines."""
-    a, b = make_cluster(tmp_path)
+    its own and unpushed log lines (made once per test process, copied in)."""
+    (a, b), (e1, e2) = copied_cluster(tmp_path, templates, "diverged", _diverged)
+    return a, b, e1, e2
+
+
+def _diverged(root: Path) -> tuple[list[Clone], list[str]]:
+    a, b = make_cluster(root)
     e1, e2 = a.new("exp", "shared"), a.new("exp", "shared too")
     a.sync()
     b.sync()
@@ -111,13 +128,14 @@ def _diverge(tmp_path: Path) -> tuple[Clone, Clone, str, str]:
     a.sync()
     b.new("k", "beta knows", "evidence", e1)
     b.read_atom(e1, 2)
-    return a, b, e1, e2
+    return [a, b], [e1, e2]
 
 
-def test_a_merge_killed_then_an_edit_to_a_file_it_merged(tmp_path: Path) -> None:
+def test_a_merge_killed_then_an_edit_to_a_file_it_merged(tmp_path: Path,
+                                                         templates: Templates) -> None:
     """(a) Killed right after `git merge`; then the user edits an atom the merge changed
     and the hook appends: the next sync finishes the merge, keeping the edit and the lines."""
-    a, b, e1, _ = _diverge(tmp_path)
+    a, b, e1, _ = _diverge(tmp_path, templates)
     assert b.sync(check=False, env={"CORTEX_SYNC_FAULT": "merge-started"}).returncode == -9
     assert git.in_progress(b.home) == "merge"
     _atom(b, e1).write_text(_atom(b, e1).read_text() + "Beta's note.\n")
@@ -131,10 +149,11 @@ def test_a_merge_killed_then_an_edit_to_a_file_it_merged(tmp_path: Path) -> None
         assert _atom(c, e1).read_text().endswith("Alpha adds.\nBeta's note.\n")
 
 
-def test_a_conflicted_merge_killed_then_edits_is_aborted_losing_nothing(tmp_path: Path) -> None:
+def test_a_conflicted_merge_killed_then_edits_is_aborted_losing_nothing(
+        tmp_path: Path, templates: Templates) -> None:
     """(a) The killed merge has a real conflict: recovery sets the edits made since aside,
     aborts, writes them back; the next sync reports the conflict with nothing lost."""
-    a, b, e1, e2 = _diverge(tmp_path)
+    a, b, e1, e2 = _diverge(tmp_path, templates)
     _add_body(b, e1, "Beta disagrees.\n")  # conflicts with "Alpha adds."
     assert b.sync(check=False, env={"CORTEX_SYNC_FAULT": "merge-started"}).returncode == -9
     assert git.in_progress(b.home) == "merge"
@@ -162,12 +181,13 @@ def test_a_conflicted_merge_killed_then_edits_is_aborted_losing_nothing(tmp_path
 
 
 @pytest.mark.parametrize("after", [True, False], ids=["after-update-ref", "before-update-ref"])
-def test_a_renumbering_commit_killed_around_its_ref_update(tmp_path: Path, after: bool) -> None:
+def test_a_renumbering_commit_killed_around_its_ref_update(tmp_path: Path, templates: Templates,
+                                                           after: bool) -> None:
     """(b) The renumbering commit killed just after it moved HEAD (the old order: before the
     user's index was brought up to date — a staged rename every later sync tripped on), or
     just before (the new order: the user's index is updated first): the next sync goes
     through, and the user's index matches HEAD."""
-    a, b = make_cluster(tmp_path)
+    a, b = cluster(tmp_path, templates)
     a.new("exp", "alpha one")
     a.read_atom("EXP-001", 2)
     a.sync()
@@ -189,14 +209,15 @@ def test_a_renumbering_commit_killed_around_its_ref_update(tmp_path: Path, after
 
 @pytest.mark.parametrize(("nth", "then"), [(1, "atom"), (3, "atom"), (3, "logs"),
                                            (3, "cortex new")])
-def test_a_merge_killed_while_git_wrote_files_then_a_commit(tmp_path: Path, nth: int,
+def test_a_merge_killed_while_git_wrote_files_then_a_commit(tmp_path: Path,
+                                                            templates: Templates, nth: int,
                                                             then: str) -> None:
     """(c) git merge killed half-way through writing files, then a commit moves HEAD: the
     merge did not land (its upstream is no ancestor of HEAD), so the half-written files go
     back and none is committed as a local change by sync. The hook's auto-commit of the
     half-merged log (which holds the upstream's lines) cannot be undone: the merge then
     keeps each line once."""
-    a, b, e, _ = _diverge(tmp_path)
+    a, b, e, _ = _diverge(tmp_path, templates)
     assert _sync_killed_while_git_writes(b, tmp_path, nth) == -9
     assert git.read_sync_state(b.home)["journal"]["op"] == "merge"
     assert git.in_progress(b.home) is None  # killed before git wrote MERGE_HEAD
@@ -219,10 +240,11 @@ def test_a_merge_killed_while_git_wrote_files_then_a_commit(tmp_path: Path, nth:
     assert _atom(b, e).read_text().endswith("Alpha adds.\n")
 
 
-def test_a_merge_whose_git_was_killed_alone_is_put_back_at_once(tmp_path: Path) -> None:
+def test_a_merge_whose_git_was_killed_alone_is_put_back_at_once(tmp_path: Path,
+                                                                templates: Templates) -> None:
     """git merge killed (an OOM kill, say) while cortex lives on: the sync puts back what git
     had half written before it reports the failure, and the next sync goes through."""
-    a, b, e, _ = _diverge(tmp_path)
+    a, b, e, _ = _diverge(tmp_path, templates)
     assert _sync_killed_while_git_writes(b, tmp_path, 3, git_only=True) == 1
     (git.git_dir_of(b.home) / "index.lock").unlink(missing_ok=True)  # (see above)
     assert git.read_sync_state(b.home).get("journal") in (None, {})
@@ -233,11 +255,12 @@ def test_a_merge_whose_git_was_killed_alone_is_put_back_at_once(tmp_path: Path) 
     assert _atom(b, e).read_text().endswith("Alpha adds.\n")
 
 
-def test_recovery_keeps_an_edit_made_on_top_of_a_half_written_file(tmp_path: Path) -> None:
+def test_recovery_keeps_an_edit_made_on_top_of_a_half_written_file(tmp_path: Path,
+                                                                   templates: Templates) -> None:
     """An atom git had already rewritten, edited by the user before the next sync: the edit
     is the user's and stays (a local change; since it holds the upstream's line too, the
     merge that follows may report it as changed on both sides — reported, never lost)."""
-    a, b, e, _ = _diverge(tmp_path)
+    a, b, e, _ = _diverge(tmp_path, templates)
     assert _sync_killed_while_git_writes(b, tmp_path, 4) == -9  # while writing EXP-002
     (git.git_dir_of(b.home) / "index.lock").unlink(missing_ok=True)
     path = _atom(b, e)
@@ -274,12 +297,13 @@ exit 0
 
 
 @pytest.mark.parametrize("then", ["sync", "cortex new"])
-def test_a_merge_commit_killed_after_it_moved_head(tmp_path: Path, then: str) -> None:
+def test_a_merge_commit_killed_after_it_moved_head(tmp_path: Path,
+                                                   templates: Templates, then: str) -> None:
     """The merge's `git commit` killed between moving HEAD and removing MERGE_HEAD (and
     HEAD.lock: a kill between git's rename of the branch's lock and its unlocking of
     HEAD's): the merge is committed, so the next command finishes git's bookkeeping and
     removes the stale lock; it used to refuse, "in the middle of a merge", for ever."""
-    a, b, e, _ = _diverge(tmp_path)
+    a, b, e, _ = _diverge(tmp_path, templates)
     assert _kill_after_merge_commit_moved_head(b) == -9
     assert git.in_progress(b.home) == "merge"
     upstream = sh(b.home, "rev-parse", "origin/main").strip()
@@ -301,14 +325,15 @@ def test_a_merge_commit_killed_after_it_moved_head(tmp_path: Path, then: str) ->
     check_invariants([a, b])
 
 
-def test_a_merge_git_refuses_over_a_log_line_loses_no_line(tmp_path: Path) -> None:
+def test_a_merge_git_refuses_over_a_log_line_loses_no_line(tmp_path: Path,
+                                                           templates: Templates) -> None:
     """git merge that finds an access log changed stashes the change, refuses, resets the
     log and applies the stash again; a line appended between the reset and the apply made
     the apply fail, and the line the stash held was lost (crash.py sync, seed 11, a hook
     line lost with no kill at all). Here a line lands just before the merge (a `git`
     wrapper, at the `update-index --refresh` before it) and another as git writes the log
     (a smudge filter adds it to what git writes: after the reset, on the old code)."""
-    a, b, e, _ = _diverge(tmp_path)
+    a, b, e, _ = _diverge(tmp_path, templates)
     log = b.project_root / "_meta" / layout.ACCESS_LOG
     lines = {}
     for name in ("before-merge", "during-reset"):

@@ -18,12 +18,13 @@ HEAVY = ("yaml", "frontmatter", "git", "jinja2", "watchdog", "bm25s", "mcp", "nu
 def test_every_command_has_help(cli) -> None:
     commands = cli_commands()
     assert ("init",) in commands and ("new",) in commands
+    import typer.main
+
+    root = typer.main.get_command(app)
     for path in commands:
         result = cli(*path, "--help")
         assert result.exit_code == 0, (path, result.output)
-        import typer.main
-
-        cmd = typer.main.get_command(app)
+        cmd = root
         for part in path:
             cmd = cmd.commands[part]  # type: ignore[attr-defined]
         assert (cmd.help or "").strip(), f"`cortex {' '.join(path)}` has no help text"
