@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import stores
 from stores import Cli, Templates, hermetic, initialised, with_flywheel
 
 from cortexfs.store import Project, Store
@@ -54,31 +55,14 @@ def cli() -> Cli:
     return Cli()
 
 
-ATOM_DEFAULTS: dict[str, dict[str, str]] = {
-    "EXP": {"folder": "experiments"},
-    "K": {"folder": "knowledge", "extra": "evidence: [EXP-001]\n"},
-    "PAT": {"folder": "patterns", "extra": "source-experiments: [EXP-001]\n"},
-}
-
-
 @pytest.fixture
 def write_atom(project: Project) -> Callable[..., Path]:
-    """Write an atom file by hand: write_atom("EXP-001", summary=..., frontmatter=...)."""
+    """Write an atom file by hand: write_atom("EXP-001", summary=..., frontmatter=...)
+    (tests/stores.py's write_atom, into `project` unless `target` names another)."""
 
-    def _write(atom_id: str, summary: str = "A summary", tags: str = "[a, b]",
-               date: str = "2026-03-09", extra: str | None = None, body: str = "\nBody.\n",
-               frontmatter: str | None = None, target: Project | None = None) -> Path:
-        prefix = atom_id.split("-")[0]
-        spec = ATOM_DEFAULTS[prefix]
-        proj = target or project
-        if frontmatter is None:
-            frontmatter = (f"id: {atom_id}\ndate: {date}\nproject: {proj.name}\n"
-                           f"summary: \"{summary}\"\ntags: {tags}\n"
-                           + (spec.get("extra", "") if extra is None else extra))
-        path = proj.root / spec["folder"] / f"{atom_id}.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"---\n{frontmatter}---\n{body}", encoding="utf-8")
-        return path
+    def _write(atom_id: str, *fields: str | None, target: Project | None = None,
+               **named: str | None) -> Path:
+        return stores.write_atom(target or project, atom_id, *fields, **named)
 
     return _write
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from cortexfs.store import Store
+from cortexfs.store import Project, Store
 
 
 def hermetic(monkeypatch: pytest.MonkeyPatch, root: Path) -> Path:
@@ -86,3 +86,25 @@ def with_flywheel(s: Store) -> None:
 
     initialised(s)
     scaffold.new_project(s, "flywheel")
+
+
+ATOM_DEFAULTS: dict[str, dict[str, str]] = {
+    "EXP": {"folder": "experiments"},
+    "K": {"folder": "knowledge", "extra": "evidence: [EXP-001]\n"},
+    "PAT": {"folder": "patterns", "extra": "source-experiments: [EXP-001]\n"},
+}
+
+
+def write_atom(project: Project, atom_id: str, summary: str = "A summary", tags: str = "[a, b]",
+               date: str = "2026-03-09", extra: str | None = None, body: str = "\nBody.\n",
+               frontmatter: str | None = None) -> Path:
+    """Write an atom file of `project` by hand (the conftest's `write_atom` fixture)."""
+    spec = ATOM_DEFAULTS[atom_id.split("-")[0]]
+    if frontmatter is None:
+        frontmatter = (f"id: {atom_id}\ndate: {date}\nproject: {project.name}\n"
+                       f"summary: \"{summary}\"\ntags: {tags}\n"
+                       + (spec.get("extra", "") if extra is None else extra))
+    path = project.root / spec["folder"] / f"{atom_id}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"---\n{frontmatter}---\n{body}", encoding="utf-8")
+    return path

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import stores
 from git_holders import hold_head_lock, hold_index_lock, kill_9, release
+from stores import Templates, with_flywheel
 
 from cortexfs import commit, git
 from cortexfs.loader import atom_paths
@@ -58,17 +60,23 @@ def head_consistent(store: Store) -> None:
             assert cell(meta["summary"]) == summary, (rel, atom_id)
 
 
-@pytest.fixture
-def committed(project: Project, write_atom: Callable[..., Path]) -> Project:
-    """The project with two atoms, regenerated and committed."""
-    write_atom("EXP-001", summary="Cache invalidation cut stale reads")
-    write_atom("EXP-002", summary="Shard rebalancing doubled tail latency")
+def _committed(s: Store) -> None:
+    with_flywheel(s)
+    project = s.project("flywheel")
+    stores.write_atom(project, "EXP-001", summary="Cache invalidation cut stale reads")
+    stores.write_atom(project, "EXP-002", summary="Shard rebalancing doubled tail latency")
     from cortexfs.regen import regenerate
 
-    result = regenerate(project.store)
-    commit.commit_change(project.store, commit.Change(result.written, "setup"))
-    assert pending(project.store) == ""
-    return project
+    result = regenerate(s)
+    commit.commit_change(s, commit.Change(result.written, "setup"))
+    assert pending(s) == ""
+
+
+@pytest.fixture
+def committed(project: Project, templates: Templates) -> Project:
+    """The project with two atoms, regenerated and committed (built once per test process
+    and copied in: tests/stores.py)."""
+    return templates.copy("committed", _committed, project.store.home).project("flywheel")
 
 
 # --- what a commit holds ---------------------------------------------------------------------
