@@ -54,7 +54,7 @@ import marshal
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -1071,12 +1071,6 @@ def write(store: Store, index: MemoryIndex, dry_run: bool = False) -> list[Path]
     """Write the generated files that differ and delete stale `.hippocampus/` ones; the paths
     written or deleted (in a dry run, that would be)."""
     return _write_files(store.context, render(index), dry_run, {})[0]
-
-
-def refresh(store: Store, loaded: Sequence[LoadedProject], stats: Mapping[str, AccessStats],
-            dry_run: bool = False) -> list[Path]:
-    """Regenerate HIPPOCAMPUS.md (and `.hippocampus/`) from parsed atoms and folded logs."""
-    return write(store, build(loaded, stats), dry_run)
 
 
 # --- the generator -----------------------------------------------------------------------------

@@ -427,10 +427,6 @@ class ProjectLine:
     counts: dict[str, int]
     newest: str | None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "phase": self.phase, "counts": self.counts,
-                "newest": self.newest}
-
 
 AtomSummary = tuple[dict[str, int], str | None]  # atoms per kind folder, newest atom date
 
