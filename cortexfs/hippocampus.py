@@ -64,7 +64,6 @@ from typing import TYPE_CHECKING, Any, cast
 from cortexfs import escape, wall
 from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import KINDS, Atom, as_date, split_status, status_group
-from cortexfs.errors import CortexError
 from cortexfs.layout import HIPPOCAMPUS_DIR, HIPPOCAMPUS_MD
 from cortexfs.strength import strength
 from cortexfs.tokens import chars_for, estimate
@@ -1416,9 +1415,8 @@ def check_pointers(store: Store) -> list[PointerProblem]:
     exists: dict[str, str | None] = {}  # pointer → why it is dangling (None: it is fine)
     listed = _Listed(str(context))
     for path in files:
-        try:
-            text = wall.read_text(context, path, 10 * wall.MAX_TEXT)
-        except (OSError, CortexError):
+        text = wall.text_or_none(context, path, 10 * wall.MAX_TEXT)
+        if text is None:
             continue
         for m in _POINTER.finditer(text):
             for pointer in pointers_of(m.group(0)):

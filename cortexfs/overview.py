@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from cortexfs import cache, escape, frontmatter, layout, templates, wall
 from cortexfs.atoms import KINDS, Atom
-from cortexfs.errors import AtomParseError, CortexError, OutsideStoreError
+from cortexfs.errors import AtomParseError, OutsideStoreError
 from cortexfs.fsutil import Writes, write_if_changed
 from cortexfs.layout import (
     CORTEX_MD,
@@ -454,11 +454,8 @@ def project_line(store: Store, name: str, summary: AtomSummary) -> ProjectLine:
 
 def _phase(store: Store, name: str) -> str:
     """The phase a project's STATUS.md states ("" when none)."""
-    try:
-        phase = phase_of(wall.read_text(store.context,
-                                        store.projects_dir / name / layout.STATUS_MD))
-    except (OSError, CortexError):  # missing, a link, a folder, too big: no phase to show
-        phase = None
+    # (missing, a link, a folder, too big: no phase to show)
+    phase = phase_of(wall.text_or_none(store.context, store.projects_dir / name / layout.STATUS_MD))
     return _clip(phase) if phase else ""
 
 
