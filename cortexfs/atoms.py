@@ -20,14 +20,22 @@ class Kind:
     name: str  # experiment | knowledge | pattern
     short: str  # what `cortex new` takes: exp | k | pat
     prefix: str  # EXP | K | PAT
-    folder: str  # experiments | knowledge | patterns
     title: str  # Experiments | Knowledge | Patterns
-    id_re: re.Pattern[str]
     required: tuple[str, ...]
     optional: tuple[str, ...]
 
     def format_id(self, number: int) -> str:
         return f"{self.prefix}-{number:03d}"
+
+    @cached_property
+    def folder(self) -> str:
+        """experiments | knowledge | patterns (the layout's name for the prefix)."""
+        return layout.KIND_FOLDERS[self.prefix]
+
+    @cached_property
+    def id_re(self) -> re.Pattern[str]:
+        """Exactly the ids of this kind's atoms (`EXP-042b`, `K-7` …)."""
+        return re.compile(rf"^{layout.id_pattern(self.prefix)}\Z")
 
     @cached_property
     def file_re(self) -> re.Pattern[str]:
@@ -36,28 +44,16 @@ class Kind:
 
 
 _COMMON = ("id", "date", "project", "summary", "tags")
-_TOOL_KEYS = ("refs", "last-ref")
+# (after `status` and a kind's own optional keys)
+_OPTIONAL = ("links", "refs", "last-ref", "invalidated-date", "invalidated-reason", "priority",
+             "src")
 
-EXPERIMENT = Kind(
-    "experiment", "exp", "EXP", layout.KIND_FOLDERS["EXP"], "Experiments",
-    re.compile(rf"^{layout.id_pattern('EXP')}\Z"),
-    _COMMON,
-    ("status", "executor", "links", *_TOOL_KEYS, "invalidated-date", "invalidated-reason",
-     "priority", "src"),
-)
-KNOWLEDGE = Kind(
-    "knowledge", "k", "K", layout.KIND_FOLDERS["K"], "Knowledge",
-    re.compile(rf"^{layout.id_pattern('K')}\Z"),
-    (*_COMMON, "evidence"),
-    ("status", "links", *_TOOL_KEYS, "invalidated-date", "invalidated-reason", "priority", "src"),
-)
-PATTERN = Kind(
-    "pattern", "pat", "PAT", layout.KIND_FOLDERS["PAT"], "Patterns",
-    re.compile(rf"^{layout.id_pattern('PAT')}\Z"),
-    (*_COMMON, "source-experiments"),
-    ("status", "evidence", "links", *_TOOL_KEYS, "invalidated-date", "invalidated-reason",
-     "priority", "src"),
-)
+EXPERIMENT = Kind("experiment", "exp", "EXP", "Experiments", _COMMON,
+                  ("status", "executor", *_OPTIONAL))
+KNOWLEDGE = Kind("knowledge", "k", "K", "Knowledge", (*_COMMON, "evidence"),
+                 ("status", *_OPTIONAL))
+PATTERN = Kind("pattern", "pat", "PAT", "Patterns", (*_COMMON, "source-experiments"),
+               ("status", "evidence", *_OPTIONAL))
 KINDS: tuple[Kind, ...] = (EXPERIMENT, KNOWLEDGE, PATTERN)
 KIND_BY_SHORT = {k.short: k for k in KINDS}
 KIND_BY_PREFIX = {k.prefix: k for k in KINDS}
