@@ -662,11 +662,7 @@ def _added_to(ctx: RegenContext, name: str, hit: list[Any], path: Path) -> AtomS
     if sorted(counts) != sorted(k.folder for k in KINDS) \
             or not (newest is None or isinstance(newest, str)):
         return None
-    try:
-        since = os.stat(path).st_mtime_ns
-    except OSError:
-        return None
-    atom = ctx.added(name, hit[0], since)
+    atom = ctx.added(name, hit[0], path)
     if atom is None:
         return None
     return _counted((dict(counts), newest), [atom])
