@@ -236,13 +236,6 @@ class MemoryIndex:
     reference: dt.datetime | None  # the store clock: newest access or atom date
     skipped: Counter[str] = field(default_factory=Counter)  # why atoms are not indexed
     reads: int = 0
-    _bands: Counter[str] | None = field(default=None, repr=False, compare=False)
-
-    def bands(self) -> Counter[str]:
-        """band_counts of the entries (computed once: several parts of the files show it)."""
-        if self._bands is None:
-            self._bands = band_counts(self.entries)
-        return self._bands
 
 
 # --- building ----------------------------------------------------------------------------------
@@ -592,7 +585,7 @@ class _Figures:
     def of_index(cls, index: MemoryIndex) -> _Figures:
         entries = index.entries
         return cls(len(entries), len({e.project for e in entries}),
-                   Counter(e.kind for e in entries), index.bands(),
+                   Counter(e.kind for e in entries), band_counts(entries),
                    sum(e.strength for e in entries) / len(entries) if entries else 0.0,
                    index.reads, index.reference, index.skipped)
 
@@ -1097,6 +1090,7 @@ class _Share:
     def __init__(self, ctx: Any, project: str, key: str | None, head: tuple[Any, ...],
                  rows: bytes | None = None, part: Part | None = None) -> None:
         self.ctx, self.project, self.key = ctx, project, key
+        self.head = head  # what the files need of the part before its entries (see `_share`)
         self.newest_us, self.reads, self.skipped, self.chars = head
         self._rows, self._part = rows, part
         self._entries: list[MemoryEntry] | None = None
@@ -1112,10 +1106,6 @@ class _Share:
                                           self.ctx.access[self.project])
             self._rows = None  # (3 MB per 10,000 entries, read once)
         return self._part
-
-    def head(self) -> tuple[Any, ...]:
-        """What the files need of the part before its entries (see `_share`)."""
-        return (self.newest_us, self.reads, self.skipped, self.chars)
 
     def entries(self, ref_us: int | None) -> list[MemoryEntry]:
         """The part's entries in key order, their strengths counted up to `ref_us`."""
@@ -1364,7 +1354,7 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
         cache.save(state_path, CACHE_KIND, {
             "key": key, "files": states,
             "keys": {rel: file_key for rel, file_key in keys.items() if rel in states},
-            "heads": {s.project: (s.key, s.head()) for s in shares if s.key}})
+            "heads": {s.project: (s.key, s.head) for s in shares if s.key}})
     return changed
 
 
