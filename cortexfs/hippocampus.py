@@ -495,8 +495,9 @@ def one_liner(entry: MemoryEntry, detail: str = "") -> str:
     return f"{entry.line()}{extra} → {entry.pointer}\n"
 
 
-def quick_access(index: MemoryIndex) -> list[MemoryEntry]:
-    return heapq.nsmallest(QUICK_ACCESS, (e for e in index.entries if e.hits > 0),
+def quick_access(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
+    """The QUICK_ACCESS most read of `entries`."""
+    return heapq.nsmallest(QUICK_ACCESS, (e for e in entries if e.hits > 0),
                            key=lambda e: (-e.hits, -e.strength, e.key))
 
 
@@ -530,12 +531,10 @@ def recent_first(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
     return out
 
 
-def time_buckets(index: MemoryIndex, recent: list[MemoryEntry] | None = None) \
-        -> dict[str, list[MemoryEntry]]:
-    """This Week / This Month / Older by last access (or date), relative to `reference`
-    (`recent`: the entries in `recent_first` order, when the caller has them)."""
+def time_buckets(index: MemoryIndex) -> dict[str, list[MemoryEntry]]:
+    """This Week / This Month / Older by last access (or date), relative to `reference`."""
     ref = (index.reference - _EPOCH) // _US if index.reference is not None else None
-    return _buckets(ref, recent_first(index.entries) if recent is None else recent)
+    return _buckets(ref, recent_first(index.entries))
 
 
 def _buckets(ref: int | None, recent: Iterable[MemoryEntry]) -> dict[str, list[MemoryEntry]]:
@@ -645,7 +644,7 @@ def render_single(index: MemoryIndex) -> str:
     out = [_header(figures), "# HIPPOCAMPUS.md — Memory Index\n\n", _INTRO]
     out += _section("Quick Access",
                     "Most-accessed entries, sorted by hits. Pattern completion starts here.")
-    qa = quick_access(index)
+    qa = quick_access(index.entries)
     out += ["\n" + render_entry(e) for e in qa] or ["\n_No reads recorded yet._\n"]
     out += _section("By Topic", "Every entry, by project and primary tag, strongest first.")
     groups: dict[tuple[str, str], list[MemoryEntry]] = {}
@@ -754,9 +753,7 @@ def project_view(entries: list[MemoryEntry], ref_us: int | None) -> dict[str, An
         "tags": tags.most_common(6),
         "strongest": [one_liner(e, f"str {e.strength:.2f}") for e in
                       heapq.nsmallest(MASTER_PER_PROJECT, entries, key=_strength_order)],
-        "quick": [(-e.hits, -e.strength, e.key, render_entry(e)) for e in
-                  heapq.nsmallest(QUICK_ACCESS, (e for e in entries if e.hits > 0),
-                                  key=lambda e: (-e.hits, -e.strength, e.key))],
+        "quick": [(-e.hits, -e.strength, e.key, render_entry(e)) for e in quick_access(entries)],
         "buckets": {name: ([(-_event_us(e), e.key, one_liner(e, e.event_day))
                             for e in buckets[name][:_HEADS]], len(buckets[name]))
                     for name in ("This Week", "This Month")},
@@ -1076,10 +1073,6 @@ def _part_path(store: Store, name: str) -> Path:
     return store.cache_dir / "hippocampus" / f"{name}.bin"
 
 
-def _view_path(store: Store, name: str) -> Path:
-    return store.cache_dir / "hippocampus-views" / f"{name}.bin"
-
-
 class _Share:
     """One project's part as the generator needs it: its key (None when its inputs cannot be
     told apart) and what the files need of it before its entries — newest event, reads,
@@ -1117,7 +1110,7 @@ class _Share:
     def view(self, ref_us: int | None, clock: str) -> dict[str, Any]:
         from cortexfs import cache
 
-        path = _view_path(self.ctx.store, self.project)
+        path = self.ctx.store.cache_dir / "hippocampus-views" / f"{self.project}.bin"
         if self.key:
             saved = cache.load(path, VIEW_KIND)
             if isinstance(saved, tuple) and len(saved) == 3 and saved[:2] == (self.key, clock) \
