@@ -253,7 +253,6 @@ class _Plan:
 
     store: Store
     texts: dict[Path, str]  # CORTEX.md path → current or planned text
-    new: set[Path]
 
     def title(self, folder: Path) -> str:
         text = self.texts.get(folder / CORTEX_MD)
@@ -400,7 +399,7 @@ def cortex_md_updates(store: Store, folders: Mapping[Path, Listing] | None = Non
             new.add(path)
         except (UnicodeDecodeError, OSError):
             continue  # not a text file we can edit: leave it to the user
-    plan = _Plan(store, texts, new)
+    plan = _Plan(store, texts)
     changes: dict[Path, str] = {}
     for folder in todo:
         listing = folders[folder]
