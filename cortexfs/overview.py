@@ -446,11 +446,6 @@ def _counted(summary: AtomSummary, atoms: Sequence[Atom]) -> AtomSummary:
     return counts, newest
 
 
-def project_line(store: Store, name: str, summary: AtomSummary) -> ProjectLine:
-    counts, newest = summary
-    return ProjectLine(name, _phase(store, name), counts, newest)
-
-
 def _phase(store: Store, name: str) -> str:
     """The phase a project's STATUS.md states ("" when none)."""
     # (missing, a link, a folder, too big: no phase to show)
@@ -522,13 +517,8 @@ def refresh(store: Store, atoms: Mapping[str, Sequence[Atom]], dry_run: bool = F
 
     `atoms` maps every project name to its parsed atoms.
     """
-    return _refresh(store, {name: summarize(a) for name, a in atoms.items()}, dry_run)
-
-
-def _refresh(store: Store, summaries: Mapping[str, AtomSummary], dry_run: bool) -> list[Path]:
     changes: dict[Path, str] = {}
-    empty: AtomSummary = ({k.folder: 0 for k in KINDS}, None)
-    lines = [project_line(store, name, summaries.get(name, empty))
+    lines = [ProjectLine(name, _phase(store, name), *summarize(atoms.get(name, ())))
              for name in store.project_names()]
     overview = store.context / OVERVIEW_MD
     text = render_overview(store, lines)
