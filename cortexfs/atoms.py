@@ -20,22 +20,19 @@ class Kind:
     name: str  # experiment | knowledge | pattern
     short: str  # what `cortex new` takes: exp | k | pat
     prefix: str  # EXP | K | PAT
+    folder: str = field(init=False)  # experiments | knowledge | patterns
     title: str  # Experiments | Knowledge | Patterns
+    id_re: re.Pattern[str] = field(init=False)  # exactly this kind's ids
     required: tuple[str, ...]
     optional: tuple[str, ...]
 
+    def __post_init__(self) -> None:
+        # derived from the prefix, as plain attributes (read for every atom on hot paths)
+        object.__setattr__(self, "folder", layout.KIND_FOLDERS[self.prefix])
+        object.__setattr__(self, "id_re", re.compile(rf"^{layout.id_pattern(self.prefix)}\Z"))
+
     def format_id(self, number: int) -> str:
         return f"{self.prefix}-{number:03d}"
-
-    @cached_property
-    def folder(self) -> str:
-        """experiments | knowledge | patterns (the layout's name for the prefix)."""
-        return layout.KIND_FOLDERS[self.prefix]
-
-    @cached_property
-    def id_re(self) -> re.Pattern[str]:
-        """Exactly the ids of this kind's atoms (`EXP-042b`, `K-7` …)."""
-        return re.compile(rf"^{layout.id_pattern(self.prefix)}\Z")
 
     @cached_property
     def file_re(self) -> re.Pattern[str]:
