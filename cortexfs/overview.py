@@ -261,7 +261,7 @@ class _Plan:
         return describe_markdown(text)
 
 
-def _new_cortex_md(store: Store, folder: Path) -> str:
+def new_cortex_md(store: Store, folder: Path) -> str:
     """The CORTEX.md a folder gets when it has none (folder template, empty block)."""
     rel = folder.relative_to(store.context).parts
     if len(rel) == 2 and rel[0] == layout.PROJECTS:
@@ -395,7 +395,7 @@ def cortex_md_updates(store: Store, folders: Mapping[Path, Listing] | None = Non
         except OutsideStoreError:
             continue  # a link: not part of the store, neither read nor replaced
         except FileNotFoundError:
-            texts[path] = _new_cortex_md(store, folder)
+            texts[path] = new_cortex_md(store, folder)
             new.add(path)
         except (UnicodeDecodeError, OSError):
             continue  # not a text file we can edit: leave it to the user
