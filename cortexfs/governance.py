@@ -13,7 +13,7 @@ from pathlib import Path
 
 from cortexfs import decisions, layout, tasks, wall
 from cortexfs.errors import InvalidInputError
-from cortexfs.overview import content_dirs, has_broken_markers
+from cortexfs.overview import has_broken_markers, walk
 from cortexfs.status import read_status
 from cortexfs.store import Project, Store
 from cortexfs.validate import ERROR, WARNING, Finding, Severity
@@ -144,7 +144,7 @@ def store_check(store: Store) -> Iterator[Finding]:
                       f"USER.md is {size:,} bytes, over the 3 KB limit ({USER_MAX_BYTES:,}): "
                       "keep only the preferences that change how the agent works")
     yield from decision_findings(store, store.context / layout.DECISIONS)
-    for folder in content_dirs(store):
+    for folder in walk(store):
         path = folder / layout.CORTEX_MD
         rel = store.rel(path)
         text = _read(store, path)

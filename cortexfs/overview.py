@@ -161,11 +161,6 @@ def walk(store: Store, skip: Path | None = None,
     return dict(sorted(found.items(), key=lambda item: [p.casefold() for p in item[0].parts]))
 
 
-def content_dirs(store: Store, skip: Path | None = None) -> list[Path]:
-    """The folders `walk` returns."""
-    return list(walk(store, skip))
-
-
 # --- descriptions ------------------------------------------------------------------------------
 
 
