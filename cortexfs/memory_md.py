@@ -848,8 +848,7 @@ def lint_file(path: Path, *, fix: bool = False) -> tuple[LintReport, bool]:
     has a header). Returns the report (of the fixed file) and whether the file changed."""
     if not fix:
         return lint(read(path)), False
-    with _lock(path):
-        doc = read(path)
+    with _lock(path) as doc:
         new = fixed_text(doc)
         if new is None or new == doc.bom + doc.text:
             return lint(doc), False
@@ -1009,8 +1008,9 @@ class PruneResult:
 
 
 @contextlib.contextmanager
-def _lock(path: Path, timeout: float = 30.0) -> Iterator[None]:
-    """An exclusive flock on MEMORY.md itself, so that two `--fix` / `prune` runs take turns.
+def _lock(path: Path, timeout: float = 30.0) -> Iterator[MemoryDoc]:
+    """An exclusive flock on MEMORY.md itself, so that two `--fix` / `prune` runs take turns;
+    the file, read once it is held.
 
     No lock file anywhere: MEMORY.md need not live in a store, and cortex writes nothing
     outside a store but that file and its archive. Each write replaces the file (a new
@@ -1032,7 +1032,7 @@ def _lock(path: Path, timeout: float = 30.0) -> Iterator[None]:
             except FileNotFoundError:
                 now = None
             if now is not None and (now.st_dev, now.st_ino) == (locked.st_dev, locked.st_ino):
-                yield
+                yield read(path)
                 return
         finally:
             os.close(fd)  # releases the lock
@@ -1041,8 +1041,7 @@ def _lock(path: Path, timeout: float = 30.0) -> Iterator[None]:
 def apply_prune(path: Path, today: dt.date) -> PruneResult:
     """Archive the entries `plan_prune` marks for archiving: archive files first, then
     MEMORY.md with exactly those entries' lines removed. Returns the files written."""
-    with _lock(path):
-        doc = read(path)
+    with _lock(path) as doc:
         plan = plan_prune(doc, today)
         if not plan.archive:
             return PruneResult(plan, [])
