@@ -553,7 +553,6 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
     state: dict[str, Any] = saved if isinstance(saved, dict) else {}
     new: dict[str, Any] = {"phases": {}, "listings": {}}
     changes: dict[Path, str] = {}
-    remember = True
 
     # OVERVIEW.md
     lines = []
@@ -599,7 +598,6 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
     new["blocks"] = signatures
 
     if dry_run:
-        remember = not changes
         written = sorted(changes)
     else:
         with Writes(root=store.context) as writes:  # (their fsyncs overlap)
@@ -610,7 +608,7 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
                 changes[overview].encode()).hex(), now)
             if state_now is not None:
                 new["overview"] = [key, state_now]
-    if remember and new != state:
+    if (not dry_run or not changes) and new != state:
         cache.save(path, CACHE_KIND, new)
     return written
 
