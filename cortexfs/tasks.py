@@ -22,7 +22,7 @@ import datetime as dt
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -447,8 +447,7 @@ def listing(projects: list[Project], status: str | None = None, include_done: bo
             continue
         if tf.shape is None and strict:
             raise InvalidInputError(tf.first_error())
-        out.problems += [{"project": proj.name, "level": p.level, "line": p.line,
-                          "message": p.message} for p in tf.problems]
+        out.problems += [{"project": proj.name, **asdict(p)} for p in tf.problems]
         done = {t.id for t in tf.tasks if t.status == "done"}
         for task in sorted(tf.tasks, key=sort_key):
             if status is not None and task.status != status:
