@@ -605,7 +605,8 @@ class _Figures:
                    total / count if count else 0.0, reads, reference, skipped)
 
 
-def _meta_lines(figures: _Figures, layout: str) -> list[str]:
+def _meta_section(figures: _Figures, layout: str) -> list[str]:
+    """The Meta section, which ends both layouts' HIPPOCAMPUS.md."""
     kinds, bands, projects = figures.kinds, figures.bands, figures.projects
     lines = [
         f"- Entries: {figures.entries} in {projects} project{'s' if projects != 1 else ''} "
@@ -621,7 +622,8 @@ def _meta_lines(figures: _Figures, layout: str) -> list[str]:
             f"{n} {why}" for why, n in sorted(figures.skipped.items()))
             + " (see each project's index.md)")
     lines.append(f"- Layout: {layout}")
-    return [line + "\n" for line in lines]
+    return [*_section("Meta", "Index statistics and health.", blank=True),
+            *(line + "\n" for line in lines)]
 
 
 def band_counts(entries: Iterable[MemoryEntry]) -> Counter[str]:
@@ -634,8 +636,9 @@ def band_counts(entries: Iterable[MemoryEntry]) -> Counter[str]:
     return counts
 
 
-def _section(title: str, comment: str) -> list[str]:
-    return [f"\n## {title}\n", f"<!-- {comment} -->\n"]
+def _section(title: str, comment: str, *, blank: bool = False) -> list[str]:
+    """A section's heading and comment (and the blank line its body starts with)."""
+    return [f"\n## {title}\n", f"<!-- {comment} -->\n", *(["\n"] if blank else [])]
 
 
 def render_single(index: MemoryIndex) -> str:
@@ -660,17 +663,14 @@ def render_single(index: MemoryIndex) -> str:
     for bucket, members in time_buckets(index).items():
         out.append(f"\n### {bucket}\n\n")
         out += [one_liner(e, e.event_day) for e in members] or ["_None._\n"]
-    out += _section("Associations", "Cross-reference map: which entries relate to which.")
+    out += _section("Associations", "Cross-reference map: which entries relate to which.",
+                    blank=True)
     linked = [e for e in index.entries if e.rel]
-    out.append("\n")
     out += [f"- {e.key} ↔ {', '.join(e.rel)}\n" for e in linked] or ["_None._\n"]
     out += _section("Decay Queue", f"Entries below strength {DECAY_THRESHOLD}, weakest first: "
-                                   "candidates for pruning.")
-    out.append("\n")
+                                   "candidates for pruning.", blank=True)
     out += [one_liner(e, f"str {e.strength:.2f}") for e in decay_queue(index)] or ["_Empty._\n"]
-    out += _section("Meta", "Index statistics and health.")
-    out.append("\n")
-    out += _meta_lines(figures, f"single file (hierarchical past ~{MAX_TOKENS:,} tokens)")
+    out += _meta_section(figures, f"single file (hierarchical past ~{MAX_TOKENS:,} tokens)")
     return "".join(out)
 
 
@@ -939,18 +939,14 @@ class _Master:
                 for m, n in self.older[:limit]] or ["_None._\n"]
         out += _more(min(limit, len(self.older)), len(self.older), f"{HIPPOCAMPUS_DIR}/meta.json")
         out += _section("Associations", "The most connected entries; every entry's rel is in "
-                                        "its topic file.")
-        out.append("\n")
+                                        "its topic file.", blank=True)
         out += self.linked[:cap] or ["_None._\n"]
         out += _more(min(cap, self.linked_count), self.linked_count, f"{HIPPOCAMPUS_DIR}/topics/")
         out += _section("Decay Queue", f"Entries below strength {DECAY_THRESHOLD}, weakest "
-                                       "first.")
-        out.append("\n")
+                                       "first.", blank=True)
         out += self.queue[:cap] or ["_Empty._\n"]
         out += _more(min(cap, self.queue_count), self.queue_count, DECAY_PATH)
-        out += _section("Meta", "Index statistics and health.")
-        out.append("\n")
-        out += _meta_lines(figures, f"hierarchical, statistics → {HIPPOCAMPUS_DIR}/meta.json")
+        out += _meta_section(figures, f"hierarchical, statistics → {HIPPOCAMPUS_DIR}/meta.json")
         return "".join(out)
 
 
