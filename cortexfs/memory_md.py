@@ -745,23 +745,19 @@ def _lint_sections(doc: MemoryDoc, problems: list[Problem]) -> None:
             "error", "section-count",
             f"{len(doc.sections)} sections, over the maximum of {MAX_SECTIONS}: merge custom "
             "sections into standard ones"))
-    for section in doc.sections:
-        limits = SECTION_LIMITS.get(_canonical(section.name))
-        if limits is None:
-            continue
-        _lo, hi, maximum, budget = limits
-        count = len(section.entries)
-        if count > maximum:
+    for size in stats(doc).sections:  # (what `cortex memory stats` shows)
+        if size.target is None or size.max_entries is None or size.budget is None:
+            continue  # a custom section: no limits
+        if size.entries > size.max_entries:
             problems.append(Problem(
                 "error", "section-entries",
-                f"{section.name}: {count} entries, over its maximum of {maximum} (target "
-                f"{_lo}–{hi}): prune or merge", section.line))
-        tokens = estimate(doc.section_text(section))
-        if tokens > budget * 1.5:
+                f"{size.name}: {size.entries} entries, over its maximum of {size.max_entries} "
+                f"(target {size.target[0]}–{size.target[1]}): prune or merge", size.line))
+        if size.tokens > size.budget * 1.5:
             problems.append(Problem(
                 "warning", "section-tokens",
-                f"{section.name}: ~{tokens:,} tokens, well over its ~{budget:,} budget: "
-                "compress its entries", section.line))
+                f"{size.name}: ~{size.tokens:,} tokens, well over its ~{size.budget:,} budget: "
+                "compress its entries", size.line))
 
 
 def _lint_entries(doc: MemoryDoc, problems: list[Problem]) -> None:
