@@ -274,14 +274,6 @@ def new_cortex_md(store: Store, folder: Path) -> str:
                             purpose=purpose, generated_block=EMPTY_BLOCK)
 
 
-def _folder_entries(folder: Path, listing: Listing) -> tuple[list[str], list[str], list[str]]:
-    """(files, sub-folders, atom ids) of a folder; atoms are left out of the files."""
-    atom_kind = _ATOM_FOLDERS.get(folder.name)
-    atoms = ([name[:-3] for name in filter(atom_kind.file_re.match, listing.files)]
-             if atom_kind is not None else [])
-    return _other_files(folder, listing), list(listing.dirs), atoms
-
-
 def _other_files(folder: Path, listing: Listing) -> list[str]:
     """The files of a folder but its atoms and its CORTEX.md (filtered in C: an atom folder
     lists thousands of names on every regeneration)."""
@@ -293,7 +285,10 @@ def _other_files(folder: Path, listing: Listing) -> list[str]:
 
 def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
     """The generated block of `folder`'s CORTEX.md, markers included."""
-    files, dirs, atom_ids = _folder_entries(folder, listing)
+    kind = _ATOM_FOLDERS.get(folder.name)
+    files = _other_files(folder, listing)  # (atoms are counted, not listed)
+    atom_ids = ([name[:-3] for name in filter(kind.file_re.match, listing.files)]
+                if kind is not None else [])
     atom_count = len(atom_ids)
     lines = [GENERATED_START, "## Contents", ""]
     entries: list[str] = []
@@ -302,7 +297,6 @@ def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
             if name not in files and _expected(plan.store, name):
                 files.append(name)
         files.sort(key=str.casefold)
-    kind = _ATOM_FOLDERS.get(folder.name)
     if kind is not None and folder.parent.parent == plan.store.projects_dir \
             and layout.INDEX not in files:
         files.insert(0, layout.INDEX)
@@ -316,7 +310,7 @@ def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
         span = first if atom_count == 1 else f"{first} … {last}"
         entries.append(f"- {atom_count} {kind.name} atom{'s' if atom_count != 1 else ''} "
                        f"`{kind.prefix}-NNN.md` ({span}): find them through index.md")
-    for name in dirs:
+    for name in listing.dirs:
         title = plan.title(folder / name)
         entries.append(f"- [{escape.cell(name)}/]({escape.link(name)}/{CORTEX_MD})"
                        + (f" — {escape.line(title)}" if title else ""))
