@@ -91,9 +91,7 @@ def check_request(project: Project, req: NewAtom) -> None:
         if not cited_path.is_file() or wall.reason(project.store.context, cited_path):
             raise InvalidInputError(f"{exp} does not exist in project {project.name}: "
                                     "cite an existing experiment")
-    for link in req.links:  # every link is an atom id
-        if kind_of_filename(f"{link}.md") is None:
-            raise InvalidInputError(f"{link!r} is not an atom id (EXP-NNN, K-NNN or PAT-NNN)")
+    check_links(req.links)
     check_anti_pattern(req.kind, req.summary, req.tags)
 
 
@@ -121,6 +119,13 @@ def check_tags(tags: list[str]) -> None:
                                     "or '/', without spaces")
 
 
+def check_links(links: list[str]) -> None:
+    """Every link is an atom id."""
+    for link in links:
+        if kind_of_filename(f"{link}.md") is None:
+            raise InvalidInputError(f"{link!r} is not an atom id (EXP-NNN, K-NNN or PAT-NNN)")
+
+
 def check_anti_pattern(kind: Kind, summary: str, tags: list[str]) -> None:
     """Refuse the tag anti-pattern on knowledge whose summary lacks the prefix (the other
     half, a prefix without the tag, `apply_conventions` completes)."""
@@ -140,15 +145,22 @@ def _tagged_anti_pattern(tags: list[str]) -> bool:
 
 
 def apply_conventions(req: NewAtom) -> list[str]:
-    """Complete `req` by the store's conventions; what was added, for the user: a knowledge
-    summary starting `ANTI-PATTERN:` gets the tag `anti-pattern` (the other half, a tag
-    without the prefix, is refused by check_anti_pattern: cortex does not reword a summary)."""
-    if req.kind.name == "knowledge" and _prefixed_anti_pattern(req.summary) \
-            and not _tagged_anti_pattern(req.tags):
-        req.tags = [*req.tags, ANTI_PATTERN_TAG]
-        return [f"added the tag {ANTI_PATTERN_TAG}: a knowledge summary starting "
-                f"{ANTI_PATTERN_PREFIX} carries it"]
-    return []
+    """Complete `req` by the store's conventions; what was added, for the user."""
+    tags, notes = conventional_tags(req.kind, req.summary, req.tags)
+    req.tags = tags
+    return notes
+
+
+def conventional_tags(kind: Kind, summary: str, tags: list[str]) -> tuple[list[str], list[str]]:
+    """`tags` completed by the conventions, and what was added: a knowledge summary starting
+    `ANTI-PATTERN:` gets the tag `anti-pattern` (the other half, a tag without the prefix,
+    is refused by check_anti_pattern: cortex does not reword a summary)."""
+    if kind.name == "knowledge" and _prefixed_anti_pattern(summary) \
+            and not _tagged_anti_pattern(tags):
+        return [*tags, ANTI_PATTERN_TAG], [
+            f"added the tag {ANTI_PATTERN_TAG}: a knowledge summary starting "
+            f"{ANTI_PATTERN_PREFIX} carries it"]
+    return tags, []
 
 
 def render_atom(project: Project, req: NewAtom, atom_id: str) -> str:
