@@ -57,14 +57,13 @@ SKIP_DIRS = frozenset({"node_modules", "__pycache__"})
 _SCAN_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})")
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _ATOM_FOLDERS = {k.folder: k for k in KINDS}
-# Files other generators write, described without reading them (they may not exist yet in
-# this run, and a description must not depend on the order generators run in).
-_GENERATED = {
+# Files described by their name alone: the task queue, the access log, and the files other
+# generators write, which are not read (they may not exist yet in this run, and a description
+# must not depend on the order generators run in).
+_BY_NAME = {
     layout.INDEX: "generated index of this folder's atoms (do not edit)",
     OVERVIEW_MD: "one line per project: phase, atom counts, newest atom (generated)",
     layout.HIPPOCAMPUS_MD: "sparse memory index: most used atoms, by topic and time (generated)",
-}
-_KNOWN_FILES = {
     layout.TASKS_FILE: "structured task queue (see: cortex tasks list)",
     layout.ACCESS_LOG: "access log (one JSON line per read)",
 }
@@ -219,16 +218,13 @@ _COMMENTED = (".yaml", ".yml", ".toml", ".sh", ".py")
 
 def _reads_content(name: str) -> bool:
     """Whether a file's description comes from its content (else from its name alone)."""
-    return name not in _GENERATED and name not in _KNOWN_FILES \
-        and os.path.splitext(name)[1].lower() in _MARKDOWN + _COMMENTED
+    return name not in _BY_NAME and os.path.splitext(name)[1].lower() in _MARKDOWN + _COMMENTED
 
 
 def _describe_file(root: Path, path: Path) -> str:
     name = path.name
-    if name in _GENERATED:
-        return _GENERATED[name]
-    if name in _KNOWN_FILES:
-        return _KNOWN_FILES[name]
+    if name in _BY_NAME:
+        return _BY_NAME[name]
     suffix = path.suffix.lower()
     if suffix in _MARKDOWN:
         return describe_markdown(_head(root, path))
