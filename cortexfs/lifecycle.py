@@ -602,14 +602,11 @@ def update(store: Store, located: Located, *, body: str | None = None,
     if summary is not None:
         authoring.check_summary(summary)
         updates["summary"] = summary.strip()
-    if tags is not None:
-        tags = list(dict.fromkeys(t.strip() for t in tags if t.strip()))
-        authoring.check_tags(tags)
-        updates["tags"] = tags
-    if links is not None:
-        links = list(dict.fromkeys(x.strip() for x in links if x.strip()))
-        authoring.check_links(links)
-        updates["links"] = links
+    for key, given, check in (("tags", tags, authoring.check_tags),
+                              ("links", links, authoring.check_links)):
+        if given is not None:
+            updates[key] = list(dict.fromkeys(x.strip() for x in given if x.strip()))
+            check(updates[key])
     if "summary" in updates or "tags" in updates:
         new_summary = str(updates.get("summary", doc.meta.get("summary") or ""))
         new_tags = updates.get("tags", as_list(doc.meta.get("tags")))
