@@ -43,7 +43,7 @@ from pathlib import Path
 from cortexfs import accesslog, git, interrupt, layout
 from cortexfs.atoms import kind_of_filename
 from cortexfs.errors import CortexError, EnvironmentProblem, GitError, from_os_error
-from cortexfs.fsutil import noting_writes
+from cortexfs.fsutil import atomic_write, noting_writes
 from cortexfs.store import Store
 from cortexfs.wording import some
 
@@ -414,16 +414,15 @@ class Transaction:
                 continue
             with contextlib.suppress(OSError):
                 if data is None:
-                    if os.path.lexists(path):
-                        path.unlink()
-                        if path not in self._quiet:
-                            done.append(self._name(path))
-                elif path.read_bytes() != data if path.exists() else True:
-                    from cortexfs.fsutil import atomic_write
-
+                    if not os.path.lexists(path):
+                        continue
+                    path.unlink()
+                elif path.exists() and path.read_bytes() == data:
+                    continue
+                else:
                     atomic_write(path, data)
-                    if path not in self._quiet:
-                        done.append(self._name(path))
+                if path not in self._quiet:
+                    done.append(self._name(path))
         for path in reversed(self._fresh):
             if os.path.lexists(path):
                 with contextlib.suppress(OSError):

@@ -203,13 +203,9 @@ def ensure_repo(store: Store) -> list[Path]:
     if not is_repo(store.home):
         store.home.mkdir(parents=True, exist_ok=True)
         git.Repo.init(store.home)
-    written = []
-    for name, lines in ((".gitignore", GITIGNORE_LINES),
-                        (".gitattributes", GITATTRIBUTES_LINES)):
-        path = store.home / name
-        if _ensure_lines(path, lines):
-            written.append(path)
-    return written
+    files = {store.home / ".gitignore": GITIGNORE_LINES,
+             store.home / ".gitattributes": GITATTRIBUTES_LINES}
+    return [path for path, lines in files.items() if _ensure_lines(path, lines)]
 
 
 def in_progress(home: Path) -> str | None:
@@ -320,12 +316,8 @@ def write_sync_state(home: Path, **values: Any) -> None:
     """Update the sync record in the git dir (a None value removes that key)."""
     from cortexfs.fsutil import atomic_write
 
-    data = read_sync_state(home)
-    for key, value in values.items():
-        if value is None:
-            data.pop(key, None)
-        else:
-            data[key] = value
+    merged = {**read_sync_state(home), **values}
+    data = {key: value for key, value in merged.items() if value is not None}
     atomic_write(git_dir_of(home) / SYNC_STATE_FILE, json.dumps(data, indent=1) + "\n")
 
 
@@ -576,27 +568,25 @@ def stale_lock(home: Path, lock: Path) -> bool:
     return git_processes(home) == []
 
 
-def clear_git_locks(home: Path, wait: float | None = None) -> None:
+def clear_git_locks(home: Path) -> None:
     """Make sure no git lock file stands in the way of a commit: remove stale ones (a one-line
-    note on stderr), wait out held ones for up to `wait` seconds (LOCK_WAIT_SECONDS), then
-    raise a GitError that says what to do."""
-    wait = LOCK_WAIT_SECONDS if wait is None else wait
-    deadline = time.monotonic() + wait
+    note on stderr), wait out held ones for up to LOCK_WAIT_SECONDS, then raise a GitError
+    that says what to do."""
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
     while True:
         held = [lock for lock in git_lock_files(home) if lock.exists()]
         held = [lock for lock in held if not _remove_if_stale(home, lock)]
         if not held:
             return
         if time.monotonic() >= deadline:
-            raise _busy(home, held[0], wait)
+            raise _busy(home, held[0], LOCK_WAIT_SECONDS)
         time.sleep(0.05)
 
 
 def _remove_if_stale(home: Path, lock: Path) -> bool:
     """Remove `lock` if it is stale (with a one-line note on stderr); True when it is gone."""
     if stale_lock(home, lock):
-        with contextlib.suppress(FileNotFoundError):
-            lock.unlink()
+        lock.unlink(missing_ok=True)
         sys.stderr.write(f"cortex: removed the stale git lock {lock} (the git process that "
                          "made it is gone)\n")
     return not lock.exists()

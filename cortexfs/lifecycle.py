@@ -274,10 +274,9 @@ class Shown:
                 "mentioned_in": self.mentioned_in}
 
 
-def show(store: Store, located: Located, *, session: str = "cli", tool: str = "show",
-         count: bool = True) -> Shown:
-    """The atom whole, what it cites, what cites it, its reads; `count` records the read
-    in the project's access log (a read like any other)."""
+def show(store: Store, located: Located, *, session: str = "cli", tool: str = "show") -> Shown:
+    """The atom whole, what it cites, what cites it, its reads; the read is recorded in the
+    project's access log (a read like any other)."""
     from cortexfs import autocommit
 
     text, doc = read(store, located)
@@ -296,12 +295,11 @@ def show(store: Store, located: Located, *, session: str = "cli", tool: str = "s
     refs = max(_int(doc.meta.get("refs")), stats.counts.get(located.path.name, 0))
     last = max(filter(None, [_str(doc.meta.get("last-ref")),
                              stats.newest.get(located.path.name)]), default=None)
-    if count:
-        with contextlib.suppress(OutsideStoreError):  # a linked log is not counted into
-            accesslog.append(project.access_log,
-                             [accesslog.format_line(located.path.name, tool, session)])
-            if os.environ.get("CORTEX_AUTOCOMMIT", "1") != "0":
-                autocommit.request(str(store.home))  # committed as the hook's reads are
+    with contextlib.suppress(OutsideStoreError):  # a linked log is not counted into
+        accesslog.append(project.access_log,
+                         [accesslog.format_line(located.path.name, tool, session)])
+        if os.environ.get("CORTEX_AUTOCOMMIT", "1") != "0":
+            autocommit.request(str(store.home))  # committed as the hook's reads are
     return Shown(located, text, doc.meta, doc.body, refs, last, cites, cited_by, mentioned)
 
 
@@ -440,8 +438,7 @@ def apply(store: Store, plan: Plan, txn: Transaction) -> Change:
     for path in plan.deletes:
         interrupt.check()
         txn.keep(path)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        path.unlink(missing_ok=True)
         txn.add(Change([path]))
     for log, (drop, append) in plan.logs.items():
         interrupt.check()
@@ -560,10 +557,9 @@ def _move_tree(store: Store, source: Path, dest: Path | None, txn: Transaction) 
 
 # --- changing an atom ------------------------------------------------------------------------
 
-def check_text(store: Store, located: Located, text: str, *, new: bool = False) -> list[Finding]:
+def check_text(store: Store, located: Located, text: str) -> list[Finding]:
     """Validate `text` as the new content of `located` (with the rest of its project as it
-    is): refuse with the first error, in one line; the warnings. `new`: as `cortex new`
-    does, an empty, multi-line or over-long summary is refused too."""
+    is): refuse with the first error, in one line; the warnings."""
     from cortexfs.validate import ERROR, check_project
 
     project = located.project
@@ -584,8 +580,7 @@ def check_text(store: Store, located: Located, text: str, *, new: bool = False) 
     finally:
         with contextlib.suppress(OSError):
             draft.unlink()
-    errors = [f for f in findings if f.severity == ERROR
-              or (new and f.rule in ("summary", "anti-pattern"))]
+    errors = [f for f in findings if f.severity == ERROR]
     if errors:
         more = f" (and {plural(len(errors) - 1, 'more error')})" if len(errors) > 1 else ""
         raise InvalidInputError(f"{errors[0].location}: {errors[0].message}{more}: not saved")
