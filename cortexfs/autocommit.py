@@ -122,14 +122,11 @@ def access_logs(home: str) -> list[str]:
         names = sorted(os.listdir(projects))
     except OSError:
         return []
-    out = []
     from cortexfs import wall
 
-    for name in names:
-        path = os.path.join(projects, name, layout.META, layout.ACCESS_LOG)
-        if os.path.isfile(path) and not wall.reason(os.path.dirname(projects), path):
-            out.append(path)  # (a linked log or project is not part of the store)
-    return out
+    paths = (os.path.join(projects, name, layout.META, layout.ACCESS_LOG) for name in names)
+    # (a linked log or project is not part of the store)
+    return [p for p in paths if os.path.isfile(p) and not wall.reason(os.path.dirname(projects), p)]
 
 
 def _signature(home: str) -> tuple[tuple[str, int, int], ...]:

@@ -701,9 +701,8 @@ def set_status(store: Store, located: Located, status: str, reason: str | None =
         if reason is not None:
             raise InvalidInputError("a reason goes with invalidated: use `cortex invalidate ID "
                                     "--reason TEXT`")
-        for key in ("invalidated-date", "invalidated-reason"):
-            if key in doc.meta:
-                updates[key] = None
+        updates |= {key: None for key in ("invalidated-date", "invalidated-reason")
+                    if key in doc.meta}
     new = _set_keys(text, updates, located.rel, f"`cortex edit {located.id}`")
     plan = Plan(message or f"atom: {located.id} status {value}",
                 regenerate=[located.project.name])

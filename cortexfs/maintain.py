@@ -78,10 +78,7 @@ class Suggestion:
     tags: list[list[str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "atoms": self.atoms, "reason": self.reason}
-        if self.tags:
-            out["tags"] = self.tags
-        return out
+        return {k: v for k, v in vars(self).items() if v or k != "tags"}  # (tags when some)
 
 
 @dataclass
