@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cortexfs import layout
-from cortexfs.errors import GitError
+from cortexfs.errors import EnvironmentProblem, GitError
 
 if TYPE_CHECKING:
     from cortexfs.store import Store
@@ -629,8 +629,6 @@ def _existing_parent(path: Path) -> Path:
 def check_room(folder: Path, need: int, what: str) -> None:
     """Refuse when `folder` (or, while it does not exist, where it would be made) is not
     writable or has less than `need` bytes free."""
-    from cortexfs.errors import EnvironmentProblem
-
     folder = _existing_parent(folder)
     if not os.access(folder, os.W_OK):
         try:
