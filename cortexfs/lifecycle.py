@@ -903,10 +903,8 @@ def remove_project(store: Store, name: str, *, force: bool = False) -> Plan:
         raise InvalidInputError(f"project {name} holds {what}: pass --force to remove it "
                                 f"anyway (git history keeps it), or `cortex project archive "
                                 f"{name}` to keep it out of the way")
-    plan = Plan(f"project: remove {name}", regenerate=None)
-    plan.trees.append((project.root, None))
-    plan.result = {"project": name, "atoms": atoms}
-    return plan
+    return Plan(f"project: remove {name}", regenerate=None, trees=[(project.root, None)],
+                result={"project": name, "atoms": atoms})
 
 
 def _contents(project: Project) -> tuple[int, int]:
@@ -927,10 +925,9 @@ def archive_project(store: Store, name: str) -> Plan:
     if os.path.lexists(dest):
         raise InvalidInputError(f"{store.rel(dest)} already exists: rename or remove it, "
                                 "then archive the project")
-    plan = Plan(f"project: archive {name}", regenerate=None)
-    plan.trees.append((project.root, dest))
-    plan.result = {"project": name, "archived_to": f"{layout.CONTEXT_PREFIX}{store.rel(dest)}"}
-    return plan
+    return Plan(f"project: archive {name}", regenerate=None, trees=[(project.root, dest)],
+                result={"project": name,
+                        "archived_to": f"{layout.CONTEXT_PREFIX}{store.rel(dest)}"})
 
 
 def unarchive_project(store: Store, name: str) -> Plan:
@@ -945,8 +942,6 @@ def unarchive_project(store: Store, name: str) -> Plan:
     if os.path.lexists(dest):
         raise InvalidInputError(f"a project named {name} exists already: rename one of them "
                                 "first")
-    plan = Plan(f"project: unarchive {name}", regenerate=[name])
-    plan.trees.append((source, dest))
-    plan.result = {"project": name}
-    return plan
+    return Plan(f"project: unarchive {name}", regenerate=[name], trees=[(source, dest)],
+                result={"project": name})
 
