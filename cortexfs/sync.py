@@ -179,7 +179,7 @@ def status(store: Store, limit: int = 10) -> Status:
     store.require()
     state = git.worktree_state(store)
     out = Status(state)
-    if not state.is_repo or git.head_commit(store.home) is None:
+    if state.head is None:  # (not a repository, or no commit yet)
         return out
     home = store.home
     if state.has_remote:
