@@ -311,12 +311,8 @@ def _validation(store: Store, started: Callable[[dict[str, LoadedProject]], list
                 skip: set[str], whole: bool = True) -> Callable[[], list[Gap]]:
     """The validation gaps: the store's checks done, and the atoms' (`started`:
     validate.many_findings) finished by the returned function."""
-    extra: list[validate.Finding] = []
-    projects = [sc.project for sc in scans]
-    for spec in validate.EXTRA_CHECKS:
-        extra.extend(validate.load_check(spec)(store, projects))
-    for spec in validate.STORE_CHECKS if whole else []:  # (a project's readiness: not these)
-        extra.extend(validate.load_check(spec)(store))
+    # (a project's readiness: not the store's checks)
+    extra = validate.extra_findings(store, [sc.project for sc in scans], whole)
     return lambda: _validation_gaps(
         store, [f for found in started(loaded) for f in found] + extra, skip)
 

@@ -645,11 +645,7 @@ def validate(store: Store, projects: list[Project] | None = None) -> Report:
         atoms += sum(len(files) for files in sc.folders.values())  # each: an atom or an error
         with collector_paused():  # (its atoms loaded and checked: no cycles among them)
             findings.extend(project_findings(sc))
-    for spec in EXTRA_CHECKS:
-        findings.extend(load_check(spec)(store, selected))
-    if projects is None:
-        for spec in STORE_CHECKS:
-            findings.extend(load_check(spec)(store))
+    findings.extend(extra_findings(store, selected, whole=projects is None))
     findings.extend(link_findings(store, selected, {f.path for f in findings}))
     return Report(findings, atoms, [p.name for p in selected])
 
@@ -804,11 +800,18 @@ def _rows(findings: list[Finding]) -> list[tuple[Any, ...]]:
     return [(f.severity, f.rule, f.path, f.line, f.message) for f in findings]
 
 
-def load_check(spec: str) -> Callable[..., Iterable[Finding]]:
-    """The function an entry of EXTRA_CHECKS or STORE_CHECKS names ("module:function")."""
-    module, _, name = spec.partition(":")
-    check: Callable[..., Iterable[Finding]] = getattr(importlib.import_module(module), name)
-    return check
+def extra_findings(store: Store, projects: list[Project], whole: bool) -> list[Finding]:
+    """What the EXTRA_CHECKS find in `projects`, and with `whole` (the whole store
+    validated) the STORE_CHECKS: each entry names its function as "module:function"."""
+    def load(spec: str) -> Callable[..., Iterable[Finding]]:
+        module, _, name = spec.partition(":")
+        check: Callable[..., Iterable[Finding]] = getattr(importlib.import_module(module), name)
+        return check
+
+    found = [f for spec in EXTRA_CHECKS for f in load(spec)(store, projects)]
+    for spec in STORE_CHECKS if whole else []:
+        found.extend(load(spec)(store))
+    return found
 
 
 # --- helpers ---------------------------------------------------------------------------------

@@ -6,63 +6,47 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from stores import Cli, Templates, hermetic, initialised, with_flywheel
 
-from cortexfs.commit import commit_paths
 from cortexfs.store import Project, Store
 
 
 @pytest.fixture(autouse=True)
 def hermetic_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point HOME and CORTEX_HOME into tmp_path and pin git's identity and config."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("CORTEX_HOME", str(tmp_path / "cortex"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
-    for role in ("AUTHOR", "COMMITTER"):
-        monkeypatch.setenv(f"GIT_{role}_NAME", "Cortex Test")
-        monkeypatch.setenv(f"GIT_{role}_EMAIL", "test@cortexfs.invalid")
-    monkeypatch.delenv("CORTEX_DEBUG", raising=False)
-    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
-    return home
+    return hermetic(monkeypatch, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def templates(tmp_path_factory: pytest.TempPathFactory) -> Templates:
+    """The conftest's stores are built here, before any test's own fixtures can patch what
+    building runs (a session fixture is set up before a test's function fixtures)."""
+    made = Templates(tmp_path_factory.mktemp("templates"))
+    made.build("store", initialised)
+    made.build("flywheel", with_flywheel)
+    return made
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    """An initialised store (git repository included) with no projects."""
-    from cortexfs import git, scaffold
-
-    s = Store(tmp_path / "cortex")
-    created = scaffold.init_store(s)
-    written = git.ensure_repo(s)
-    commit_paths(s, [*created, *written], "chore: initialise cortex store")
-    return s
+def store(request: pytest.FixtureRequest, tmp_path: Path, templates: Templates) -> Store:
+    """An initialised store (git repository included) with no projects -- or, when the test
+    also asks for `project`, with that one (so that it is copied in once, not built)."""
+    if "project" in request.fixturenames:
+        return templates.copy("flywheel", with_flywheel, tmp_path / "cortex")
+    return templates.copy("store", initialised, tmp_path / "cortex")
 
 
 @pytest.fixture
 def project(store: Store) -> Project:
-    """A scaffolded project named `flywheel`."""
+    """A scaffolded project named `flywheel` (uncommitted, as `scaffold.new_project` leaves it)."""
     from cortexfs import scaffold
 
+    if (store.context / "projects" / "flywheel").is_dir():  # the store fixture copied it in
+        return store.project("flywheel")
     p, _ = scaffold.new_project(store, "flywheel")
     return p
-
-
-class Cli:
-    """Runs `cortex` in-process with CliRunner; stdout and stderr kept apart."""
-
-    def __init__(self) -> None:
-        self.runner = CliRunner()
-
-    def __call__(self, *args: str, input: str | None = None) -> Any:
-        from cortexfs.cli.main import app
-
-        return self.runner.invoke(app, list(args), input=input, catch_exceptions=False)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stores import Cli, Templates, initialised
 
 from cortexfs.store import Store
 
@@ -51,9 +52,9 @@ def _no_background(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CORTEX_AUTOCOMMIT", "0")  # `show` would start the log committer
 
 
-@pytest.fixture
-def loop(cli: Any, store: Store) -> Store:
-    """One project, flywheel: EXP-001, EXP-002, K-001 (evidence EXP-001, links EXP-002)."""
+def _loop(store: Store) -> None:
+    initialised(store)
+    cli = Cli()
     assert cli("project", "new", "flywheel").exit_code == 0
     for args in (["exp", "-s", "Cache invalidation cut stale reads", "-t", "cache"],
                  ["exp", "-s", "Shard rebalancing doubled tail latency", "-t", "shard"],
@@ -62,7 +63,12 @@ def loop(cli: Any, store: Store) -> Store:
         result = cli("new", *args)
         assert result.exit_code == 0, result.output
     clean_and_current(cli, store)
-    return store
+
+
+@pytest.fixture
+def loop(store: Store, templates: Templates) -> Store:
+    """One project, flywheel: EXP-001, EXP-002, K-001 (evidence EXP-001, links EXP-002)."""
+    return templates.copy("lifecycle-loop", _loop, store.home)
 
 
 def atom(store: Store, rel: str) -> Path:

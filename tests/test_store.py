@@ -3,7 +3,9 @@ what to do when a store or a project is not there."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,3 +93,33 @@ def test_bad_project_names_are_refused(name: str) -> None:
 def test_good_project_names_pass() -> None:
     for name in ("a", "A1", "my.project_2-x", "9" * 64):
         check_project_name(name)
+
+
+def test_a_store_names_not_its_path(cli: Any, store: Store, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store copied or moved to another path is the same store: no file in it (git's,
+    the caches, the logs) names the path it was made at, and the copy is clean and current.
+    The tests' store templates (tests/stores.py) rest on this."""
+    monkeypatch.setenv("CORTEX_AUTOCOMMIT", "0")
+    monkeypatch.setenv("CORTEX_EMBED_MODEL", "off")
+    for args in (["project", "new", "flywheel"],
+                 ["new", "exp", "-s", "Cache invalidation cut stale reads", "-t", "cache"],
+                 ["new", "k", "-s", "Invalidate caches on write", "-e", "EXP-001"],
+                 ["show", "EXP-001"], ["tasks", "add", "Measure the cache"],
+                 ["index", "regen", "--all"], ["validate"], ["ready"], ["brief"],
+                 ["recall", "cache"], ["maintain"], ["list"], ["status"], ["commit"]):
+        result = cli(*args)
+        assert result.exit_code in (0, 1), (args, result.output)
+    needle = str(store.home).encode()
+    assert [p for p in sorted(store.home.rglob("*"))
+            if p.is_file() and needle in p.read_bytes()] == []
+
+    moved = tmp_path / "moved"
+    shutil.copytree(store.home, moved, symlinks=True)
+    monkeypatch.setenv("CORTEX_HOME", str(moved))
+    assert cli("index", "regen", "--all", "--check").exit_code == 0
+    assert cli("commit").stdout == "nothing to commit under context/\n"
+    copied = cli("validate", "-f", "json")
+    monkeypatch.setenv("CORTEX_HOME", str(store.home))
+    assert copied.stdout.replace(str(moved), "STORE") == \
+        cli("validate", "-f", "json").stdout.replace(str(store.home), "STORE")

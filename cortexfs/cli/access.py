@@ -259,7 +259,4 @@ def watch(
               "with `cortex watch --stop`")
 
 
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.add_typer(hooks_app, name="hooks")
-    app.command("watch")(watch)
+COMMANDS = {"hooks": hooks_app, "watch": watch}

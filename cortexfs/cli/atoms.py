@@ -12,14 +12,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cortexfs.cli import common
+from cortexfs.cli.common import NoCommit, ProjectOpt
 
 if TYPE_CHECKING:
     from cortexfs.authoring import NewAtom
     from cortexfs.lifecycle import Located, Shown
     from cortexfs.store import Project, Store
 
-NoCommit = common.NoCommit
-ProjectOpt = common.ProjectOpt
 AtomId = Annotated[str, typer.Argument(
     metavar="ID", help="The atom's id (EXP-042, K-7 …; PROJECT/ID names its project too).")]
 EDITOR_FALLBACK = "vi"
@@ -286,7 +285,7 @@ def edit(
     text = _run_editor(draft)
     if text == original:
         draft.unlink()
-        _say(fmt, {"id": loc.id, "project": loc.project.name, "changed": False},
+        common.say(fmt, {"id": loc.id, "project": loc.project.name, "changed": False},
              f"no change: {loc.id} left as it was")
         return
     if not text.strip():
@@ -301,13 +300,6 @@ def edit(
                                 "goes on from it)") from None
     draft.unlink()
     common.finish(plan, txn, f"saved {loc.id}")
-
-
-def _say(fmt: str, data: dict[str, Any], text: str) -> None:
-    if fmt == "json":
-        common.print_json(data)
-    else:
-        typer.echo(text)
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -451,7 +443,7 @@ def set_status(atom_id: str, status: str | None, reason: str | None, project: st
         _, doc = lifecycle.read(store, loc)
         value = str(doc.meta.get("status") or "active")
         name, cause = split_status(value)
-        _say(fmt, {"id": loc.id, "project": loc.project.name, "status": value,
+        common.say(fmt, {"id": loc.id, "project": loc.project.name, "status": value,
                    "invalidated-date": doc.meta.get("invalidated-date"),
                    "invalidated-reason": doc.meta.get("invalidated-reason")},
              f"{loc.id}: {value}")
@@ -501,13 +493,5 @@ def rm(
     common.finish(plan, txn, f"removed {loc.id} from {loc.project.name}")
 
 
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.command("new")(new)
-    app.command("show")(show)
-    app.command("list")(list_)
-    app.command("edit")(edit)
-    app.command("supersede")(supersede)
-    app.command("invalidate")(invalidate)
-    app.command("mv")(mv)
-    app.command("rm")(rm)
+COMMANDS = {"new": new, "show": show, "list": list_, "edit": edit, "supersede": supersede,
+            "invalidate": invalidate, "mv": mv, "rm": rm}

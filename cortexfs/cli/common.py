@@ -145,6 +145,14 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
+def say(fmt: str, data: Any, text: str, *, nl: bool = True) -> None:
+    """Print `data` as JSON with --format json (`fmt`), else `text`."""
+    if fmt == "json":
+        print_json(data)
+    else:
+        typer.echo(text, nl=nl)
+
+
 def ok(message: str) -> None:
     typer.secho(message, fg="green")
 

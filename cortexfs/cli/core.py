@@ -147,7 +147,4 @@ def project_unarchive(
     common.finish(plan, txn, f"project {name} is back")
 
 
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.command("init")(init)
-    app.add_typer(project_app, name="project")
+COMMANDS = {"init": init, "project": project_app}

@@ -42,6 +42,4 @@ def decision_new(
     typer.echo(str(path))
 
 
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.add_typer(decision_app, name="decision")
+COMMANDS = {"decision": decision_app}

@@ -80,15 +80,14 @@ def regen(
         if check:
             for path in result.written:
                 typer.echo(f"would change: {rel(path)}")
-        _summary(result, check, committed, len(result.projects), len(pending),
+        _summary(result, check, committed, len(pending),
                  "--all" if all_ else " ".join(result.projects))
     if check and result.written:
         raise typer.Exit(1)
 
 
-def _summary(result: RegenResult, check: bool, committed: bool, n_projects: int,
-             pending: int = 0, target: str = "--all") -> None:
-    where = plural(n_projects, "project")
+def _summary(result: RegenResult, check: bool, committed: bool, pending: int, target: str) -> None:
+    where = plural(len(result.projects), "project")
     skipped = (f"; {plural(len(result.skipped), 'malformed atom')} skipped (run "
                "`cortex validate`)") if result.skipped else ""
     if check:
@@ -110,6 +109,4 @@ def _summary(result: RegenResult, check: bool, committed: bool, n_projects: int,
               f"{where}{folded}{commit}{skipped}")
 
 
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.add_typer(index_app, name="index")
+COMMANDS = {"index": index_app}

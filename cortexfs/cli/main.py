@@ -149,9 +149,14 @@ def _register() -> None:
         view,
     )
 
+    # each module's COMMANDS: what it adds to `cortex` (a command, or a group of them)
     for module in (core, atoms, validate, index, access, sync, tasks, decisions, maintain,
                    ready, memory, recall, view):
-        module.register(app)
+        for name, command in module.COMMANDS.items():
+            if isinstance(command, typer.Typer):
+                app.add_typer(command, name=name)
+            else:
+                app.command(name)(command)
 
 
 _register()

@@ -25,6 +25,4 @@ def maintain(
         typer.echo(lib.render_text(report), nl=False)
 
 
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.command("maintain")(maintain)
+COMMANDS = {"maintain": maintain}

@@ -229,13 +229,7 @@ def brief(
     store = common.open_store()
     result = build(store, project, budget) if max_chars is None else \
         build_within(store, project, budget, max_chars)
-    if fmt == "json":
-        common.print_json(result.to_json())
-    else:
-        typer.echo(result.text, nl=False)
+    common.say(fmt, result.to_json(), result.text, nl=False)
 
 
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.add_typer(memory_app, name="memory")
-    app.command("brief")(brief)
+COMMANDS = {"memory": memory_app, "brief": brief}

@@ -31,6 +31,4 @@ def ready(
         raise typer.Exit(1)
 
 
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.command("ready")(ready)
+COMMANDS = {"ready": ready}

@@ -152,7 +152,4 @@ def mcp() -> None:
     serve(common.open_store())
 
 
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.command("recall")(recall)
-    app.command("mcp")(mcp)
+COMMANDS = {"recall": recall, "mcp": mcp}

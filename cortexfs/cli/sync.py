@@ -177,9 +177,4 @@ def remote_set(
     common.ok(f"remote {name} is {value}")
 
 
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.command("commit")(commit)
-    app.command("sync")(sync)
-    app.command("status")(status)
-    app.add_typer(remote_app, name="remote")
+COMMANDS = {"commit": commit, "sync": sync, "status": status, "remote": remote_app}

@@ -173,6 +173,4 @@ def tasks_archive(
                    f"{plural(older_than, 'day')} ago")
 
 
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.add_typer(tasks_app, name="tasks")
+COMMANDS = {"tasks": tasks_app}

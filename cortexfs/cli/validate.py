@@ -32,6 +32,4 @@ def validate(
         raise typer.Exit(1)
 
 
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.command("validate")(validate)
+COMMANDS = {"validate": validate}

@@ -20,6 +20,7 @@ from cortexfs.loader import (
     ERROR,
     MTIME,
     Ahead,
+    Info,
     LoadedProject,
     ProjectScan,
     Record,
@@ -150,16 +151,8 @@ class Run:
         if stamp is None or stamp[ERROR] is not None:
             return None
         info = self.scan(project).info(kind, name)
-        if info is None:
-            return None
-        meta = dict(info[0])
-        folded = self.folded_values(project)
-        if name in folded:
-            refs, last = folded[name]
-            meta["refs"] = refs
-            if last is not None:
-                meta["last-ref"] = last
-        return Atom(project.folder(kind) / name, kind, meta)
+        return None if info is None else _folded_atom(
+            project.folder(kind) / name, kind, info, self.folded_values(project).get(name))
 
     def atoms(self, project: Project, kind: Kind | None = None) -> list[Atom]:
         """Parsed atoms (no bodies) with their folded refs / last-ref."""
@@ -169,15 +162,8 @@ class Run:
             child = child_maker(project.folder(k))
             for name, stamp in sc.folders.get(k.folder, []):
                 info = sc.info(k, name) if stamp[ERROR] is None else None
-                if info is None:
-                    continue
-                meta = dict(info[0])
-                if name in folded:
-                    refs, last = folded[name]
-                    meta["refs"] = refs
-                    if last is not None:
-                        meta["last-ref"] = last
-                out.append(Atom(child(name), k, meta))
+                if info is not None:
+                    out.append(_folded_atom(child(name), k, info, folded.get(name)))
         return out
 
     def loaded(self, name: str) -> LoadedProject:
@@ -393,6 +379,17 @@ def _kept(saved: Any) -> bool:
     """Whether `saved` has the shape of what the state keeps of a folder's index: [its
     inputs' dated digest, the index file's stamp (mtime ns, size, inode)]."""
     return isinstance(saved, list) and len(saved) == 4
+
+
+def _folded_atom(path: Path, kind: Kind, info: Info, values: tuple[int, str | None] | None,
+                 ) -> Atom:
+    """The atom of a file that parsed, with the refs / last-ref folding gave it (`values`)."""
+    meta = dict(info[0])
+    if values is not None:
+        meta["refs"] = values[0]
+        if values[1] is not None:
+            meta["last-ref"] = values[1]
+    return Atom(path, kind, meta)
 
 
 def _mtime(file: tuple[str, Record]) -> int:

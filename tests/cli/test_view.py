@@ -37,4 +37,32 @@ def test_help_does_not_import_the_view() -> None:
 
 # --- the server --------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+def test_serve_answers_until_ctrl_c_then_closes_its_socket(store: Store, viewed: Project,
+                                                           stop: str) -> None:
+    """`cortex view --serve` answers until Ctrl-C (or SIGTERM), which is how it is stopped:
+    exit 0, a line saying so (not "interrupted, run it again"), and its socket closed."""
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
 
+    proc = subprocess.Popen([sys.executable, "-m", "cortexfs", "--home", str(store.home),
+                             "view", "--serve", "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("serving http://127.0.0.1:"), line
+        address = line.split()[1]
+        with urllib.request.urlopen(address, timeout=10) as page:
+            assert page.status == 200 and b"<html" in page.read()
+        proc.send_signal(getattr(signal, stop))
+        assert proc.wait(timeout=30) == 0
+        assert proc.stderr.read() == f"stopped serving {address}\n"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(address, timeout=5)
