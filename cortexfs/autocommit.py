@@ -96,9 +96,8 @@ def request(home: str) -> bool:
 
 def spawn_committer(home: str, lock_fd: int | None = None) -> int:
     """Start `python -m cortexfs.autocommit --home HOME` in its own session; its pid."""
-    argv = [sys.executable, "-m", "cortexfs.autocommit", "--home", home]
-    if lock_fd is not None:
-        argv += ["--lock-fd", str(lock_fd)]
+    argv = [sys.executable, "-m", "cortexfs.autocommit", "--home", home,
+            *(["--lock-fd", str(lock_fd)] if lock_fd is not None else [])]
     env = dict(os.environ)
     # the hook may run with -I -S and find cortexfs next to its script: tell the child
     import cortexfs

@@ -913,9 +913,7 @@ def commit_exactly(store: Store, rel: Sequence[str], message: str,
             if tree is None:
                 _keep(index, gitdir)
                 return None
-            args = ["commit-tree", tree, "-F", "-"]
-            if parent:
-                args += ["-p", parent]
+            args = ["commit-tree", tree, "-F", "-", *(["-p", parent] if parent else [])]
             text = message.rstrip("\n") + "\n"
             # commit-tree beside your index's update (~3 ms): HEAD moves only after both
             made = _started(home, args, input=text)

@@ -302,10 +302,8 @@ def push(home: Path, tgt: Target, timeout: float, set_upstream: bool) -> bool:
     """Push the store's branch to `tgt`; False when the push lost a race (the remote branch
     moved since the fetch, or another push held its ref): fetch, merge and push again.
     GitError for any other refusal."""
-    args = ["push", "--porcelain"]
-    if set_upstream:
-        args.append("--set-upstream")
-    args += [tgt.remote, f"refs/heads/{tgt.branch}:refs/heads/{tgt.remote_branch}"]
+    args = ["push", "--porcelain", *(["--set-upstream"] if set_upstream else []),
+            tgt.remote, f"refs/heads/{tgt.branch}:refs/heads/{tgt.remote_branch}"]
     proc = git.git_run(home, *args, check=False, timeout=timeout)
     if proc.returncode == 0:
         return True
@@ -411,9 +409,7 @@ def _merge(store: Store, tgt: Target, head: str, upstream: str, unrelated: bool)
     home = store.home
     # --ff: a user's `merge.ff = only` or `false` must not change what sync does
     args = ["merge", "--ff", "--no-commit", "--no-edit", "--no-verify", "-m",
-            f"sync: merge {tgt.display}"]
-    if unrelated:
-        args.append("--allow-unrelated-histories")
+            f"sync: merge {tgt.display}", *(["--allow-unrelated-histories"] if unrelated else [])]
     for _ in range(20):
         _journal(home, op="merge", head=head, upstream=upstream, display=tgt.display)
         # stat data that `git reset` left unset would make git call clean files "not uptodate"
