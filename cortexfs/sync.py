@@ -488,7 +488,7 @@ def _resolve(store: Store) -> list[str]:
     for rel, stages in sorted(_stages(home).items()):
         base, ours, theirs = (git.git_blob(home, stages[i]) if i in stages else None
                               for i in (1, 2, 3))
-        merged: bytes | None
+        merged: bytes | None = None  # (None: left unresolved)
         if is_log(rel):
             with accesslog.Replacing(home):  # no append between its read and the rename
                 atomic_write(home / rel, _union(ours or b"", theirs or b"", home / rel),
@@ -503,8 +503,6 @@ def _resolve(store: Store) -> list[str]:
         elif kind_of_filename(rel.rsplit("/", 1)[-1]) and ours is not None \
                 and theirs is not None:
             merged = _merge_atom(home, rel, base, ours, theirs)
-        else:
-            merged = None
         if merged is None:
             unresolved.append(rel)
             continue
