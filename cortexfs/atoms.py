@@ -20,11 +20,16 @@ class Kind:
     name: str  # experiment | knowledge | pattern
     short: str  # what `cortex new` takes: exp | k | pat
     prefix: str  # EXP | K | PAT
-    folder: str  # experiments | knowledge | patterns
+    folder: str = field(init=False)  # experiments | knowledge | patterns
     title: str  # Experiments | Knowledge | Patterns
-    id_re: re.Pattern[str]
+    id_re: re.Pattern[str] = field(init=False)  # exactly this kind's ids
     required: tuple[str, ...]
     optional: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        # derived from the prefix, as plain attributes (read for every atom on hot paths)
+        object.__setattr__(self, "folder", layout.KIND_FOLDERS[self.prefix])
+        object.__setattr__(self, "id_re", re.compile(rf"^{layout.id_pattern(self.prefix)}\Z"))
 
     def format_id(self, number: int) -> str:
         return f"{self.prefix}-{number:03d}"
@@ -36,28 +41,16 @@ class Kind:
 
 
 _COMMON = ("id", "date", "project", "summary", "tags")
-_TOOL_KEYS = ("refs", "last-ref")
+# (after `status` and a kind's own optional keys)
+_OPTIONAL = ("links", "refs", "last-ref", "invalidated-date", "invalidated-reason", "priority",
+             "src")
 
-EXPERIMENT = Kind(
-    "experiment", "exp", "EXP", layout.KIND_FOLDERS["EXP"], "Experiments",
-    re.compile(rf"^{layout.id_pattern('EXP')}\Z"),
-    _COMMON,
-    ("status", "executor", "links", *_TOOL_KEYS, "invalidated-date", "invalidated-reason",
-     "priority", "src"),
-)
-KNOWLEDGE = Kind(
-    "knowledge", "k", "K", layout.KIND_FOLDERS["K"], "Knowledge",
-    re.compile(rf"^{layout.id_pattern('K')}\Z"),
-    (*_COMMON, "evidence"),
-    ("status", "links", *_TOOL_KEYS, "invalidated-date", "invalidated-reason", "priority", "src"),
-)
-PATTERN = Kind(
-    "pattern", "pat", "PAT", layout.KIND_FOLDERS["PAT"], "Patterns",
-    re.compile(rf"^{layout.id_pattern('PAT')}\Z"),
-    (*_COMMON, "source-experiments"),
-    ("status", "evidence", "links", *_TOOL_KEYS, "invalidated-date", "invalidated-reason",
-     "priority", "src"),
-)
+EXPERIMENT = Kind("experiment", "exp", "EXP", "Experiments", _COMMON,
+                  ("status", "executor", *_OPTIONAL))
+KNOWLEDGE = Kind("knowledge", "k", "K", "Knowledge", (*_COMMON, "evidence"),
+                 ("status", *_OPTIONAL))
+PATTERN = Kind("pattern", "pat", "PAT", "Patterns", (*_COMMON, "source-experiments"),
+               ("status", "evidence", *_OPTIONAL))
 KINDS: tuple[Kind, ...] = (EXPERIMENT, KNOWLEDGE, PATTERN)
 KIND_BY_SHORT = {k.short: k for k in KINDS}
 KIND_BY_PREFIX = {k.prefix: k for k in KINDS}

@@ -6,7 +6,6 @@ import contextlib
 import datetime as dt
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +26,7 @@ from cortexfs.atoms import (
 from cortexfs.errors import AtomParseError, InvalidInputError
 from cortexfs.escape import yaml_scalar
 from cortexfs.frontmatter import decode, parse, set_keys
-from cortexfs.fsutil import file_lock, temp_prefix
+from cortexfs.fsutil import file_lock, write_temp
 from cortexfs.loader import ProjectScan, atom_paths, scan
 from cortexfs.store import Project
 
@@ -332,19 +331,12 @@ def _check_written(req: NewAtom, meta: dict[str, object]) -> None:
 
 def write_new(path: Path, text: str) -> None:
     """Create `path` atomically, failing if it exists (a hard link never replaces a file)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path),
-                                suffix=".tmp")
+    tmp = write_temp(path, text.encode("utf-8"))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise InvalidInputError(f"{path.name} already exists: run `cortex new` again") \
-                from None
+        os.link(tmp, path)
+    except FileExistsError:
+        raise InvalidInputError(f"{path.name} already exists: run `cortex new` again") from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

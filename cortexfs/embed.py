@@ -316,10 +316,6 @@ class BertEncoder:
                 ln2_b=get(p + "output.LayerNorm.bias"),
             ))
 
-    @property
-    def dim(self) -> int:
-        return self.hidden
-
     def forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Sentence vectors (batch, hidden), unit length, for padded ids and their mask."""
         batch, length = ids.shape
@@ -387,7 +383,7 @@ class Embedder:
 
     @property
     def dim(self) -> int:
-        return self.encoder.dim
+        return self.encoder.hidden
 
     def encode_ids(self, sequences: Sequence[Sequence[int]], batch: int = BATCH) -> np.ndarray:
         """Vectors (n, dim) of already tokenized inputs, batched by similar length."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from cortexfs import decisions, layout, tasks, wall
 from cortexfs.errors import InvalidInputError
-from cortexfs.overview import content_dirs, has_broken_markers
+from cortexfs.overview import has_broken_markers, walk
 from cortexfs.status import read_status
 from cortexfs.store import Project, Store
 from cortexfs.validate import ERROR, WARNING, Finding, Severity
@@ -130,8 +130,10 @@ def decision_findings(store: Store, folder: Path) -> Iterator[Finding]:
 # --- the store ---------------------------------------------------------------------------------
 
 
-def store_findings(store: Store) -> Iterator[Finding]:
-    """Store-wide findings: USER.md size, system decisions, a CORTEX.md in every folder."""
+def store_check(store: Store) -> Iterator[Finding]:
+    """The validate.STORE_CHECKS entry: the store's own files (USER.md's size, the
+    store-level decision records, a CORTEX.md in every folder) — checked when the whole
+    store is, not when one project is."""
     user = store.context / layout.USER / layout.USER_MD
     try:
         size = user.stat().st_size
@@ -142,7 +144,7 @@ def store_findings(store: Store) -> Iterator[Finding]:
                       f"USER.md is {size:,} bytes, over the 3 KB limit ({USER_MAX_BYTES:,}): "
                       "keep only the preferences that change how the agent works")
     yield from decision_findings(store, store.context / layout.DECISIONS)
-    for folder in content_dirs(store):
+    for folder in walk(store):
         path = folder / layout.CORTEX_MD
         rel = store.rel(path)
         text = _read(store, path)
@@ -161,10 +163,3 @@ def store_findings(store: Store) -> Iterator[Finding]:
 def check(store: Store, projects: list[Project]) -> Iterable[Finding]:
     """The validate.EXTRA_CHECKS entry: governance findings for `projects`."""
     return [finding for project in projects for finding in project_findings(project)]
-
-
-def store_check(store: Store) -> Iterable[Finding]:
-    """The validate.STORE_CHECKS entry: the store's own files (USER.md, the store-level
-    decision records, a CORTEX.md in every folder) — checked when the whole store is, not
-    when one project is."""
-    return list(store_findings(store))

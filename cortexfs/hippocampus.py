@@ -54,7 +54,7 @@ import marshal
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -64,7 +64,6 @@ from typing import TYPE_CHECKING, Any, cast
 from cortexfs import escape, wall
 from cortexfs.accesslog import AccessStats
 from cortexfs.atoms import KINDS, Atom, as_date, split_status, status_group
-from cortexfs.errors import CortexError
 from cortexfs.layout import HIPPOCAMPUS_DIR, HIPPOCAMPUS_MD
 from cortexfs.strength import strength
 from cortexfs.tokens import chars_for, estimate
@@ -237,13 +236,6 @@ class MemoryIndex:
     reference: dt.datetime | None  # the store clock: newest access or atom date
     skipped: Counter[str] = field(default_factory=Counter)  # why atoms are not indexed
     reads: int = 0
-    _bands: Counter[str] | None = field(default=None, repr=False, compare=False)
-
-    def bands(self) -> Counter[str]:
-        """band_counts of the entries (computed once: several parts of the files show it)."""
-        if self._bands is None:
-            self._bands = band_counts(self.entries)
-        return self._bands
 
 
 # --- building ----------------------------------------------------------------------------------
@@ -503,8 +495,9 @@ def one_liner(entry: MemoryEntry, detail: str = "") -> str:
     return f"{entry.line()}{extra} → {entry.pointer}\n"
 
 
-def quick_access(index: MemoryIndex) -> list[MemoryEntry]:
-    return heapq.nsmallest(QUICK_ACCESS, (e for e in index.entries if e.hits > 0),
+def quick_access(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
+    """The QUICK_ACCESS most read of `entries`."""
+    return heapq.nsmallest(QUICK_ACCESS, (e for e in entries if e.hits > 0),
                            key=lambda e: (-e.hits, -e.strength, e.key))
 
 
@@ -538,12 +531,10 @@ def recent_first(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
     return out
 
 
-def time_buckets(index: MemoryIndex, recent: list[MemoryEntry] | None = None) \
-        -> dict[str, list[MemoryEntry]]:
-    """This Week / This Month / Older by last access (or date), relative to `reference`
-    (`recent`: the entries in `recent_first` order, when the caller has them)."""
+def time_buckets(index: MemoryIndex) -> dict[str, list[MemoryEntry]]:
+    """This Week / This Month / Older by last access (or date), relative to `reference`."""
     ref = (index.reference - _EPOCH) // _US if index.reference is not None else None
-    return _buckets(ref, recent_first(index.entries) if recent is None else recent)
+    return _buckets(ref, recent_first(index.entries))
 
 
 def _buckets(ref: int | None, recent: Iterable[MemoryEntry]) -> dict[str, list[MemoryEntry]]:
@@ -593,7 +584,7 @@ class _Figures:
     def of_index(cls, index: MemoryIndex) -> _Figures:
         entries = index.entries
         return cls(len(entries), len({e.project for e in entries}),
-                   Counter(e.kind for e in entries), index.bands(),
+                   Counter(e.kind for e in entries), band_counts(entries),
                    sum(e.strength for e in entries) / len(entries) if entries else 0.0,
                    index.reads, index.reference, index.skipped)
 
@@ -614,7 +605,8 @@ class _Figures:
                    total / count if count else 0.0, reads, reference, skipped)
 
 
-def _meta_lines(figures: _Figures, layout: str) -> list[str]:
+def _meta_section(figures: _Figures, layout: str) -> list[str]:
+    """The Meta section, which ends both layouts' HIPPOCAMPUS.md."""
     kinds, bands, projects = figures.kinds, figures.bands, figures.projects
     lines = [
         f"- Entries: {figures.entries} in {projects} project{'s' if projects != 1 else ''} "
@@ -630,7 +622,8 @@ def _meta_lines(figures: _Figures, layout: str) -> list[str]:
             f"{n} {why}" for why, n in sorted(figures.skipped.items()))
             + " (see each project's index.md)")
     lines.append(f"- Layout: {layout}")
-    return [line + "\n" for line in lines]
+    return [*_section("Meta", "Index statistics and health.", blank=True),
+            *(line + "\n" for line in lines)]
 
 
 def band_counts(entries: Iterable[MemoryEntry]) -> Counter[str]:
@@ -643,8 +636,9 @@ def band_counts(entries: Iterable[MemoryEntry]) -> Counter[str]:
     return counts
 
 
-def _section(title: str, comment: str) -> list[str]:
-    return [f"\n## {title}\n", f"<!-- {comment} -->\n"]
+def _section(title: str, comment: str, *, blank: bool = False) -> list[str]:
+    """A section's heading and comment (and the blank line its body starts with)."""
+    return [f"\n## {title}\n", f"<!-- {comment} -->\n", *(["\n"] if blank else [])]
 
 
 def render_single(index: MemoryIndex) -> str:
@@ -653,7 +647,7 @@ def render_single(index: MemoryIndex) -> str:
     out = [_header(figures), "# HIPPOCAMPUS.md — Memory Index\n\n", _INTRO]
     out += _section("Quick Access",
                     "Most-accessed entries, sorted by hits. Pattern completion starts here.")
-    qa = quick_access(index)
+    qa = quick_access(index.entries)
     out += ["\n" + render_entry(e) for e in qa] or ["\n_No reads recorded yet._\n"]
     out += _section("By Topic", "Every entry, by project and primary tag, strongest first.")
     groups: dict[tuple[str, str], list[MemoryEntry]] = {}
@@ -669,17 +663,14 @@ def render_single(index: MemoryIndex) -> str:
     for bucket, members in time_buckets(index).items():
         out.append(f"\n### {bucket}\n\n")
         out += [one_liner(e, e.event_day) for e in members] or ["_None._\n"]
-    out += _section("Associations", "Cross-reference map: which entries relate to which.")
+    out += _section("Associations", "Cross-reference map: which entries relate to which.",
+                    blank=True)
     linked = [e for e in index.entries if e.rel]
-    out.append("\n")
     out += [f"- {e.key} ↔ {', '.join(e.rel)}\n" for e in linked] or ["_None._\n"]
     out += _section("Decay Queue", f"Entries below strength {DECAY_THRESHOLD}, weakest first: "
-                                   "candidates for pruning.")
-    out.append("\n")
+                                   "candidates for pruning.", blank=True)
     out += [one_liner(e, f"str {e.strength:.2f}") for e in decay_queue(index)] or ["_Empty._\n"]
-    out += _section("Meta", "Index statistics and health.")
-    out.append("\n")
-    out += _meta_lines(figures, f"single file (hierarchical past ~{MAX_TOKENS:,} tokens)")
+    out += _meta_section(figures, f"single file (hierarchical past ~{MAX_TOKENS:,} tokens)")
     return "".join(out)
 
 
@@ -762,9 +753,7 @@ def project_view(entries: list[MemoryEntry], ref_us: int | None) -> dict[str, An
         "tags": tags.most_common(6),
         "strongest": [one_liner(e, f"str {e.strength:.2f}") for e in
                       heapq.nsmallest(MASTER_PER_PROJECT, entries, key=_strength_order)],
-        "quick": [(-e.hits, -e.strength, e.key, render_entry(e)) for e in
-                  heapq.nsmallest(QUICK_ACCESS, (e for e in entries if e.hits > 0),
-                                  key=lambda e: (-e.hits, -e.strength, e.key))],
+        "quick": [(-e.hits, -e.strength, e.key, render_entry(e)) for e in quick_access(entries)],
         "buckets": {name: ([(-_event_us(e), e.key, one_liner(e, e.event_day))
                             for e in buckets[name][:_HEADS]], len(buckets[name]))
                     for name in ("This Week", "This Month")},
@@ -950,18 +939,14 @@ class _Master:
                 for m, n in self.older[:limit]] or ["_None._\n"]
         out += _more(min(limit, len(self.older)), len(self.older), f"{HIPPOCAMPUS_DIR}/meta.json")
         out += _section("Associations", "The most connected entries; every entry's rel is in "
-                                        "its topic file.")
-        out.append("\n")
+                                        "its topic file.", blank=True)
         out += self.linked[:cap] or ["_None._\n"]
         out += _more(min(cap, self.linked_count), self.linked_count, f"{HIPPOCAMPUS_DIR}/topics/")
         out += _section("Decay Queue", f"Entries below strength {DECAY_THRESHOLD}, weakest "
-                                       "first.")
-        out.append("\n")
+                                       "first.", blank=True)
         out += self.queue[:cap] or ["_Empty._\n"]
         out += _more(min(cap, self.queue_count), self.queue_count, DECAY_PATH)
-        out += _section("Meta", "Index statistics and health.")
-        out.append("\n")
-        out += _meta_lines(figures, f"hierarchical, statistics → {HIPPOCAMPUS_DIR}/meta.json")
+        out += _meta_section(figures, f"hierarchical, statistics → {HIPPOCAMPUS_DIR}/meta.json")
         return "".join(out)
 
 
@@ -1073,12 +1058,6 @@ def write(store: Store, index: MemoryIndex, dry_run: bool = False) -> list[Path]
     return _write_files(store.context, render(index), dry_run, {})[0]
 
 
-def refresh(store: Store, loaded: Sequence[LoadedProject], stats: Mapping[str, AccessStats],
-            dry_run: bool = False) -> list[Path]:
-    """Regenerate HIPPOCAMPUS.md (and `.hippocampus/`) from parsed atoms and folded logs."""
-    return write(store, build(loaded, stats), dry_run)
-
-
 # --- the generator -----------------------------------------------------------------------------
 
 CACHE_KIND = "hippocampus"
@@ -1088,10 +1067,6 @@ VIEW_KIND = "hippocampus-view"
 
 def _part_path(store: Store, name: str) -> Path:
     return store.cache_dir / "hippocampus" / f"{name}.bin"
-
-
-def _view_path(store: Store, name: str) -> Path:
-    return store.cache_dir / "hippocampus-views" / f"{name}.bin"
 
 
 class _Share:
@@ -1104,6 +1079,7 @@ class _Share:
     def __init__(self, ctx: Any, project: str, key: str | None, head: tuple[Any, ...],
                  rows: bytes | None = None, part: Part | None = None) -> None:
         self.ctx, self.project, self.key = ctx, project, key
+        self.head = head  # what the files need of the part before its entries (see `_share`)
         self.newest_us, self.reads, self.skipped, self.chars = head
         self._rows, self._part = rows, part
         self._entries: list[MemoryEntry] | None = None
@@ -1120,10 +1096,6 @@ class _Share:
             self._rows = None  # (3 MB per 10,000 entries, read once)
         return self._part
 
-    def head(self) -> tuple[Any, ...]:
-        """What the files need of the part before its entries (see `_share`)."""
-        return (self.newest_us, self.reads, self.skipped, self.chars)
-
     def entries(self, ref_us: int | None) -> list[MemoryEntry]:
         """The part's entries in key order, their strengths counted up to `ref_us`."""
         if self._entries is None:
@@ -1134,7 +1106,7 @@ class _Share:
     def view(self, ref_us: int | None, clock: str) -> dict[str, Any]:
         from cortexfs import cache
 
-        path = _view_path(self.ctx.store, self.project)
+        path = self.ctx.store.cache_dir / "hippocampus-views" / f"{self.project}.bin"
         if self.key:
             saved = cache.load(path, VIEW_KIND)
             if isinstance(saved, tuple) and len(saved) == 3 and saved[:2] == (self.key, clock) \
@@ -1266,11 +1238,7 @@ def _added_to(ctx: Any, name: str, key: str, rows: bytes, path: Path) -> Part | 
     """The part cached (at `path`) under `key` with the one atom the project has gained
     since (see `RegenContext.added`): on 10,000 atoms, ~15 ms of `cortex new` were the
     rebuild of its project's ~1,000 entries. None when the project changed otherwise."""
-    try:
-        since = os.stat(path).st_mtime_ns
-    except OSError:
-        return None
-    atom = ctx.added(name, key, since)
+    atom = ctx.added(name, key, path)
     if atom is None:
         return None
     try:
@@ -1375,7 +1343,7 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
         cache.save(state_path, CACHE_KIND, {
             "key": key, "files": states,
             "keys": {rel: file_key for rel, file_key in keys.items() if rel in states},
-            "heads": {s.project: (s.key, s.head()) for s in shares if s.key}})
+            "heads": {s.project: (s.key, s.head) for s in shares if s.key}})
     return changed
 
 
@@ -1422,9 +1390,8 @@ def check_pointers(store: Store) -> list[PointerProblem]:
     exists: dict[str, str | None] = {}  # pointer → why it is dangling (None: it is fine)
     listed = _Listed(str(context))
     for path in files:
-        try:
-            text = wall.read_text(context, path, 10 * wall.MAX_TEXT)
-        except (OSError, CortexError):
+        text = wall.text_or_none(context, path, 10 * wall.MAX_TEXT)
+        if text is None:
             continue
         for m in _POINTER.finditer(text):
             for pointer in pointers_of(m.group(0)):

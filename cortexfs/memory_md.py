@@ -745,23 +745,19 @@ def _lint_sections(doc: MemoryDoc, problems: list[Problem]) -> None:
             "error", "section-count",
             f"{len(doc.sections)} sections, over the maximum of {MAX_SECTIONS}: merge custom "
             "sections into standard ones"))
-    for section in doc.sections:
-        limits = SECTION_LIMITS.get(_canonical(section.name))
-        if limits is None:
-            continue
-        _lo, hi, maximum, budget = limits
-        count = len(section.entries)
-        if count > maximum:
+    for size in stats(doc).sections:  # (what `cortex memory stats` shows)
+        if size.target is None or size.max_entries is None or size.budget is None:
+            continue  # a custom section: no limits
+        if size.entries > size.max_entries:
             problems.append(Problem(
                 "error", "section-entries",
-                f"{section.name}: {count} entries, over its maximum of {maximum} (target "
-                f"{_lo}–{hi}): prune or merge", section.line))
-        tokens = estimate(doc.section_text(section))
-        if tokens > budget * 1.5:
+                f"{size.name}: {size.entries} entries, over its maximum of {size.max_entries} "
+                f"(target {size.target[0]}–{size.target[1]}): prune or merge", size.line))
+        if size.tokens > size.budget * 1.5:
             problems.append(Problem(
                 "warning", "section-tokens",
-                f"{section.name}: ~{tokens:,} tokens, well over its ~{budget:,} budget: "
-                "compress its entries", section.line))
+                f"{size.name}: ~{size.tokens:,} tokens, well over its ~{size.budget:,} budget: "
+                "compress its entries", size.line))
 
 
 def _lint_entries(doc: MemoryDoc, problems: list[Problem]) -> None:
@@ -848,8 +844,7 @@ def lint_file(path: Path, *, fix: bool = False) -> tuple[LintReport, bool]:
     has a header). Returns the report (of the fixed file) and whether the file changed."""
     if not fix:
         return lint(read(path)), False
-    with _lock(path):
-        doc = read(path)
+    with _lock(path) as doc:
         new = fixed_text(doc)
         if new is None or new == doc.bom + doc.text:
             return lint(doc), False
@@ -1009,8 +1004,9 @@ class PruneResult:
 
 
 @contextlib.contextmanager
-def _lock(path: Path, timeout: float = 30.0) -> Iterator[None]:
-    """An exclusive flock on MEMORY.md itself, so that two `--fix` / `prune` runs take turns.
+def _lock(path: Path, timeout: float = 30.0) -> Iterator[MemoryDoc]:
+    """An exclusive flock on MEMORY.md itself, so that two `--fix` / `prune` runs take turns;
+    the file, read once it is held.
 
     No lock file anywhere: MEMORY.md need not live in a store, and cortex writes nothing
     outside a store but that file and its archive. Each write replaces the file (a new
@@ -1032,7 +1028,7 @@ def _lock(path: Path, timeout: float = 30.0) -> Iterator[None]:
             except FileNotFoundError:
                 now = None
             if now is not None and (now.st_dev, now.st_ino) == (locked.st_dev, locked.st_ino):
-                yield
+                yield read(path)
                 return
         finally:
             os.close(fd)  # releases the lock
@@ -1041,8 +1037,7 @@ def _lock(path: Path, timeout: float = 30.0) -> Iterator[None]:
 def apply_prune(path: Path, today: dt.date) -> PruneResult:
     """Archive the entries `plan_prune` marks for archiving: archive files first, then
     MEMORY.md with exactly those entries' lines removed. Returns the files written."""
-    with _lock(path):
-        doc = read(path)
+    with _lock(path) as doc:
         plan = plan_prune(doc, today)
         if not plan.archive:
             return PruneResult(plan, [])

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from cortexfs import cache, escape, frontmatter, layout, templates, wall
 from cortexfs.atoms import KINDS, Atom
-from cortexfs.errors import AtomParseError, CortexError, OutsideStoreError
+from cortexfs.errors import AtomParseError, OutsideStoreError
 from cortexfs.fsutil import Writes, write_if_changed
 from cortexfs.layout import (
     CORTEX_MD,
@@ -57,14 +57,13 @@ SKIP_DIRS = frozenset({"node_modules", "__pycache__"})
 _SCAN_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})")
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _ATOM_FOLDERS = {k.folder: k for k in KINDS}
-# Files other generators write, described without reading them (they may not exist yet in
-# this run, and a description must not depend on the order generators run in).
-_GENERATED = {
+# Files described by their name alone: the task queue, the access log, and the files other
+# generators write, which are not read (they may not exist yet in this run, and a description
+# must not depend on the order generators run in).
+_BY_NAME = {
     layout.INDEX: "generated index of this folder's atoms (do not edit)",
     OVERVIEW_MD: "one line per project: phase, atom counts, newest atom (generated)",
     layout.HIPPOCAMPUS_MD: "sparse memory index: most used atoms, by topic and time (generated)",
-}
-_KNOWN_FILES = {
     layout.TASKS_FILE: "structured task queue (see: cortex tasks list)",
     layout.ACCESS_LOG: "access log (one JSON line per read)",
 }
@@ -161,11 +160,6 @@ def walk(store: Store, skip: Path | None = None,
     return dict(sorted(found.items(), key=lambda item: [p.casefold() for p in item[0].parts]))
 
 
-def content_dirs(store: Store, skip: Path | None = None) -> list[Path]:
-    """The folders `walk` returns."""
-    return list(walk(store, skip))
-
-
 # --- descriptions ------------------------------------------------------------------------------
 
 
@@ -224,16 +218,13 @@ _COMMENTED = (".yaml", ".yml", ".toml", ".sh", ".py")
 
 def _reads_content(name: str) -> bool:
     """Whether a file's description comes from its content (else from its name alone)."""
-    return name not in _GENERATED and name not in _KNOWN_FILES \
-        and os.path.splitext(name)[1].lower() in _MARKDOWN + _COMMENTED
+    return name not in _BY_NAME and os.path.splitext(name)[1].lower() in _MARKDOWN + _COMMENTED
 
 
 def _describe_file(root: Path, path: Path) -> str:
     name = path.name
-    if name in _GENERATED:
-        return _GENERATED[name]
-    if name in _KNOWN_FILES:
-        return _KNOWN_FILES[name]
+    if name in _BY_NAME:
+        return _BY_NAME[name]
     suffix = path.suffix.lower()
     if suffix in _MARKDOWN:
         return describe_markdown(_head(root, path))
@@ -253,7 +244,6 @@ class _Plan:
 
     store: Store
     texts: dict[Path, str]  # CORTEX.md path → current or planned text
-    new: set[Path]
 
     def title(self, folder: Path) -> str:
         text = self.texts.get(folder / CORTEX_MD)
@@ -262,7 +252,7 @@ class _Plan:
         return describe_markdown(text)
 
 
-def _new_cortex_md(store: Store, folder: Path) -> str:
+def new_cortex_md(store: Store, folder: Path) -> str:
     """The CORTEX.md a folder gets when it has none (folder template, empty block)."""
     rel = folder.relative_to(store.context).parts
     if len(rel) == 2 and rel[0] == layout.PROJECTS:
@@ -280,14 +270,6 @@ def _new_cortex_md(store: Store, folder: Path) -> str:
                             purpose=purpose, generated_block=EMPTY_BLOCK)
 
 
-def _folder_entries(folder: Path, listing: Listing) -> tuple[list[str], list[str], list[str]]:
-    """(files, sub-folders, atom ids) of a folder; atoms are left out of the files."""
-    atom_kind = _ATOM_FOLDERS.get(folder.name)
-    atoms = ([name[:-3] for name in filter(atom_kind.file_re.match, listing.files)]
-             if atom_kind is not None else [])
-    return _other_files(folder, listing), list(listing.dirs), atoms
-
-
 def _other_files(folder: Path, listing: Listing) -> list[str]:
     """The files of a folder but its atoms and its CORTEX.md (filtered in C: an atom folder
     lists thousands of names on every regeneration)."""
@@ -299,7 +281,10 @@ def _other_files(folder: Path, listing: Listing) -> list[str]:
 
 def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
     """The generated block of `folder`'s CORTEX.md, markers included."""
-    files, dirs, atom_ids = _folder_entries(folder, listing)
+    kind = _ATOM_FOLDERS.get(folder.name)
+    files = _other_files(folder, listing)  # (atoms are counted, not listed)
+    atom_ids = ([name[:-3] for name in filter(kind.file_re.match, listing.files)]
+                if kind is not None else [])
     atom_count = len(atom_ids)
     lines = [GENERATED_START, "## Contents", ""]
     entries: list[str] = []
@@ -308,7 +293,6 @@ def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
             if name not in files and _expected(plan.store, name):
                 files.append(name)
         files.sort(key=str.casefold)
-    kind = _ATOM_FOLDERS.get(folder.name)
     if kind is not None and folder.parent.parent == plan.store.projects_dir \
             and layout.INDEX not in files:
         files.insert(0, layout.INDEX)
@@ -322,7 +306,7 @@ def render_block(plan: _Plan, folder: Path, listing: Listing) -> str:
         span = first if atom_count == 1 else f"{first} … {last}"
         entries.append(f"- {atom_count} {kind.name} atom{'s' if atom_count != 1 else ''} "
                        f"`{kind.prefix}-NNN.md` ({span}): find them through index.md")
-    for name in dirs:
+    for name in listing.dirs:
         title = plan.title(folder / name)
         entries.append(f"- [{escape.cell(name)}/]({escape.link(name)}/{CORTEX_MD})"
                        + (f" — {escape.line(title)}" if title else ""))
@@ -396,11 +380,11 @@ def cortex_md_updates(store: Store, folders: Mapping[Path, Listing] | None = Non
         except OutsideStoreError:
             continue  # a link: not part of the store, neither read nor replaced
         except FileNotFoundError:
-            texts[path] = _new_cortex_md(store, folder)
+            texts[path] = new_cortex_md(store, folder)
             new.add(path)
         except (UnicodeDecodeError, OSError):
             continue  # not a text file we can edit: leave it to the user
-    plan = _Plan(store, texts, new)
+    plan = _Plan(store, texts)
     changes: dict[Path, str] = {}
     for folder in todo:
         listing = folders[folder]
@@ -427,10 +411,6 @@ class ProjectLine:
     counts: dict[str, int]
     newest: str | None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "phase": self.phase, "counts": self.counts,
-                "newest": self.newest}
-
 
 AtomSummary = tuple[dict[str, int], str | None]  # atoms per kind folder, newest atom date
 
@@ -451,18 +431,10 @@ def _counted(summary: AtomSummary, atoms: Sequence[Atom]) -> AtomSummary:
     return counts, newest
 
 
-def project_line(store: Store, name: str, summary: AtomSummary) -> ProjectLine:
-    counts, newest = summary
-    return ProjectLine(name, _phase(store, name), counts, newest)
-
-
 def _phase(store: Store, name: str) -> str:
     """The phase a project's STATUS.md states ("" when none)."""
-    try:
-        phase = phase_of(wall.read_text(store.context,
-                                        store.projects_dir / name / layout.STATUS_MD))
-    except (OSError, CortexError):  # missing, a link, a folder, too big: no phase to show
-        phase = None
+    # (missing, a link, a folder, too big: no phase to show)
+    phase = phase_of(wall.text_or_none(store.context, store.projects_dir / name / layout.STATUS_MD))
     return _clip(phase) if phase else ""
 
 
@@ -530,13 +502,8 @@ def refresh(store: Store, atoms: Mapping[str, Sequence[Atom]], dry_run: bool = F
 
     `atoms` maps every project name to its parsed atoms.
     """
-    return _refresh(store, {name: summarize(a) for name, a in atoms.items()}, dry_run)
-
-
-def _refresh(store: Store, summaries: Mapping[str, AtomSummary], dry_run: bool) -> list[Path]:
     changes: dict[Path, str] = {}
-    empty: AtomSummary = ({k.folder: 0 for k in KINDS}, None)
-    lines = [project_line(store, name, summaries.get(name, empty))
+    lines = [ProjectLine(name, _phase(store, name), *summarize(atoms.get(name, ())))
              for name in store.project_names()]
     overview = store.context / OVERVIEW_MD
     text = render_overview(store, lines)
@@ -576,7 +543,6 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
     state: dict[str, Any] = saved if isinstance(saved, dict) else {}
     new: dict[str, Any] = {"phases": {}, "listings": {}}
     changes: dict[Path, str] = {}
-    remember = True
 
     # OVERVIEW.md
     lines = []
@@ -622,7 +588,6 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
     new["blocks"] = signatures
 
     if dry_run:
-        remember = not changes
         written = sorted(changes)
     else:
         with Writes(root=store.context) as writes:  # (their fsyncs overlap)
@@ -633,7 +598,7 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
                 changes[overview].encode()).hex(), now)
             if state_now is not None:
                 new["overview"] = [key, state_now]
-    if remember and new != state:
+    if (not dry_run or not changes) and new != state:
         cache.save(path, CACHE_KIND, new)
     return written
 
@@ -669,11 +634,7 @@ def _added_to(ctx: RegenContext, name: str, hit: list[Any], path: Path) -> AtomS
     if sorted(counts) != sorted(k.folder for k in KINDS) \
             or not (newest is None or isinstance(newest, str)):
         return None
-    try:
-        since = os.stat(path).st_mtime_ns
-    except OSError:
-        return None
-    atom = ctx.added(name, hit[0], since)
+    atom = ctx.added(name, hit[0], path)
     if atom is None:
         return None
     return _counted((dict(counts), newest), [atom])

@@ -485,9 +485,9 @@ def _links(store: Store, project: Project, ids: dict[str, set[str]], everywhere:
 
 
 def _links_store(store: Store, everywhere: set[str], gaps: list[Gap]) -> None:
-    from cortexfs.overview import content_dirs
+    from cortexfs.overview import walk
 
-    for folder in content_dirs(store, skip=store.projects_dir):  # projects: checked one by one
+    for folder in walk(store, skip=store.projects_dir):  # projects: checked one by one
         _file_links(store, folder / layout.CORTEX_MD, None, set(), everywhere, gaps, cite_ids=False)
 
 

@@ -11,7 +11,7 @@ from cortexfs.atoms import KINDS
 from cortexfs.errors import InvalidInputError
 from cortexfs.fsutil import atomic_write
 from cortexfs.layout import EMPTY_BLOCK, PROJECT_FILES, PROJECT_FOLDERS, STORE_FOLDERS
-from cortexfs.overview import render_overview
+from cortexfs.overview import new_cortex_md, render_overview
 from cortexfs.store import Project, Store, check_project_name
 
 
@@ -44,10 +44,8 @@ def init_store(store: Store) -> list[Path]:
     _create(ctx / layout.OVERVIEW_MD, render_overview(store, []), created, ctx)
     _create(ctx / layout.USER / layout.USER_MD, templates.render(store, "store/USER.md.j2"),
             created, ctx)
-    for name, (title, purpose) in STORE_FOLDERS.items():
-        _create(ctx / name / layout.CORTEX_MD, templates.render(
-            store, "store/folder-CORTEX.md.j2", title=title, purpose=purpose,
-            generated_block=EMPTY_BLOCK), created, ctx)
+    for name in STORE_FOLDERS:
+        _create(ctx / name / layout.CORTEX_MD, new_cortex_md(store, ctx / name), created, ctx)
     return created
 
 
@@ -66,10 +64,9 @@ def new_project(store: Store, name: str) -> tuple[Project, list[Path]]:
     for filename in PROJECT_FILES:
         _create(project.root / filename,
                 templates.render(store, f"project/{filename}.j2", **ctx), created, root)
-    for folder, (title, purpose) in PROJECT_FOLDERS.items():
+    for folder in PROJECT_FOLDERS:
         wall.makedirs(root, project.root / folder)
-        _create(project.root / folder / layout.CORTEX_MD, templates.render(
-            store, "store/folder-CORTEX.md.j2", title=f"{title} — {name}", purpose=purpose,
-            generated_block=EMPTY_BLOCK), created, root)
+        _create(project.root / folder / layout.CORTEX_MD,
+                new_cortex_md(store, project.root / folder), created, root)
     assert {k.folder for k in KINDS} <= set(PROJECT_FOLDERS)
     return project, created

@@ -22,7 +22,7 @@ import datetime as dt
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -447,8 +447,7 @@ def listing(projects: list[Project], status: str | None = None, include_done: bo
             continue
         if tf.shape is None and strict:
             raise InvalidInputError(tf.first_error())
-        out.problems += [{"project": proj.name, "level": p.level, "line": p.line,
-                          "message": p.message} for p in tf.problems]
+        out.problems += [{"project": proj.name, **asdict(p)} for p in tf.problems]
         done = {t.id for t in tf.tasks if t.status == "done"}
         for task in sorted(tf.tasks, key=sort_key):
             if status is not None and task.status != status:
@@ -497,17 +496,16 @@ def change_one(txn: Transaction, project: Project, verb: str,
 
 
 @contextmanager
-def _locked(project: Project) -> Iterator[None]:
+def _editing(project: Project) -> Iterator[TaskFile]:
+    """The project's TASKS.yaml, parsed, under the lock its edits take turns on (refused
+    when it is not a task list)."""
     lock = project.store.locks_dir / layout.tasks_lock(project.name)
     with file_lock(lock, what=f"the tasks of {project.name}"):
-        yield
-
-
-def _load_for_edit(project: Project) -> TaskFile:
-    tf = load(project)
-    if tf.shape is None:
-        raise InvalidInputError(f"{tf.first_error()}; fix the file, then run the command again")
-    return tf
+        tf = load(project)
+        if tf.shape is None:
+            raise InvalidInputError(f"{tf.first_error()}; fix the file, then run the command "
+                                    "again")
+        yield tf
 
 
 def next_id(tf: TaskFile, archived: set[str]) -> str:
@@ -528,8 +526,7 @@ def add_task(project: Project, text: str, *, priority: str | None = None,
         raise InvalidInputError(f"the task text must be one line under {MAX_TEXT} characters: "
                                 "put the reason in --why")
     _check_status(status)
-    with _locked(project):
-        tf = _load_for_edit(project)
+    with _editing(project) as tf:
         archive = _read(project.root / layout.TASKS_ARCHIVE, project.store.context)
         archived = archived_ids(archive or "")
         known = {t.id for t in tf.tasks} | archived
@@ -560,8 +557,7 @@ def set_status(project: Project, task_id: str, status: str,
                today: dt.date | None = None) -> EditResult:
     """Set a task's status; `done` also stamps completed-at (today) unless it has one."""
     _check_status(status)
-    with _locked(project):
-        tf = _load_for_edit(project)
+    with _editing(project) as tf:
         task = tf.get(task_id)
         if task is None:
             known = ", ".join(t.id for t in tf.tasks) or "none"
@@ -599,8 +595,7 @@ def archive(project: Project, *, older_than_days: int = ARCHIVE_AFTER_DAYS,
     if older_than_days < 0:
         raise InvalidInputError("--older-than must be 0 or more days")
     today = today or dt.date.today()
-    with _locked(project):
-        tf = _load_for_edit(project)
+    with _editing(project) as tf:
         if tf.errors:
             raise InvalidInputError(f"{tf.first_error()}; fix it before archiving "
                                     "(see `cortex validate`)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -76,11 +77,20 @@ def view(
 
     httpd = server.server(result.root, server.DEFAULT_PORT if port is None else port)
     address = server.url(httpd)
-    typer.echo(f"serving {address} (read-only, 127.0.0.1 only); Ctrl-C to stop", err=True)
-    if open_:
-        webbrowser.open(address)
-    with httpd, contextlib.suppress(KeyboardInterrupt):  # (leaving it: server_close)
-        httpd.serve_forever()
-
+    # Ctrl-C (or SIGTERM) is how a server is stopped: not an interruption to run again
+    # (cortexfs.interrupt's handler), but the end of the command
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, signal.default_int_handler) for sig in stops}
+    try:
+        with httpd, contextlib.suppress(KeyboardInterrupt):  # (leaving it: server_close)
+            typer.echo(f"serving {address} (read-only, 127.0.0.1 only); Ctrl-C to stop",
+                       err=True)
+            if open_:
+                webbrowser.open(address)
+            httpd.serve_forever()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    typer.echo(f"stopped serving {address}", err=True)
 
 COMMANDS = {"view": view}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,11 +85,15 @@ class RegenContext:
         """Digest of the inputs of `names` (default: every project)."""
         return self._fingerprint(list(self.projects) if names is None else list(names), dated)
 
-    def added(self, name: str, before: str, since: int) -> Atom | None:
+    def added(self, name: str, before: str, cached: Path) -> Atom | None:
         """The one atom project `name` has more than when `fingerprint([name], dated=False)`
-        was `before`, all else equal, at `since` (ns since the epoch: a file no newer is not
-        tried); None when no such atom explains the difference. Lets a generator add one
-        atom to what it cached then."""
+        was `before`, all else equal, at the time the cache file `cached` was written (a
+        file no newer is not tried); None when no such atom explains the difference (or
+        `cached` is gone). Lets a generator add one atom to what it cached then."""
+        try:
+            since = os.stat(cached).st_mtime_ns
+        except OSError:
+            return None
         return self._added(name, before, since)
 
 
