@@ -96,9 +96,8 @@ def request(home: str) -> bool:
 
 def spawn_committer(home: str, lock_fd: int | None = None) -> int:
     """Start `python -m cortexfs.autocommit --home HOME` in its own session; its pid."""
-    argv = [sys.executable, "-m", "cortexfs.autocommit", "--home", home]
-    if lock_fd is not None:
-        argv += ["--lock-fd", str(lock_fd)]
+    argv = [sys.executable, "-m", "cortexfs.autocommit", "--home", home,
+            *(["--lock-fd", str(lock_fd)] if lock_fd is not None else [])]
     env = dict(os.environ)
     # the hook may run with -I -S and find cortexfs next to its script: tell the child
     import cortexfs
@@ -122,14 +121,11 @@ def access_logs(home: str) -> list[str]:
         names = sorted(os.listdir(projects))
     except OSError:
         return []
-    out = []
     from cortexfs import wall
 
-    for name in names:
-        path = os.path.join(projects, name, layout.META, layout.ACCESS_LOG)
-        if os.path.isfile(path) and not wall.reason(os.path.dirname(projects), path):
-            out.append(path)  # (a linked log or project is not part of the store)
-    return out
+    paths = (os.path.join(projects, name, layout.META, layout.ACCESS_LOG) for name in names)
+    # (a linked log or project is not part of the store)
+    return [p for p in paths if os.path.isfile(p) and not wall.reason(os.path.dirname(projects), p)]
 
 
 def _signature(home: str) -> tuple[tuple[str, int, int], ...]:

@@ -43,7 +43,7 @@ from pathlib import Path
 from cortexfs import accesslog, git, interrupt, layout
 from cortexfs.atoms import kind_of_filename
 from cortexfs.errors import CortexError, EnvironmentProblem, GitError, from_os_error
-from cortexfs.fsutil import noting_writes
+from cortexfs.fsutil import atomic_write, noting_writes
 from cortexfs.store import Store
 from cortexfs.wording import some
 
@@ -189,13 +189,12 @@ def commit_paths(store: Store, paths: Iterable[Path], message: str) -> Committed
 
 
 def _relative(store: Store, paths: Iterable[Path]) -> set[str]:
-    home = store.home
     out = set()
     for p in paths:
-        rel = os.path.relpath(os.path.abspath(p), home)
+        rel = store.home_rel(p)
         if rel == ".." or rel.startswith("../"):
-            raise GitError(f"cannot commit paths outside the store {home}: {rel}")
-        out.add(rel.replace(os.sep, "/"))
+            raise GitError(f"cannot commit paths outside the store {store.home}: {rel}")
+        out.add(rel)
     return out
 
 
@@ -342,10 +341,9 @@ class Transaction:
     def touched(self) -> set[str] | None:
         """The paths under context/ (relative to home) this command wrote, deleted, made or
         kept to put back; None for the store's folder itself (all of it)."""
-        home = self.store.home
         touched = set()
         for path in [*self.change.paths, *self.change.created, *self._kept, *self._fresh]:
-            rel = os.path.relpath(os.path.abspath(path), home).replace(os.sep, "/")
+            rel = self.store.home_rel(path)
             if rel == layout.CONTEXT or rel.startswith(layout.CONTEXT_PREFIX):
                 touched.add(rel)
             elif rel == ".":
@@ -416,16 +414,15 @@ class Transaction:
                 continue
             with contextlib.suppress(OSError):
                 if data is None:
-                    if os.path.lexists(path):
-                        path.unlink()
-                        if path not in self._quiet:
-                            done.append(self._name(path))
-                elif path.read_bytes() != data if path.exists() else True:
-                    from cortexfs.fsutil import atomic_write
-
+                    if not os.path.lexists(path):
+                        continue
+                    path.unlink()
+                elif path.exists() and path.read_bytes() == data:
+                    continue
+                else:
                     atomic_write(path, data)
-                    if path not in self._quiet:
-                        done.append(self._name(path))
+                if path not in self._quiet:
+                    done.append(self._name(path))
         for path in reversed(self._fresh):
             if os.path.lexists(path):
                 with contextlib.suppress(OSError):

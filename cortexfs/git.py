@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import itertools
 import json
 import os
 import re
@@ -32,10 +33,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cortexfs import layout
-from cortexfs.errors import GitError
+from cortexfs.errors import EnvironmentProblem, GitError
 
 if TYPE_CHECKING:
     from cortexfs.store import Store
@@ -202,13 +203,9 @@ def ensure_repo(store: Store) -> list[Path]:
     if not is_repo(store.home):
         store.home.mkdir(parents=True, exist_ok=True)
         git.Repo.init(store.home)
-    written = []
-    for name, lines in ((".gitignore", GITIGNORE_LINES),
-                        (".gitattributes", GITATTRIBUTES_LINES)):
-        path = store.home / name
-        if _ensure_lines(path, lines):
-            written.append(path)
-    return written
+    files = {store.home / ".gitignore": GITIGNORE_LINES,
+             store.home / ".gitattributes": GITATTRIBUTES_LINES}
+    return [path for path, lines in files.items() if _ensure_lines(path, lines)]
 
 
 def in_progress(home: Path) -> str | None:
@@ -244,6 +241,7 @@ class WorktreeState:
     """What git says about the store, read without touching the network."""
 
     is_repo: bool
+    branch: str | None = None  # None when HEAD is detached
     dirty: list[str] = field(default_factory=list)  # relative to home, untracked included
     has_remote: bool = False
     upstream: str | None = None  # e.g. "origin/main"
@@ -251,14 +249,10 @@ class WorktreeState:
     behind: int = 0
     in_progress: str | None = None  # merge | rebase | cherry-pick | revert
     last_sync: str | None = None  # ISO-8601 UTC of the last successful `cortex sync`
-    branch: str | None = None  # None when HEAD is detached
     head: str | None = None  # the commit HEAD points at; None before the first commit
 
     def to_json(self) -> dict[str, object]:
-        return {"is_repo": self.is_repo, "branch": self.branch, "dirty": self.dirty,
-                "has_remote": self.has_remote, "upstream": self.upstream,
-                "ahead": self.ahead, "behind": self.behind,
-                "in_progress": self.in_progress, "last_sync": self.last_sync}
+        return {k: v for k, v in vars(self).items() if k != "head"}  # (in the fields' order)
 
 
 def worktree_state(store: Store) -> WorktreeState:
@@ -282,37 +276,30 @@ def worktree_state(store: Store) -> WorktreeState:
     return state
 
 
+# status --porcelain=v2 records naming a path: the fields before the path
+_PATH_AFTER = {"1 ": 8, "2 ": 9, "u ": 10, "? ": 1}
+
+
 def _parse_status_v2(out: str, state: WorktreeState) -> None:
-    records = out.split("\0")
-    i = 0
+    records = iter(out.split("\0"))
     dirty: list[str] = []
-    while i < len(records):
-        rec = records[i]
-        i += 1
-        if not rec:
-            continue
-        if rec.startswith("# branch.oid "):
-            oid = rec[len("# branch.oid "):]
-            state.head = None if oid == "(initial)" else oid
-        elif rec.startswith("# branch.head "):
-            head = rec[len("# branch.head "):]
-            state.branch = None if head == "(detached)" else head
-        elif rec.startswith("# branch.upstream "):
-            state.upstream = rec[len("# branch.upstream "):]
-        elif rec.startswith("# branch.ab "):
-            ahead, behind = rec[len("# branch.ab "):].split()
-            state.ahead, state.behind = int(ahead), abs(int(behind))
-        elif rec.startswith("1 "):
-            dirty.append(rec.split(" ", 8)[8])
-        elif rec.startswith("2 "):
-            dirty.append(rec.split(" ", 9)[9])
-            if i < len(records):  # the original path of a rename follows
-                dirty.append(records[i])
-                i += 1
-        elif rec.startswith("u "):
-            dirty.append(rec.split(" ", 10)[10])
-        elif rec.startswith("? "):
-            dirty.append(rec[2:])
+    for rec in records:
+        if rec.startswith("# branch."):
+            key, _, value = rec[len("# branch."):].partition(" ")
+            if key == "oid":
+                state.head = None if value == "(initial)" else value
+            elif key == "head":
+                state.branch = None if value == "(detached)" else value
+            elif key == "upstream":
+                state.upstream = value
+            elif key == "ab":
+                ahead, behind = value.split()
+                state.ahead, state.behind = int(ahead), abs(int(behind))
+        elif rec[:2] in _PATH_AFTER:
+            fields = _PATH_AFTER[rec[:2]]
+            dirty.append(rec.split(" ", fields)[fields])
+            if rec.startswith("2 "):  # the original path of a rename follows
+                dirty.extend(itertools.islice(records, 1))
     state.dirty = sorted(dict.fromkeys(dirty))
 
 
@@ -329,12 +316,8 @@ def write_sync_state(home: Path, **values: Any) -> None:
     """Update the sync record in the git dir (a None value removes that key)."""
     from cortexfs.fsutil import atomic_write
 
-    data = read_sync_state(home)
-    for key, value in values.items():
-        if value is None:
-            data.pop(key, None)
-        else:
-            data[key] = value
+    merged = {**read_sync_state(home), **values}
+    data = {key: value for key, value in merged.items() if value is not None}
     atomic_write(git_dir_of(home) / SYNC_STATE_FILE, json.dumps(data, indent=1) + "\n")
 
 
@@ -343,11 +326,6 @@ def utc_now() -> str:
 
 
 # --- the store's git lock --------------------------------------------------------------------
-
-def git_lock_path(store: Store) -> Path:
-    """The flock that cortex's commits and syncs hold (`.locks/` is git-ignored)."""
-    return store.locks_dir / layout.GIT_LOCK
-
 
 # homes whose git lock this process holds (re-entrant use) → when it took it (time.time())
 _held_since: dict[Path, float] = {}
@@ -372,7 +350,7 @@ def git_lock(store: Store, timeout: float = GIT_LOCK_SECONDS) -> Iterator[None]:
     if home in _held_since:
         yield
         return
-    path = git_lock_path(store)
+    path = store.locks_dir / layout.GIT_LOCK  # (`.locks/` is git-ignored)
     # `cortex watch` looks at this lock to tell cortex's own reads of atoms from others'
     with file_lock(path, timeout=timeout,
                    what=f"git in {store.home} (a `cortex sync` or commit is running)"):
@@ -590,27 +568,25 @@ def stale_lock(home: Path, lock: Path) -> bool:
     return git_processes(home) == []
 
 
-def clear_git_locks(home: Path, wait: float | None = None) -> None:
+def clear_git_locks(home: Path) -> None:
     """Make sure no git lock file stands in the way of a commit: remove stale ones (a one-line
-    note on stderr), wait out held ones for up to `wait` seconds (LOCK_WAIT_SECONDS), then
-    raise a GitError that says what to do."""
-    wait = LOCK_WAIT_SECONDS if wait is None else wait
-    deadline = time.monotonic() + wait
+    note on stderr), wait out held ones for up to LOCK_WAIT_SECONDS, then raise a GitError
+    that says what to do."""
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
     while True:
         held = [lock for lock in git_lock_files(home) if lock.exists()]
         held = [lock for lock in held if not _remove_if_stale(home, lock)]
         if not held:
             return
         if time.monotonic() >= deadline:
-            raise _busy(home, held[0], wait)
+            raise _busy(home, held[0], LOCK_WAIT_SECONDS)
         time.sleep(0.05)
 
 
 def _remove_if_stale(home: Path, lock: Path) -> bool:
     """Remove `lock` if it is stale (with a one-line note on stderr); True when it is gone."""
     if stale_lock(home, lock):
-        with contextlib.suppress(FileNotFoundError):
-            lock.unlink()
+        lock.unlink(missing_ok=True)
         sys.stderr.write(f"cortex: removed the stale git lock {lock} (the git process that "
                          "made it is gone)\n")
     return not lock.exists()
@@ -653,8 +629,6 @@ def _existing_parent(path: Path) -> Path:
 def check_room(folder: Path, need: int, what: str) -> None:
     """Refuse when `folder` (or, while it does not exist, where it would be made) is not
     writable or has less than `need` bytes free."""
-    from cortexfs.errors import EnvironmentProblem
-
     folder = _existing_parent(folder)
     if not os.access(folder, os.W_OK):
         try:
@@ -939,9 +913,7 @@ def commit_exactly(store: Store, rel: Sequence[str], message: str,
             if tree is None:
                 _keep(index, gitdir)
                 return None
-            args = ["commit-tree", tree, "-F", "-"]
-            if parent:
-                args += ["-p", parent]
+            args = ["commit-tree", tree, "-F", "-", *(["-p", parent] if parent else [])]
             text = message.rstrip("\n") + "\n"
             # commit-tree beside your index's update (~3 ms): HEAD moves only after both
             made = _started(home, args, input=text)
@@ -1067,25 +1039,14 @@ def _build_tree(home: Path, parent: str | None, paths: Sequence[str], index: str
     return built.strip(), ours
 
 
-class _Diff(tuple[str, str, str, str]):
+class _Diff(NamedTuple):
     """One path of `git diff-index --raw`: (HEAD's entry, the index's entry — each as
     `update-index --index-info` reads it, mode 0 for no entry —, status letter, path)."""
 
-    @property
-    def old(self) -> str:
-        return self[0]
-
-    @property
-    def new(self) -> str:
-        return self[1]
-
-    @property
-    def status(self) -> str:
-        return self[2]
-
-    @property
-    def path(self) -> str:
-        return self[3]
+    old: str
+    new: str
+    status: str
+    path: str
 
 
 def _diff_index(home: Path, parent: str, env: dict[str, str]) -> list[_Diff]:
@@ -1099,7 +1060,7 @@ def _diff_index(home: Path, parent: str, env: dict[str, str]) -> list[_Diff]:
         old_mode, new_mode, old_sha, new_sha, status = head[1:].split(" ")
         old = f"0 {old_sha}" if old_mode == "000000" else f"{old_mode} {old_sha}"
         new = f"0 {new_sha}" if new_mode == "000000" else f"{new_mode} {new_sha}"
-        found.append(_Diff((f"{old}\t{path}", f"{new}\t{path}", status[:1], path)))
+        found.append(_Diff(f"{old}\t{path}", f"{new}\t{path}", status[:1], path))
     return found
 
 

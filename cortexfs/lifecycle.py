@@ -274,10 +274,9 @@ class Shown:
                 "mentioned_in": self.mentioned_in}
 
 
-def show(store: Store, located: Located, *, session: str = "cli", tool: str = "show",
-         count: bool = True) -> Shown:
-    """The atom whole, what it cites, what cites it, its reads; `count` records the read
-    in the project's access log (a read like any other)."""
+def show(store: Store, located: Located, *, session: str = "cli", tool: str = "show") -> Shown:
+    """The atom whole, what it cites, what cites it, its reads; the read is recorded in the
+    project's access log (a read like any other)."""
     from cortexfs import autocommit
 
     text, doc = read(store, located)
@@ -296,12 +295,11 @@ def show(store: Store, located: Located, *, session: str = "cli", tool: str = "s
     refs = max(_int(doc.meta.get("refs")), stats.counts.get(located.path.name, 0))
     last = max(filter(None, [_str(doc.meta.get("last-ref")),
                              stats.newest.get(located.path.name)]), default=None)
-    if count:
-        with contextlib.suppress(OutsideStoreError):  # a linked log is not counted into
-            accesslog.append(project.access_log,
-                             [accesslog.format_line(located.path.name, tool, session)])
-            if os.environ.get("CORTEX_AUTOCOMMIT", "1") != "0":
-                autocommit.request(str(store.home))  # committed as the hook's reads are
+    with contextlib.suppress(OutsideStoreError):  # a linked log is not counted into
+        accesslog.append(project.access_log,
+                         [accesslog.format_line(located.path.name, tool, session)])
+        if os.environ.get("CORTEX_AUTOCOMMIT", "1") != "0":
+            autocommit.request(str(store.home))  # committed as the hook's reads are
     return Shown(located, text, doc.meta, doc.body, refs, last, cites, cited_by, mentioned)
 
 
@@ -440,8 +438,7 @@ def apply(store: Store, plan: Plan, txn: Transaction) -> Change:
     for path in plan.deletes:
         interrupt.check()
         txn.keep(path)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        path.unlink(missing_ok=True)
         txn.add(Change([path]))
     for log, (drop, append) in plan.logs.items():
         interrupt.check()
@@ -560,10 +557,9 @@ def _move_tree(store: Store, source: Path, dest: Path | None, txn: Transaction) 
 
 # --- changing an atom ------------------------------------------------------------------------
 
-def check_text(store: Store, located: Located, text: str, *, new: bool = False) -> list[Finding]:
+def check_text(store: Store, located: Located, text: str) -> list[Finding]:
     """Validate `text` as the new content of `located` (with the rest of its project as it
-    is): refuse with the first error, in one line; the warnings. `new`: as `cortex new`
-    does, an empty, multi-line or over-long summary is refused too."""
+    is): refuse with the first error, in one line; the warnings."""
     from cortexfs.validate import ERROR, check_project
 
     project = located.project
@@ -584,8 +580,7 @@ def check_text(store: Store, located: Located, text: str, *, new: bool = False) 
     finally:
         with contextlib.suppress(OSError):
             draft.unlink()
-    errors = [f for f in findings if f.severity == ERROR
-              or (new and f.rule in ("summary", "anti-pattern"))]
+    errors = [f for f in findings if f.severity == ERROR]
     if errors:
         more = f" (and {plural(len(errors) - 1, 'more error')})" if len(errors) > 1 else ""
         raise InvalidInputError(f"{errors[0].location}: {errors[0].message}{more}: not saved")
@@ -602,14 +597,11 @@ def update(store: Store, located: Located, *, body: str | None = None,
     if summary is not None:
         authoring.check_summary(summary)
         updates["summary"] = summary.strip()
-    if tags is not None:
-        tags = list(dict.fromkeys(t.strip() for t in tags if t.strip()))
-        authoring.check_tags(tags)
-        updates["tags"] = tags
-    if links is not None:
-        links = list(dict.fromkeys(x.strip() for x in links if x.strip()))
-        authoring.check_links(links)
-        updates["links"] = links
+    for key, given, check in (("tags", tags, authoring.check_tags),
+                              ("links", links, authoring.check_links)):
+        if given is not None:
+            updates[key] = list(dict.fromkeys(x.strip() for x in given if x.strip()))
+            check(updates[key])
     if "summary" in updates or "tags" in updates:
         new_summary = str(updates.get("summary", doc.meta.get("summary") or ""))
         new_tags = updates.get("tags", as_list(doc.meta.get("tags")))
@@ -709,9 +701,8 @@ def set_status(store: Store, located: Located, status: str, reason: str | None =
         if reason is not None:
             raise InvalidInputError("a reason goes with invalidated: use `cortex invalidate ID "
                                     "--reason TEXT`")
-        for key in ("invalidated-date", "invalidated-reason"):
-            if key in doc.meta:
-                updates[key] = None
+        updates |= {key: None for key in ("invalidated-date", "invalidated-reason")
+                    if key in doc.meta}
     new = _set_keys(text, updates, located.rel, f"`cortex edit {located.id}`")
     plan = Plan(message or f"atom: {located.id} status {value}",
                 regenerate=[located.project.name])
@@ -912,10 +903,8 @@ def remove_project(store: Store, name: str, *, force: bool = False) -> Plan:
         raise InvalidInputError(f"project {name} holds {what}: pass --force to remove it "
                                 f"anyway (git history keeps it), or `cortex project archive "
                                 f"{name}` to keep it out of the way")
-    plan = Plan(f"project: remove {name}", regenerate=None)
-    plan.trees.append((project.root, None))
-    plan.result = {"project": name, "atoms": atoms}
-    return plan
+    return Plan(f"project: remove {name}", regenerate=None, trees=[(project.root, None)],
+                result={"project": name, "atoms": atoms})
 
 
 def _contents(project: Project) -> tuple[int, int]:
@@ -936,10 +925,9 @@ def archive_project(store: Store, name: str) -> Plan:
     if os.path.lexists(dest):
         raise InvalidInputError(f"{store.rel(dest)} already exists: rename or remove it, "
                                 "then archive the project")
-    plan = Plan(f"project: archive {name}", regenerate=None)
-    plan.trees.append((project.root, dest))
-    plan.result = {"project": name, "archived_to": f"{layout.CONTEXT_PREFIX}{store.rel(dest)}"}
-    return plan
+    return Plan(f"project: archive {name}", regenerate=None, trees=[(project.root, dest)],
+                result={"project": name,
+                        "archived_to": f"{layout.CONTEXT_PREFIX}{store.rel(dest)}"})
 
 
 def unarchive_project(store: Store, name: str) -> Plan:
@@ -954,8 +942,6 @@ def unarchive_project(store: Store, name: str) -> Plan:
     if os.path.lexists(dest):
         raise InvalidInputError(f"a project named {name} exists already: rename one of them "
                                 "first")
-    plan = Plan(f"project: unarchive {name}", regenerate=[name])
-    plan.trees.append((source, dest))
-    plan.result = {"project": name}
-    return plan
+    return Plan(f"project: unarchive {name}", regenerate=[name], trees=[(source, dest)],
+                result={"project": name})
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,8 +51,7 @@ class AtomNote:
     age_days: int | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "path": self.path, "summary": self.summary,
-                "date": self.date, "refs": self.refs, "age_days": self.age_days}
+        return dict(vars(self))  # (the fields, in order; not asdict: it deep-copies each row)
 
 
 @dataclass
@@ -79,10 +78,7 @@ class Suggestion:
     tags: list[list[str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "atoms": self.atoms, "reason": self.reason}
-        if self.tags:
-            out["tags"] = self.tags
-        return out
+        return {k: v for k, v in vars(self).items() if v or k != "tags"}  # (tags when some)
 
 
 @dataclass
@@ -169,11 +165,10 @@ def _validity(atoms: list[Atom]) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for kind in KINDS:
         of_kind = [a for a in atoms if a.kind is kind]
+        groups = Counter(a.group for a in of_kind)
         out[kind.folder] = {
             "total": len(of_kind),
-            "active": sum(1 for a in of_kind if a.group == "active"),
-            "superseded": sum(1 for a in of_kind if a.group == "superseded"),
-            "invalidated": sum(1 for a in of_kind if a.group == "invalidated"),
+            **{group: groups[group] for group in ("active", "superseded", "invalidated")},
             "challenged": sum(1 for a in of_kind if a.status == "challenged"),
         }
     return out

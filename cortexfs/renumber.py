@@ -62,7 +62,7 @@ class Renumbering:
     new: str
 
     def to_json(self) -> dict[str, str]:
-        return {"project": self.project, "old": self.old, "new": self.new}
+        return dict(vars(self))  # (its fields, which `Renumbering(**…)` reads back)
 
 
 def _atom_of(rel: str) -> tuple[str, Kind, str] | None:

@@ -179,7 +179,7 @@ def status(store: Store, limit: int = 10) -> Status:
     store.require()
     state = git.worktree_state(store)
     out = Status(state)
-    if not state.is_repo or git.head_commit(store.home) is None:
+    if state.head is None:  # (not a repository, or no commit yet)
         return out
     home = store.home
     if state.has_remote:
@@ -302,10 +302,8 @@ def push(home: Path, tgt: Target, timeout: float, set_upstream: bool) -> bool:
     """Push the store's branch to `tgt`; False when the push lost a race (the remote branch
     moved since the fetch, or another push held its ref): fetch, merge and push again.
     GitError for any other refusal."""
-    args = ["push", "--porcelain"]
-    if set_upstream:
-        args.append("--set-upstream")
-    args += [tgt.remote, f"refs/heads/{tgt.branch}:refs/heads/{tgt.remote_branch}"]
+    args = ["push", "--porcelain", *(["--set-upstream"] if set_upstream else []),
+            tgt.remote, f"refs/heads/{tgt.branch}:refs/heads/{tgt.remote_branch}"]
     proc = git.git_run(home, *args, check=False, timeout=timeout)
     if proc.returncode == 0:
         return True
@@ -411,9 +409,7 @@ def _merge(store: Store, tgt: Target, head: str, upstream: str, unrelated: bool)
     home = store.home
     # --ff: a user's `merge.ff = only` or `false` must not change what sync does
     args = ["merge", "--ff", "--no-commit", "--no-edit", "--no-verify", "-m",
-            f"sync: merge {tgt.display}"]
-    if unrelated:
-        args.append("--allow-unrelated-histories")
+            f"sync: merge {tgt.display}", *(["--allow-unrelated-histories"] if unrelated else [])]
     for _ in range(20):
         _journal(home, op="merge", head=head, upstream=upstream, display=tgt.display)
         # stat data that `git reset` left unset would make git call clean files "not uptodate"
@@ -492,7 +488,7 @@ def _resolve(store: Store) -> list[str]:
     for rel, stages in sorted(_stages(home).items()):
         base, ours, theirs = (git.git_blob(home, stages[i]) if i in stages else None
                               for i in (1, 2, 3))
-        merged: bytes | None
+        merged: bytes | None = None  # (None: left unresolved)
         if is_log(rel):
             with accesslog.Replacing(home):  # no append between its read and the rename
                 atomic_write(home / rel, _union(ours or b"", theirs or b"", home / rel),
@@ -507,8 +503,6 @@ def _resolve(store: Store) -> list[str]:
         elif kind_of_filename(rel.rsplit("/", 1)[-1]) and ours is not None \
                 and theirs is not None:
             merged = _merge_atom(home, rel, base, ours, theirs)
-        else:
-            merged = None
         if merged is None:
             unresolved.append(rel)
             continue

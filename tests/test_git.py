@@ -67,6 +67,28 @@ def test_state_lists_modified_staged_untracked_deleted_renamed_not_ignored(store
                                   "context/ideas/CORTEX.md"])
 
 
+def test_state_lists_a_conflicted_file_and_the_merge(store: Store) -> None:
+    home = store.home
+    sh(home, "checkout", "-q", "-b", "side")
+    (home / "context/OVERVIEW.md").write_text("side\n")
+    commit_paths(store, [home / "context/OVERVIEW.md"], "side")
+    sh(home, "checkout", "-q", "main")
+    (home / "context/OVERVIEW.md").write_text("main\n")
+    commit_paths(store, [home / "context/OVERVIEW.md"], "main")
+    proc = subprocess.run(["git", "merge", "-q", "side"], cwd=home, capture_output=True)
+    assert proc.returncode != 0  # a conflict: an unmerged ("u") record in git status
+    state = git.worktree_state(store)
+    assert state.dirty == ["context/OVERVIEW.md"] and state.in_progress == "merge"
+    assert state.branch == "main"
+
+
+def test_state_json_is_its_fields_in_order_but_head(store: Store) -> None:
+    data = git.worktree_state(store).to_json()
+    assert list(data) == ["is_repo", "branch", "dirty", "has_remote", "upstream", "ahead",
+                          "behind", "in_progress", "last_sync"]
+    assert data["branch"] == "main" and data["dirty"] == [] and data["is_repo"] is True
+
+
 def test_state_ahead_behind_against_the_upstream(store: Store, tmp_path: Path) -> None:
     remote = tmp_path / "remote.git"
     sh(tmp_path, "init", "-q", "--bare", str(remote))

@@ -115,6 +115,22 @@ def test_validity_summary(project: Project, write_atom: Callable[..., Path]) -> 
     assert report.counts == {"experiments": 4, "knowledge": 1, "patterns": 0}
 
 
+def test_json_rows_are_their_fields(project: Project, write_atom: Callable[..., Path]) -> None:
+    for n in (1, 2, 3):
+        write_atom(f"EXP-00{n}", date=_days_ago(20), tags="[pipeline, diagnosis]",
+                   extra="links: [EXP-001]\n" if n > 1 else "")
+    [proj] = maintain(project.store, [project], today=TODAY).to_json()["projects"]
+    assert list(proj["cold"][0]) == ["id", "kind", "path", "summary", "date", "refs",
+                                     "age_days"]
+    assert (proj["cold"][0]["age_days"], proj["cold"][0]["refs"]) == (20, 0)
+    by_kind = {s["kind"]: s for s in proj["consolidation"]}
+    assert list(by_kind["tag-pair"]) == ["kind", "atoms", "reason", "tags"]
+    assert by_kind["tag-pair"]["tags"] == [["diagnosis", "pipeline"]]
+    assert list(by_kind["link-cluster"]) == ["kind", "atoms", "reason"]  # no tags: no key
+    assert list(proj["validity"]["experiments"]) == ["total", "active", "superseded",
+                                                     "invalidated", "challenged"]
+
+
 def test_cli_text_and_json(cli, project: Project, write_atom: Callable[..., Path]) -> None:
     write_atom("EXP-001", date="2020-01-01")
     before = sorted((p, p.read_bytes()) for p in project.root.rglob("*") if p.is_file())

@@ -560,6 +560,17 @@ def test_status_of_a_store_without_remote(store: Store, cli: object) -> None:
     assert "last sync: never" in result.stdout
 
 
+def test_status_before_the_first_commit_names_no_remote(tmp_path: Path) -> None:
+    store = Store(tmp_path / "cortex")
+    scaffold.init_store(store)
+    sh(tmp_path, "init", "-q", "-b", "main", str(store.home))
+    sh(tmp_path, "init", "-q", "--bare", str(tmp_path / "remote.git"))
+    sh(store.home, "remote", "add", "origin", str(tmp_path / "remote.git"))
+    out = sync_lib.status(store)
+    assert out.state.is_repo and out.state.has_remote and out.state.head is None
+    assert (out.remote, out.remote_url, out.unpushed_count) == (None, None, 0)
+
+
 def test_a_rejected_push_runs_the_cycle_again(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = make_cluster(tmp_path)
