@@ -151,7 +151,9 @@ def _banner(slots: Sequence[Slot], budget: int, omitted: dict[str, tuple[int, in
             "--budget.]\n")
 
 
-def _compact_banner(budget: int, omitted_items: int, omitted_tokens: int) -> str:
+def _compact_banner(budget: int, omitted: dict[str, tuple[int, int]]) -> str:
+    omitted_items = sum(n for n, _ in omitted.values())
+    omitted_tokens = sum(t for _, t in omitted.values())
     return (f"\n[cortex brief: {omitted_items:,} items (~{omitted_tokens:,} tokens) cut to fit "
             f"{budget:,} tokens; rerun with a larger --budget]\n")
 
@@ -172,9 +174,7 @@ def pack(head: str, slots: list[Slot], budget: int) -> str:
     reserve = len(_banner(slots, budget, worst))
     compact = reserve > limit // 4
     if compact:
-        total_items = sum(len(s.items) for s in slots)
-        total_tokens = sum(t for _, t in worst.values())
-        reserve = len(_compact_banner(budget, total_items, total_tokens))
+        reserve = len(_compact_banner(budget, worst))
     avail = max(limit - len(head) - reserve, 0)
     for slot in slots:
         slot.kept = 0
@@ -193,12 +193,7 @@ def pack(head: str, slots: list[Slot], budget: int) -> str:
             used += extra
     body = head + "".join(_render(s) for s in slots)
     cut = {s.key: (s.omitted, s.omitted_tokens) for s in slots if s.cut}
-    if compact:
-        banner = _compact_banner(budget, sum(n for n, _ in cut.values()),
-                                 sum(t for _, t in cut.values()))
-    else:
-        banner = _banner(slots, budget, cut)
-    text = body + banner
+    text = body + (_compact_banner(budget, cut) if compact else _banner(slots, budget, cut))
     if len(text) > limit:  # cannot happen with the reserve above; never ship an overrun
         text = text[: limit - 2] + "…\n"
     return text

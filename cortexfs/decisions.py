@@ -86,7 +86,7 @@ def check_record(text: str) -> list[RecordProblem]:
                 fields.setdefault(f.group(1).lower(), (i + 1, f.group(2).strip()))
     for i, (idx, _level, title) in enumerate(headings):
         if title in ("date", "status"):
-            body = _section_lines(lines, headings, i)
+            body = _section(lines, headings, i)[0]
             value = next((ln.strip() for ln in body if ln.strip()), "")
             if value:
                 fields.setdefault(title, (idx + 1, value))
@@ -106,9 +106,9 @@ def check_record(text: str) -> list[RecordProblem]:
             problems.append(RecordProblem(None, f"no {name} section: add `## {name}`"))
             continue
         line = headings[index][0] + 1
-        body = _section_lines(lines, headings, index)
-        if name == "Alternatives":
-            count = _count_alternatives(body, headings, index)
+        body, subs = _section(lines, headings, index)
+        if name == "Alternatives":  # sub-headings when the options have their own, else items
+            count = subs or sum(1 for ln in body if _LIST_ITEM.match(ln))
             if count < MIN_ALTERNATIVES:
                 problems.append(RecordProblem(
                     line, f"Alternatives lists {count} option{'s' if count != 1 else ''}: "
@@ -125,29 +125,18 @@ def _find_section(headings: list[tuple[int, int, str]], starts: tuple[str, ...])
                 None)
 
 
-def _section_lines(lines: list[str], headings: list[tuple[int, int, str]], i: int) -> list[str]:
+def _section(lines: list[str], headings: list[tuple[int, int, str]],
+             i: int) -> tuple[list[str], int]:
     """The lines under heading `i`, up to the next heading of the same or a higher level
-    (sub-headings and their text included)."""
+    (sub-headings and their text included), and how many sub-headings one level down."""
     idx, level, _ = headings[i]
-    end = len(lines)
+    end, subs = len(lines), 0
     for nxt_idx, nxt_level, _ in headings[i + 1:]:
         if nxt_level <= level:
             end = nxt_idx
             break
-    return lines[idx + 1:end]
-
-
-def _count_alternatives(body: list[str], headings: list[tuple[int, int, str]], i: int) -> int:
-    level = headings[i][1]
-    sub = 0
-    for _idx, nxt_level, _ in headings[i + 1:]:
-        if nxt_level <= level:
-            break
-        if nxt_level == level + 1:
-            sub += 1
-    if sub:
-        return sub
-    return sum(1 for ln in body if _LIST_ITEM.match(ln))
+        subs += nxt_level == level + 1
+    return lines[idx + 1:end], subs
 
 
 # --- files -------------------------------------------------------------------------------------

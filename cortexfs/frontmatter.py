@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import math
 import os
 import re
@@ -546,9 +547,7 @@ def too_deep(text: str) -> int | None:
     return None
 
 
-_LOADERS: dict[Any, Any] = {}
-
-
+@functools.cache
 def safe_loader(base: Any = None) -> Any:
     """A safe YAML loader (`base`: CSafeLoader where PyYAML has it) for which a key that a
     mapping repeats is an error with its line, not a silent overwrite (the last `status:`
@@ -556,9 +555,6 @@ def safe_loader(base: Any = None) -> Any:
     import yaml
 
     base = base or getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    found = _LOADERS.get(base)
-    if found is not None:
-        return found
 
     class Checked(base):
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
@@ -581,7 +577,6 @@ def safe_loader(base: Any = None) -> Any:
                             "keep one", key_node.start_mark)
             return super().construct_mapping(node, deep)
 
-    _LOADERS[base] = Checked
     return Checked
 
 
@@ -629,12 +624,10 @@ def normalize(value: Any) -> Any:
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
-    if isinstance(value, list):
+    if isinstance(value, (list, set, frozenset, tuple)):
         return [normalize(v) for v in value]
     if isinstance(value, dict):
         return {str(k): normalize(v) for k, v in value.items()}
-    if isinstance(value, (set, frozenset, tuple)):
-        return [normalize(v) for v in value]
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return str(value)

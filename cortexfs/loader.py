@@ -231,7 +231,7 @@ class ProjectScan:
         asked for is parsed again)."""
         if self._infos is None:
             data: Any = None
-            saved = cache.load(infos_path(self.project), infos_kind()) if self._token else None
+            saved = cache.load(infos_path(self.project), INFOS_KIND) if self._token else None
             if isinstance(saved, tuple) and len(saved) == 2 and isinstance(saved[1], bytes):
                 delta = {} if saved[0] == self._token else self._delta_on(saved[0])
                 if delta is not None:
@@ -245,7 +245,7 @@ class ProjectScan:
     def _delta_on(self, base: Any) -> dict[str, Info] | None:
         """The infos of the delta file when the stamps were saved with it and it rests on
         the infos file `base` names (None: it does not; with `base` None, on whichever)."""
-        saved = cache.load(delta_path(self.project), delta_kind())
+        saved = cache.load(delta_path(self.project), DELTA_KIND)
         if not (isinstance(saved, tuple) and len(saved) == 2 and isinstance(saved[0], bytes)
                 and isinstance(saved[1], bytes) and (base is None or saved[0] == base)
                 and cache.digest(saved[0] + saved[1]) == self._token):
@@ -316,11 +316,11 @@ class ProjectScan:
         delta.update(self._fresh)
         if len(delta) > DELTA_MAX:
             return False
-        saved = cache.load(infos_path(self.project), infos_kind())  # (its rows stay bytes)
+        saved = cache.load(infos_path(self.project), INFOS_KIND)  # (its rows stay bytes)
         if not (isinstance(saved, tuple) and len(saved) == 2 and saved[0] == self._base):
             return False  # no infos file to rest on (lost, or another save's)
         blob = marshal.dumps(delta)
-        if not cache.save(delta_path(self.project), delta_kind(), (self._base, blob)):
+        if not cache.save(delta_path(self.project), DELTA_KIND, (self._base, blob)):
             return False
         if self._infos is not None:
             self._infos.update(self._fresh)
@@ -348,14 +348,14 @@ class ProjectScan:
             infos.update(self._fresh)
             blob = marshal.dumps(infos)
             token = cache.digest(blob)
-            if not cache.save(infos_path(self.project), infos_kind(), (token, blob)):
+            if not cache.save(infos_path(self.project), INFOS_KIND, (token, blob)):
                 return
             self._token, self._base, self._infos, self._fresh = token, b"", infos, {}
         folders = {kind.folder: (self.listed.get(kind.folder, (0, 0)),
                                  self.others.get(kind.folder, []),
                                  self.folders[kind.folder], self.inputs_digest(kind))
                    for kind in KINDS if kind.folder in self.folders}
-        cache.save(cache_path(self.project), cache_kind(), (folders, self._token))
+        cache.save(cache_path(self.project), CACHE_KIND, (folders, self._token))
         self.dirty = False
 
 
@@ -394,7 +394,7 @@ class _Walk:
         self.jobs: list[tuple[int, Kind, Cached]] = []
         for i, project in enumerate(projects):
             sc = ProjectScan(project, {})
-            saved = cache.load(cache_path(project), cache_kind())
+            saved = cache.load(cache_path(project), CACHE_KIND)
             known: dict[str, Any] = {}
             if (isinstance(saved, tuple) and len(saved) == 2 and isinstance(saved[0], dict)
                     and isinstance(saved[1], bytes)):
@@ -586,12 +586,10 @@ def _unpack(diff: Any, cached: Cached) -> FolderDiff:
     return FolderDiff(files, [tuple(s) for s in stale], others, tuple(listed), True)
 
 
-def cache_kind() -> tuple[str, tuple[str, ...]]:
-    """What the atoms cache is saved under: its name and the fields of its rows. It holds,
-    per atom folder, ((mtime_ns, inode) of the folder when listed, its other entries,
-    [(atom file name, record)], their inputs_digest), and the token of the infos file that
-    goes with it."""
-    return ("atoms", RECORD)
+# What the atoms cache is saved under: its name and the fields of its rows. It holds, per
+# atom folder, ((mtime_ns, inode) of the folder when listed, its other entries, [(atom file
+# name, record)], their inputs_digest), and the token of the infos file that goes with it.
+CACHE_KIND = ("atoms", RECORD)
 
 
 def infos_path(project: Project) -> Path:
@@ -600,9 +598,8 @@ def infos_path(project: Project) -> Path:
     return project.store.cache_dir / "atoms" / f"{project.name}.infos.bin"
 
 
-def infos_kind() -> tuple[str, tuple[str, ...]]:
-    """What the infos file is saved under: (token, {"folder/name": info} marshalled)."""
-    return ("atom-infos", INFO)
+# What the infos file is saved under: (token, {"folder/name": info} marshalled).
+INFOS_KIND = ("atom-infos", INFO)
 
 
 DELTA_MAX = 64  # infos parsed since the infos file was written whole, kept apart
@@ -613,10 +610,9 @@ def delta_path(project: Project) -> Path:
     return project.store.cache_dir / "atoms" / f"{project.name}.infos-delta.bin"
 
 
-def delta_kind() -> tuple[str, tuple[str, ...]]:
-    """What the delta file is saved under: (token of the infos file it rests on,
-    {"folder/name": info} marshalled); the stamps name it by the digest of both."""
-    return ("atom-infos-delta", INFO)
+# What the delta file is saved under: (token of the infos file it rests on, {"folder/name":
+# info} marshalled); the stamps name it by the digest of both.
+DELTA_KIND = ("atom-infos-delta", INFO)
 
 
 # a folder's entry of the atoms cache: its listing, its records, their inputs_digest

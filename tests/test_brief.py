@@ -325,3 +325,17 @@ def test_empty_store(store: Store, cli) -> None:
 def test_no_store(cli) -> None:
     result = cli("brief")
     assert result.exit_code == 1 and "run `cortex init`" in result.stderr
+
+
+def test_a_banner_too_long_for_the_budget_is_said_in_one_compact_line() -> None:
+    slots = [brief.Slot(f"s{n}", f"A rather long section title, number {n}",
+                        [f"- item {i} of section {n}, written out at some length\n"
+                         for i in range(30)], 1 / 12) for n in range(12)]
+    text = brief.pack("# head\n", slots, 150)
+    assert len(text) <= 600
+    items = sum(s.omitted for s in slots)
+    tokens = sum(s.omitted_tokens for s in slots)
+    assert 0 < items < 360
+    assert text.endswith(f"\n[cortex brief: {items:,} items (~{tokens:,} tokens) cut to fit "
+                         "150 tokens; rerun with a larger --budget]\n")
+    assert "Omitted:" not in text

@@ -177,7 +177,7 @@ def test_an_edited_cortex_reads_no_cache_of_the_old_one(
              "from cortexfs.store import Store\n"
              "store = Store.open()\n"
              "project = store.project('flywheel')\n"
-             "old = cache.load(loader.cache_path(project), loader.cache_kind()) is not None\n"
+             "old = cache.load(loader.cache_path(project), loader.CACHE_KIND) is not None\n"
              "loader.load_project(project)\n"
              "hits = [h.id for h in recall(store, 'cache latency').hits]\n"
              "print(json.dumps([old, hits, cache.code_key()]))\n")

@@ -94,7 +94,7 @@ def test_damaged_cache_is_rebuilt(store: Store, project: Project,
     want = summary(project)
     loader.cache_path(project).write_bytes(damage)
     assert summary(project) == want
-    assert cache.load(loader.cache_path(project), loader.cache_kind()) is not None
+    assert cache.load(loader.cache_path(project), loader.CACHE_KIND) is not None
 
 
 def test_infos_that_do_not_go_with_the_stamps_are_not_used(
@@ -111,7 +111,7 @@ def test_infos_that_do_not_go_with_the_stamps_are_not_used(
         else:
             infos.write_bytes(damage)
         assert summary(project) == want
-        assert cache.load(infos, loader.infos_kind()) is not None  # written again
+        assert cache.load(infos, loader.INFOS_KIND) is not None  # written again
     old = infos.read_bytes()
     path.write_text(path.read_text().replace("first", "second"))
     assert [a.summary for a in load_project(project).atoms][0] == "second"
@@ -223,7 +223,7 @@ def test_flipped_byte_in_the_cache_is_caught(project: Project,
     at = raw.index(b"real")
     raw[at:at + 4] = b"fake"
     path.write_bytes(bytes(raw))
-    assert cache.load(path, loader.infos_kind()) is None
+    assert cache.load(path, loader.INFOS_KIND) is None
     assert summary(project) == want
 
 

@@ -35,11 +35,8 @@ def decision_new(
         txn.add(lifecycle.regenerate(store, [project] if project else None, txn,
                                      warn=common.warn))
     common.report(txn)
-    if common.output_format() == "json":
-        common.print_json({"path": str(path), "project": project,
-                           "committed": bool(txn.result and txn.result.commit)})
-        return
-    typer.echo(str(path))
+    common.say(common.output_format(), {"path": str(path), "project": project, "committed":
+                                        bool(txn.result and txn.result.commit)}, str(path))
 
 
 COMMANDS = {"decision": decision_app}
