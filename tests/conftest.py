@@ -44,7 +44,7 @@ def project(store: Store) -> Project:
     """A scaffolded project named `flywheel` (uncommitted, as `scaffold.new_project` leaves it)."""
     from cortexfs import scaffold
 
-    if (store.context / "projects" / "flywheel").is_dir():  # the store fixture copied it in
+    if (store.projects_dir / "flywheel").is_dir():  # the store fixture copied it in
         return store.project("flywheel")
     p, _ = scaffold.new_project(store, "flywheel")
     return p
