@@ -162,7 +162,7 @@ def _write_new(store: Store, proj: Project, req: NewAtom, strict: bool, no_commi
         common.print_json({
             "id": added.atom.id, "project": proj.name,
             "path": os.path.relpath(added.atom.path, store.home),
-            "committed": bool(txn.result and txn.result.commit), "notes": added.notes,
+            "committed": bool(txn.committed), "notes": added.notes,
             "near_duplicates": [{"id": d.id, "summary": d.summary,
                                  "similarity": round(d.similarity, 3)}
                                 for d in added.duplicates]})
