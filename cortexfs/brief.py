@@ -352,7 +352,7 @@ def _atom_line(r: MemoryEntry, qualified: bool, with_strength: bool,
     if with_strength:
         notes.append(f"str {r.strength:.2f}")
         if r.hits:
-            notes.append(f"{r.hits} read{'s' if r.hits != 1 else ''}")
+            notes.append(plural(r.hits, "read"))
     else:
         notes.append(r.created.isoformat() if r.created else "undated")
     if r.status not in ("active", "valid"):
@@ -409,9 +409,7 @@ def _atom_sections(store: Store, projects: Sequence[Project], qualified: bool) -
         [_atom_line(r, qualified, False) for r in ranked.experiments],
         ranked.decayed_minds, ranked.decayed_experiments, [part.kinds for part in parts])
     if key is not None:
-        cache.save(path, SECTIONS_KIND, (key, (atoms.minds, atoms.experiments,
-                                               atoms.decayed_minds, atoms.decayed_experiments,
-                                               atoms.kinds)))
+        cache.save(path, SECTIONS_KIND, (key, tuple(vars(atoms).values())))  # (its fields)
     return atoms
 
 

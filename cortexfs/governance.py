@@ -54,14 +54,12 @@ def _read(store: Store, path: Path, problems: list[Finding] | None = None) -> st
     store: cortexfs.wall), or too big to read (a finding in `problems`)."""
     try:
         return wall.read_text(store.context, path)
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+    except OSError:  # missing, a folder, a link, or a FIFO or device named like one
         return None
     except InvalidInputError as e:
         if problems is not None:
             problems.append(Finding(ERROR, "size", store.rel(path), None,
                                     str(e).replace(str(path), path.name)))
-        return None
-    except OSError:  # a FIFO or device named like one: not a file
         return None
 
 

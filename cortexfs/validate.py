@@ -89,8 +89,7 @@ class Finding:
         return f"{self.severity:<7}  {self.location}  [{self.rule}] {self.message}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"severity": self.severity, "rule": self.rule, "path": self.path,
-                "line": self.line, "message": self.message}
+        return dict(vars(self))  # (the fields, in order)
 
 
 @dataclass
