@@ -177,7 +177,7 @@ _NEW_KEYS = ("id", "date", "project", "summary", "tags", "evidence", "source-exp
 def _new_in_editor(store: Store, proj: Project, req: NewAtom, strict: bool, no_commit: bool,
                    fmt: str) -> None:
     """`cortex new --edit`: the rendered template in $EDITOR, then the atom it becomes."""
-    from cortexfs.atoms import PATTERN, as_date, as_list
+    from cortexfs.atoms import as_date, as_list
     from cortexfs.authoring import NewAtom, check_request, next_number, render_atom
     from cortexfs.errors import AtomParseError, CortexError, InvalidInputError
     from cortexfs.frontmatter import parse
@@ -203,11 +203,9 @@ def _new_in_editor(store: Store, proj: Project, req: NewAtom, strict: bool, no_c
         if meta.get("date") is not None and date is None:
             raise InvalidInputError(f"`date` {meta['date']!r} is not a date: write YYYY-MM-DD")
         written = NewAtom(req.kind, str(meta.get("summary") or ""), as_list(meta.get("tags")),
-                          as_list(meta.get("evidence")) if req.kind is not PATTERN else [],
+                          as_list(meta.get("evidence")),
                           as_list(meta.get("source-experiments")), as_list(meta.get("links")),
                           meta.get("executor") or None, date)
-        if req.kind is PATTERN:
-            written.evidence = as_list(meta.get("evidence"))
         check_request(proj, written)
         extra = {k: v for k, v in meta.items() if k not in _NEW_KEYS}
         _write_new(store, proj, written, strict, no_commit, fmt, body=doc.body, extra=extra,
