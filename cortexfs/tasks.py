@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     import yaml
 
     from cortexfs.commit import Transaction
+    from cortexfs.validate import Severity
 
 TASK_KEYS = ("id", "text", "status", "priority", "why", "done-when", "depends-on",
              "completed-at")
@@ -64,7 +65,7 @@ _STATUS_ORDER = {"doing": 0, "todo": 1, "blocked": 2, "done": 3}
 class Problem:
     """One thing wrong with a TASKS.yaml: level is "error" or "warning"; line is 1-based."""
 
-    level: str
+    level: Severity
     line: int | None
     message: str
 
@@ -254,7 +255,7 @@ def _check_tasks(tf: TaskFile, data: Any, shape: _Shape, archived: set[str]) -> 
 
 def _check_task(tf: TaskFile, values: dict[str, Any], line: int, key_lines: dict[str, int],
                 n: int) -> Task | None:
-    def problem(level: str, key: str | None, message: str) -> None:
+    def problem(level: Severity, key: str | None, message: str) -> None:
         tf.problems.append(Problem(level, key_lines.get(key, line) if key else line, message))
 
     raw_id = values.get("id")
