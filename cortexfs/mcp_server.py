@@ -511,7 +511,7 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
             txn.add(Change(message=message))
         done = txn.result
         _recall_changed(store)
-        return {"commit": done.commit if done else None,
+        return {"commit": txn.committed,
                 "message": done.message if done else "",
                 "paths": done.paths if done else [],
                 "warning": for_agent(done.warning) if done and done.warning else None}
