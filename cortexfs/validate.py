@@ -663,7 +663,7 @@ def link_findings(store: Store, projects: list[Project], reported: set[str]) -> 
         parts = path[len(prefix):].split(os.sep) if path.startswith(prefix) else []
         if len(parts) > 1 and parts[0] not in selected:
             continue  # inside a project not being validated
-        rel = os.path.relpath(path, store.context).replace(os.sep, "/")
+        rel = store.rel(path)
         if rel in reported:
             continue
         out.append(Finding(ERROR, "link", rel, None,

@@ -161,7 +161,7 @@ def _write_new(store: Store, proj: Project, req: NewAtom, strict: bool, no_commi
     if fmt == "json":
         common.print_json({
             "id": added.atom.id, "project": proj.name,
-            "path": os.path.relpath(added.atom.path, store.home),
+            "path": store.home_rel(added.atom.path),
             "committed": bool(txn.committed), "notes": added.notes,
             "near_duplicates": [{"id": d.id, "summary": d.summary,
                                  "similarity": round(d.similarity, 3)}
