@@ -707,9 +707,9 @@ def check_project(project: Project, loaded: LoadedProject) -> list[Finding]:
 FINDINGS_KIND = "findings"
 
 
-def project_findings(sc: ProjectScan, loaded: LoadedProject | None = None) -> list[Finding]:
-    """`check_project` over a scanned project (`loaded`: its atoms, when the caller has
-    them; else loaded from `sc`, without bodies: no rule reads one).
+def project_findings(sc: ProjectScan) -> list[Finding]:
+    """`check_project` over a scanned project (its atoms loaded from `sc`, without bodies: no
+    rule reads one).
 
     The findings are cached (`.cache/validate/<project>.bin`) under a digest of everything
     the rules read: each atom file's name, mtime, size and CRC of its content (the scan's
@@ -719,7 +719,7 @@ def project_findings(sc: ProjectScan, loaded: LoadedProject | None = None) -> li
     loaded (at 100,000 atoms, the rules were two thirds of a warm `cortex validate`)."""
     key = _findings_key(sc)
     found = _cached_findings(sc.project, key)
-    return found if found is not None else _check(sc, key, loaded)
+    return found if found is not None else _check(sc, key, None)
 
 
 FORK_MIN_ATOMS = 5000  # atoms to check below which a second process costs more than it saves
