@@ -130,6 +130,7 @@ class TaskFile:
     problems: list[Problem] = field(default_factory=list)
     shape: _Shape | None = None  # None when the YAML does not parse to a task list
     data: Any = None
+    archived: set[str] = field(default_factory=set)  # the ids in tasks-archive.md
 
     @property
     def errors(self) -> list[Problem]:
@@ -159,7 +160,7 @@ def parse(text: str, path: Path, archived: set[str] | None = None) -> TaskFile:
     """
     import yaml
 
-    tf = TaskFile(path, text)
+    tf = TaskFile(path, text, archived=archived or set())
     deep = too_deep(text)
     if deep is not None:
         tf.problems.append(Problem("error", deep + 1, f"the YAML nests more than "
@@ -189,7 +190,7 @@ def parse(text: str, path: Path, archived: set[str] | None = None) -> TaskFile:
     if shape is None:
         return tf
     tf.shape = shape
-    _check_tasks(tf, data, shape, archived or set())
+    _check_tasks(tf, data, shape)
     return tf
 
 
@@ -228,7 +229,7 @@ def _task_list(data: Any) -> list[Any]:
     return []
 
 
-def _check_tasks(tf: TaskFile, data: Any, shape: _Shape, archived: set[str]) -> None:
+def _check_tasks(tf: TaskFile, data: Any, shape: _Shape) -> None:
     import yaml
 
     seen: dict[str, int] = {}
@@ -250,7 +251,7 @@ def _check_tasks(tf: TaskFile, data: Any, shape: _Shape, archived: set[str]) -> 
             continue
         seen[task.id] = line
         tf.tasks.append(task)
-    _check_dependencies(tf, archived)
+    _check_dependencies(tf)
 
 
 def _check_task(tf: TaskFile, values: dict[str, Any], line: int, key_lines: dict[str, int],
@@ -310,13 +311,13 @@ def _check_task(tf: TaskFile, values: dict[str, Any], line: int, key_lines: dict
                 values)
 
 
-def _check_dependencies(tf: TaskFile, archived: set[str]) -> None:
+def _check_dependencies(tf: TaskFile) -> None:
     ids = {t.id for t in tf.tasks}
     graph: dict[str, list[str]] = {}
     for task in tf.tasks:
         deps = [d for d in task.depends_on if d]
         for dep in deps:
-            if dep not in ids and dep not in archived:
+            if dep not in ids and dep not in tf.archived:
                 tf.problems.append(Problem(
                     "error", task.line, f"task {task.id} depends on {dep}, which is neither in "
                     f"{layout.TASKS_FILE} nor in {layout.TASKS_ARCHIVE}: fix the id or remove it"))
@@ -509,9 +510,9 @@ def _editing(project: Project) -> Iterator[TaskFile]:
         yield tf
 
 
-def next_id(tf: TaskFile, archived: set[str]) -> str:
+def next_id(tf: TaskFile) -> str:
     """T-<highest number among T-N ids in TASKS.yaml and the archive + 1>."""
-    numbers = (_NUMBERED_ID.match(task_id) for task_id in [*(t.id for t in tf.tasks), *archived])
+    numbers = (_NUMBERED_ID.match(task_id) for task_id in [*(t.id for t in tf.tasks), *tf.archived])
     return f"T-{max((int(m.group(1)) for m in numbers if m), default=0) + 1}"
 
 
@@ -528,14 +529,12 @@ def add_task(project: Project, text: str, *, priority: str | None = None,
                                 "put the reason in --why")
     _check_status(status)
     with _editing(project) as tf:
-        archive = _read(project.root / layout.TASKS_ARCHIVE, project.store.context)
-        archived = archived_ids(archive or "")
-        known = {t.id for t in tf.tasks} | archived
+        known = {t.id for t in tf.tasks} | tf.archived
         for dep in depends_on or []:
             if dep not in known:
                 raise InvalidInputError(f"no task {dep} in {project.name}: depend on an "
                                         "existing task id (see `cortex tasks list --all`)")
-        task_id = next_id(tf, archived)
+        task_id = next_id(tf)
         new: dict[str, Any] = {"id": task_id, "text": text, "status": status}
         if priority:
             new["priority"] = priority
@@ -550,7 +549,7 @@ def add_task(project: Project, text: str, *, priority: str | None = None,
         expected = [*_task_list(tf.data), new]
         text_out, rewritten = _edit(tf, expected, lambda: _append_text(tf, new))
         atomic_write(tf.path, text_out, root=project.store.context)
-        added = parse(text_out, tf.path, archived).get(task_id)
+        added = parse(text_out, tf.path, tf.archived).get(task_id)
     return EditResult([tf.path], rewritten, [added] if added else [])
 
 
