@@ -606,14 +606,13 @@ def archive(project: Project, *, older_than_days: int = ARCHIVE_AFTER_DAYS,
             return ArchiveResult([], undated=undated)
         archive_path = project.root / layout.TASKS_ARCHIVE
         archive_text = _read(archive_path, project.store.context)
-        already = archived_ids(archive_text or "")
         if archive_text is None:
             from cortexfs import templates
 
             archive_text = templates.render(project.store, "project/tasks-archive.md.j2",
                                             project=project.name,
                                             date=today.isoformat())
-        fresh = [t for t in old if t.id not in already]
+        fresh = [t for t in old if t.id not in tf.archived]
         paths: list[Path] = []
         if fresh:
             atomic_write(archive_path, _append_archive(archive_text, fresh, today),
