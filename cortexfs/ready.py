@@ -493,9 +493,8 @@ def _links_store(store: Store, everywhere: set[str], gaps: list[Gap]) -> None:
 
 def _file_links(store: Store, path: Path, project: str | None, own: set[str],
                 everywhere: set[str], gaps: list[Gap], *, cite_ids: bool) -> None:
-    try:
-        text = wall.read_text(store.context, path)
-    except (OSError, CortexError):  # missing, a link (not part of the store), too big
+    text = wall.text_or_none(store.context, path)
+    if text is None:  # missing, a link (not part of the store), too big
         return
     start = text.find(GENERATED_START)
     end = text.find(GENERATED_END, start + 1 if start >= 0 else 0)
