@@ -208,12 +208,6 @@ def _render(slot: Slot) -> str:
 # --- reading the project -----------------------------------------------------------------------
 
 
-def _read_text(project: Project, name: str) -> str | None:
-    """A governance file of the project; None when missing, a link (not part of the store:
-    cortexfs.wall) or over the size limit (`cortex validate` says which)."""
-    return wall.text_or_none(project.store.context, project.root / name)
-
-
 def markdown_lines(text: str) -> list[str]:
     """A governance file's content lines: HTML comments, blank lines and the `#` title gone,
     headings one level down (they sit under the brief's own `##` section)."""
@@ -352,7 +346,7 @@ def _atom_line(r: MemoryEntry, qualified: bool, with_strength: bool,
     if with_strength:
         notes.append(f"str {r.strength:.2f}")
         if r.hits:
-            notes.append(f"{r.hits} read{'s' if r.hits != 1 else ''}")
+            notes.append(plural(r.hits, "read"))
     else:
         notes.append(r.created.isoformat() if r.created else "undated")
     if r.status not in ("active", "valid"):
@@ -409,9 +403,7 @@ def _atom_sections(store: Store, projects: Sequence[Project], qualified: bool) -
         [_atom_line(r, qualified, False) for r in ranked.experiments],
         ranked.decayed_minds, ranked.decayed_experiments, [part.kinds for part in parts])
     if key is not None:
-        cache.save(path, SECTIONS_KIND, (key, (atoms.minds, atoms.experiments,
-                                               atoms.decayed_minds, atoms.decayed_experiments,
-                                               atoms.kinds)))
+        cache.save(path, SECTIONS_KIND, (key, tuple(vars(atoms).values())))  # (its fields)
     return atoms
 
 
@@ -457,7 +449,8 @@ def build(store: Store, project: str | None = None, budget: int = DEFAULT_BUDGET
 def _project_brief(store: Store, project: Project, budget: int) -> Brief:
     atoms = _atom_sections(store, [project], qualified=False)
     rel = f"projects/{project.name}"
-    status_items = markdown_lines(_read_text(project, STATUS_MD) or "")
+    status_items = markdown_lines(wall.text_or_none(store.context, project.root / STATUS_MD) or "")
+    issue_items = issue_blocks(wall.text_or_none(store.context, project.root / ISSUES_MD) or "")
     task_items, note = _task_items(project)
     task_items.sort(key=lambda kv: kv[0])
     slots = [
@@ -466,8 +459,7 @@ def _project_brief(store: Store, project: Project, budget: int) -> Brief:
         Slot("tasks", "Open tasks",
              ([f"- {note}"] if note else []) + [line for _, line in task_items], 0.15, "tasks",
              f"(from {rel}/TASKS.yaml)"),
-        Slot("issues", "Issues", issue_blocks(_read_text(project, ISSUES_MD) or ""), 0.10,
-             "issues", f"(from {rel}/ISSUES.md)"),
+        Slot("issues", "Issues", issue_items, 0.10, "issues", f"(from {rel}/ISSUES.md)"),
         Slot("knowledge", "Strongest knowledge and patterns", atoms.minds, 0.30, "atoms",
              f"(files: {rel}/knowledge/K-NNN.md, "
              f"{rel}/patterns/PAT-NNN.md{_decayed(atoms.decayed_minds)})"),
@@ -488,7 +480,7 @@ def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brie
     overview: list[str] = []
     for project, counts in zip(projects, atoms.kinds, strict=True):
         name = project.name
-        status = _read_text(project, STATUS_MD)
+        status = wall.text_or_none(store.context, project.root / STATUS_MD)
         overview.append(
             f"- {name}: {' '.join((phase_of(status) or 'no STATUS.md phase').split())} "
             f"({plural(counts.get('experiments', 0), 'experiment')}, "
@@ -501,7 +493,7 @@ def _store_brief(store: Store, projects: Sequence[Project], budget: int) -> Brie
         task_items += items
         if note:
             task_items.append(((9, 99, 0), f"- {p.name}: {note}"))
-        for block in issue_blocks(_read_text(p, ISSUES_MD) or ""):
+        for block in issue_blocks(wall.text_or_none(store.context, p.root / ISSUES_MD) or ""):
             issue_items.append(f"- {p.name}: {block.splitlines()[0].lstrip('#- ')}")
     task_items.sort(key=lambda kv: kv[0])
     slots = [

@@ -313,6 +313,11 @@ class Transaction:
         self._after_undo: list[Callable[[], list[str]]] = []
         self._unlisted = False
 
+    @property
+    def committed(self) -> str | None:
+        """The commit this command made; None when it made none."""
+        return self.result.commit if self.result else None
+
     def add(self, change: Change) -> None:
         """Record what an operation changed."""
         self.change.merge(change)

@@ -21,6 +21,7 @@ from cortexfs.atoms import as_date
 from cortexfs.errors import AtomParseError, InvalidInputError
 from cortexfs.fsutil import atomic_write, file_lock
 from cortexfs.store import Store
+from cortexfs.wording import plural
 
 RECORD_NAME = re.compile(r"^(\d{4})-([a-z0-9]+(?:-[a-z0-9]+)*)\.md\Z")
 _NUMBERED = re.compile(r"^(?:DR-)?(\d{4})-")
@@ -111,7 +112,7 @@ def check_record(text: str) -> list[RecordProblem]:
             count = subs or sum(1 for ln in body if _LIST_ITEM.match(ln))
             if count < MIN_ALTERNATIVES:
                 problems.append(RecordProblem(
-                    line, f"Alternatives lists {count} option{'s' if count != 1 else ''}: "
+                    line, f"Alternatives lists {plural(count, 'option')}: "
                     f"record at least {MIN_ALTERNATIVES} (one list item each, including the "
                     "one chosen)"))
         elif not any(ln.strip() for ln in body):

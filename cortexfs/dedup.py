@@ -73,7 +73,6 @@ def jaccard(a: set[str], b: set[str]) -> float:
 
 
 def find_duplicates(project: Project, kind: Kind, summary: str, tags: list[str],
-                    jaccard_threshold: float = JACCARD_THRESHOLD,
                     cosine_threshold: float = COSINE_THRESHOLD,
                     scan: ProjectScan | None = None) -> list[Duplicate]:
     """Existing atoms of `kind` in `project` that the new atom nearly duplicates, most
@@ -90,7 +89,7 @@ def find_duplicates(project: Project, kind: Kind, summary: str, tags: list[str],
     found: dict[str, Duplicate] = {}
     for make, terms in gated:
         sim = jaccard(new_terms, terms)
-        if sim >= jaccard_threshold:
+        if sim >= JACCARD_THRESHOLD:
             atom = make()
             key = f"{project.name}/{kind.folder}/{atom.path.name}"
             found[key] = Duplicate(atom.id, atom.path, atom.summary, sim, "terms")

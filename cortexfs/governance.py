@@ -16,7 +16,7 @@ from cortexfs.errors import InvalidInputError
 from cortexfs.overview import has_broken_markers, walk
 from cortexfs.status import read_status
 from cortexfs.store import Project, Store
-from cortexfs.validate import ERROR, WARNING, Finding, Severity
+from cortexfs.validate import ERROR, WARNING, Finding
 
 # Rule names are distinct from the atom rules' (validate.py): `status` there is an atom's
 # unknown status, so STATUS.md findings are `status-md`.
@@ -54,14 +54,12 @@ def _read(store: Store, path: Path, problems: list[Finding] | None = None) -> st
     store: cortexfs.wall), or too big to read (a finding in `problems`)."""
     try:
         return wall.read_text(store.context, path)
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+    except OSError:  # missing, a folder, a link, or a FIFO or device named like one
         return None
     except InvalidInputError as e:
         if problems is not None:
             problems.append(Finding(ERROR, "size", store.rel(path), None,
                                     str(e).replace(str(path), path.name)))
-        return None
-    except OSError:  # a FIFO or device named like one: not a file
         return None
 
 
@@ -98,8 +96,7 @@ def project_findings(project: Project) -> Iterator[Finding]:
             yield Finding(ERROR, "tasks", rel, None, message)
             tf = None
         for problem in tf.problems if tf else []:
-            severity: Severity = ERROR if problem.level == "error" else WARNING
-            yield Finding(severity, "tasks", rel, problem.line, problem.message)
+            yield Finding(problem.level, "tasks", rel, problem.line, problem.message)
     yield from problems
     yield from decision_findings(store, root / layout.DECISIONS)
 

@@ -292,8 +292,9 @@ def show(store: Store, located: Located, *, session: str = "cli", tool: str = "s
     cited_by = _citing(atoms, me, {located.path})
     mentioned = sorted(p.stem for p in _body_mentions(project, me, {located.path}))
     stats = accesslog.current(project)[0]
-    refs = max(_int(doc.meta.get("refs")), stats.counts.get(located.path.name, 0))
-    last = max(filter(None, [_str(doc.meta.get("last-ref")),
+    written = Atom(located.path, located.kind, doc.meta)  # its refs and last-ref as written
+    refs = max(written.refs, stats.counts.get(located.path.name, 0))
+    last = max(filter(None, [written.last_ref,
                              stats.newest.get(located.path.name)]), default=None)
     with contextlib.suppress(OutsideStoreError):  # a linked log is not counted into
         accesslog.append(project.access_log,
@@ -301,10 +302,6 @@ def show(store: Store, located: Located, *, session: str = "cli", tool: str = "s
         if os.environ.get("CORTEX_AUTOCOMMIT", "1") != "0":
             autocommit.request(str(store.home))  # committed as the hook's reads are
     return Shown(located, text, doc.meta, doc.body, refs, last, cites, cited_by, mentioned)
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _str(value: object) -> str | None:

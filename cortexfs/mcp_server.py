@@ -171,10 +171,9 @@ def add_atom(store: Store, kind: str, project: str | None, summary: str, tags: l
     if txn.result and txn.result.warning:
         warnings.append(txn.result.warning)
     atom, duplicates = added.atom, added.duplicates
-    committed = bool(txn.result and txn.result.commit)
     _recall_changed(store)
     return {"id": atom.id, "project": proj.name, "path": store.home_rel(atom.path),
-            "committed": committed,
+            "committed": bool(txn.committed),
             "notes": [*added.notes, *(f"warning: {for_agent(w)}" for w in warnings)],
             "near_duplicates": [{"id": d.id, "summary": d.summary,
                                  "similarity": round(d.similarity, 3), "method": d.method}
@@ -199,7 +198,7 @@ def run_plan(store: Store, make: Callable[[], Any]) -> dict[str, Any]:
         _recall_changed(store)
     warning = [f"warning: {txn.result.warning}"] if txn.result and txn.result.warning else []
     return {**plan.result, "changed": not plan.empty,
-            "commit": txn.result.commit if txn.result else None,
+            "commit": txn.committed,
             "notes": [for_agent(n) for n in [*plan.notes, *warning]]}
 
 
@@ -313,13 +312,12 @@ def build_server(store: Store) -> Any:
             txn.add(Change(result.written, "index: regenerate "
                            + (", ".join(result.projects) or "all projects"),
                            regenerated=set(result.projects)))
-        committed = bool(txn.result and txn.result.commit)
         _recall_changed(store)
         return {"projects": result.projects,
                 "written": [store.home_rel(p) for p in result.written],
                 "skipped": [{"path": store.home_rel(e.path), "line": e.line,
                              "reason": e.reason} for e in result.skipped],
-                "committed": committed}
+                "committed": bool(txn.committed)}
 
     @tool
     def ready(
@@ -513,7 +511,7 @@ def _lifecycle_tools(server: Any, store: Store, session: str) -> None:
             txn.add(Change(message=message))
         done = txn.result
         _recall_changed(store)
-        return {"commit": done.commit if done else None,
+        return {"commit": txn.committed,
                 "message": done.message if done else "",
                 "paths": done.paths if done else [],
                 "warning": for_agent(done.warning) if done and done.warning else None}
@@ -571,7 +569,7 @@ def _task_change(store: Store, project: str | None, verb: str,
     with transaction(store) as txn:
         task = tasks.change_one(txn, proj, verb, change).tasks[0]
     return {"project": proj.name, **task.to_json(),
-            "commit": txn.result.commit if txn.result else None}
+            "commit": txn.committed}
 
 
 def _server_class() -> Any:

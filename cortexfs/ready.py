@@ -262,7 +262,7 @@ def _save(store: Store, key: str, before: list[Gap], after: list[Gap]) -> None:
 
 def _project_of(path: str) -> str | None:
     parts = path.split("/")
-    if len(parts) > 2 and parts[0] == "context" and parts[1] == "projects":
+    if len(parts) > 2 and parts[0] == layout.CONTEXT and parts[1] == layout.PROJECTS:
         return parts[2]
     return None
 
@@ -430,8 +430,8 @@ def _status_freshness(store: Store, projects: list[Project], loaded: dict[str, L
 
 def _charter(store: Store, project: Project, gaps: list[Gap]) -> None:
     """mission.md and roadmap.md exist and are no longer the unfilled template."""
-    for name, what in (("mission.md", "the goal, success conditions and scope"),
-                       ("roadmap.md", "the phases and milestones with testable conditions")):
+    for name, what in ((layout.MISSION_MD, "the goal, success conditions and scope"),
+                       (layout.ROADMAP_MD, "the phases and milestones with testable conditions")):
         path = project.root / name
         rel = store.home_rel(path)
         try:
@@ -493,9 +493,8 @@ def _links_store(store: Store, everywhere: set[str], gaps: list[Gap]) -> None:
 
 def _file_links(store: Store, path: Path, project: str | None, own: set[str],
                 everywhere: set[str], gaps: list[Gap], *, cite_ids: bool) -> None:
-    try:
-        text = wall.read_text(store.context, path)
-    except (OSError, CortexError):  # missing, a link (not part of the store), too big
+    text = wall.text_or_none(store.context, path)
+    if text is None:  # missing, a link (not part of the store), too big
         return
     start = text.find(GENERATED_START)
     end = text.find(GENERATED_END, start + 1 if start >= 0 else 0)

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     import yaml
 
     from cortexfs.commit import Transaction
+    from cortexfs.validate import Severity
 
 TASK_KEYS = ("id", "text", "status", "priority", "why", "done-when", "depends-on",
              "completed-at")
@@ -64,7 +65,7 @@ _STATUS_ORDER = {"doing": 0, "todo": 1, "blocked": 2, "done": 3}
 class Problem:
     """One thing wrong with a TASKS.yaml: level is "error" or "warning"; line is 1-based."""
 
-    level: str
+    level: Severity
     line: int | None
     message: str
 
@@ -129,6 +130,7 @@ class TaskFile:
     problems: list[Problem] = field(default_factory=list)
     shape: _Shape | None = None  # None when the YAML does not parse to a task list
     data: Any = None
+    archived: set[str] = field(default_factory=set)  # the ids in tasks-archive.md
 
     @property
     def errors(self) -> list[Problem]:
@@ -158,7 +160,7 @@ def parse(text: str, path: Path, archived: set[str] | None = None) -> TaskFile:
     """
     import yaml
 
-    tf = TaskFile(path, text)
+    tf = TaskFile(path, text, archived=archived or set())
     deep = too_deep(text)
     if deep is not None:
         tf.problems.append(Problem("error", deep + 1, f"the YAML nests more than "
@@ -188,7 +190,7 @@ def parse(text: str, path: Path, archived: set[str] | None = None) -> TaskFile:
     if shape is None:
         return tf
     tf.shape = shape
-    _check_tasks(tf, data, shape, archived or set())
+    _check_tasks(tf, data, shape)
     return tf
 
 
@@ -227,7 +229,7 @@ def _task_list(data: Any) -> list[Any]:
     return []
 
 
-def _check_tasks(tf: TaskFile, data: Any, shape: _Shape, archived: set[str]) -> None:
+def _check_tasks(tf: TaskFile, data: Any, shape: _Shape) -> None:
     import yaml
 
     seen: dict[str, int] = {}
@@ -249,12 +251,12 @@ def _check_tasks(tf: TaskFile, data: Any, shape: _Shape, archived: set[str]) -> 
             continue
         seen[task.id] = line
         tf.tasks.append(task)
-    _check_dependencies(tf, archived)
+    _check_dependencies(tf)
 
 
 def _check_task(tf: TaskFile, values: dict[str, Any], line: int, key_lines: dict[str, int],
                 n: int) -> Task | None:
-    def problem(level: str, key: str | None, message: str) -> None:
+    def problem(level: Severity, key: str | None, message: str) -> None:
         tf.problems.append(Problem(level, key_lines.get(key, line) if key else line, message))
 
     raw_id = values.get("id")
@@ -309,13 +311,13 @@ def _check_task(tf: TaskFile, values: dict[str, Any], line: int, key_lines: dict
                 values)
 
 
-def _check_dependencies(tf: TaskFile, archived: set[str]) -> None:
+def _check_dependencies(tf: TaskFile) -> None:
     ids = {t.id for t in tf.tasks}
     graph: dict[str, list[str]] = {}
     for task in tf.tasks:
         deps = [d for d in task.depends_on if d]
         for dep in deps:
-            if dep not in ids and dep not in archived:
+            if dep not in ids and dep not in tf.archived:
                 tf.problems.append(Problem(
                     "error", task.line, f"task {task.id} depends on {dep}, which is neither in "
                     f"{layout.TASKS_FILE} nor in {layout.TASKS_ARCHIVE}: fix the id or remove it"))
@@ -508,9 +510,9 @@ def _editing(project: Project) -> Iterator[TaskFile]:
         yield tf
 
 
-def next_id(tf: TaskFile, archived: set[str]) -> str:
+def next_id(tf: TaskFile) -> str:
     """T-<highest number among T-N ids in TASKS.yaml and the archive + 1>."""
-    numbers = (_NUMBERED_ID.match(task_id) for task_id in [*(t.id for t in tf.tasks), *archived])
+    numbers = (_NUMBERED_ID.match(task_id) for task_id in [*(t.id for t in tf.tasks), *tf.archived])
     return f"T-{max((int(m.group(1)) for m in numbers if m), default=0) + 1}"
 
 
@@ -527,14 +529,12 @@ def add_task(project: Project, text: str, *, priority: str | None = None,
                                 "put the reason in --why")
     _check_status(status)
     with _editing(project) as tf:
-        archive = _read(project.root / layout.TASKS_ARCHIVE, project.store.context)
-        archived = archived_ids(archive or "")
-        known = {t.id for t in tf.tasks} | archived
+        known = {t.id for t in tf.tasks} | tf.archived
         for dep in depends_on or []:
             if dep not in known:
                 raise InvalidInputError(f"no task {dep} in {project.name}: depend on an "
                                         "existing task id (see `cortex tasks list --all`)")
-        task_id = next_id(tf, archived)
+        task_id = next_id(tf)
         new: dict[str, Any] = {"id": task_id, "text": text, "status": status}
         if priority:
             new["priority"] = priority
@@ -549,7 +549,7 @@ def add_task(project: Project, text: str, *, priority: str | None = None,
         expected = [*_task_list(tf.data), new]
         text_out, rewritten = _edit(tf, expected, lambda: _append_text(tf, new))
         atomic_write(tf.path, text_out, root=project.store.context)
-        added = parse(text_out, tf.path, archived).get(task_id)
+        added = parse(text_out, tf.path, tf.archived).get(task_id)
     return EditResult([tf.path], rewritten, [added] if added else [])
 
 
@@ -606,14 +606,13 @@ def archive(project: Project, *, older_than_days: int = ARCHIVE_AFTER_DAYS,
             return ArchiveResult([], undated=undated)
         archive_path = project.root / layout.TASKS_ARCHIVE
         archive_text = _read(archive_path, project.store.context)
-        already = archived_ids(archive_text or "")
         if archive_text is None:
             from cortexfs import templates
 
             archive_text = templates.render(project.store, "project/tasks-archive.md.j2",
                                             project=project.name,
                                             date=today.isoformat())
-        fresh = [t for t in old if t.id not in already]
+        fresh = [t for t in old if t.id not in tf.archived]
         paths: list[Path] = []
         if fresh:
             atomic_write(archive_path, _append_archive(archive_text, fresh, today),

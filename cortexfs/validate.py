@@ -89,8 +89,7 @@ class Finding:
         return f"{self.severity:<7}  {self.location}  [{self.rule}] {self.message}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"severity": self.severity, "rule": self.rule, "path": self.path,
-                "line": self.line, "message": self.message}
+        return dict(vars(self))  # (the fields, in order)
 
 
 @dataclass
@@ -664,7 +663,7 @@ def link_findings(store: Store, projects: list[Project], reported: set[str]) -> 
         parts = path[len(prefix):].split(os.sep) if path.startswith(prefix) else []
         if len(parts) > 1 and parts[0] not in selected:
             continue  # inside a project not being validated
-        rel = os.path.relpath(path, store.context).replace(os.sep, "/")
+        rel = store.rel(path)
         if rel in reported:
             continue
         out.append(Finding(ERROR, "link", rel, None,
@@ -708,9 +707,9 @@ def check_project(project: Project, loaded: LoadedProject) -> list[Finding]:
 FINDINGS_KIND = "findings"
 
 
-def project_findings(sc: ProjectScan, loaded: LoadedProject | None = None) -> list[Finding]:
-    """`check_project` over a scanned project (`loaded`: its atoms, when the caller has
-    them; else loaded from `sc`, without bodies: no rule reads one).
+def project_findings(sc: ProjectScan) -> list[Finding]:
+    """`check_project` over a scanned project (its atoms loaded from `sc`, without bodies: no
+    rule reads one).
 
     The findings are cached (`.cache/validate/<project>.bin`) under a digest of everything
     the rules read: each atom file's name, mtime, size and CRC of its content (the scan's
@@ -720,7 +719,7 @@ def project_findings(sc: ProjectScan, loaded: LoadedProject | None = None) -> li
     loaded (at 100,000 atoms, the rules were two thirds of a warm `cortex validate`)."""
     key = _findings_key(sc)
     found = _cached_findings(sc.project, key)
-    return found if found is not None else _check(sc, key, loaded)
+    return found if found is not None else _check(sc, key, None)
 
 
 FORK_MIN_ATOMS = 5000  # atoms to check below which a second process costs more than it saves

@@ -198,6 +198,24 @@ def test_new_edit_writes_what_was_saved(cli: Any, loop: Store, editor: Any) -> N
     clean_and_current(cli, loop)
 
 
+@pytest.mark.parametrize(("kind", "rel", "cited"), [
+    ("k", "knowledge/K-002.md", "evidence: [EXP-002]\n"),
+    ("pat", "patterns/PAT-001.md", "source-experiments: [EXP-001, EXP-002]\n"
+                                   "evidence: [EXP-001]\n"),
+])
+def test_new_edit_keeps_the_cited_experiments(cli: Any, loop: Store, editor: Any, kind: str,
+                                              rel: str, cited: str) -> None:
+    # what the saved file cites is what the atom cites: evidence for knowledge, and for a
+    # pattern its source experiments and its evidence both
+    atom_id = rel.split("/")[1].removesuffix(".md")
+    editor(f"---\nid: {atom_id}\ndate: 2026-03-09\nproject: flywheel\nsummary: \"Cited in the "
+           f"editor\"\ntags: [editor]\n{cited}---\n\n# {atom_id}: Cited in the editor\n")
+    result = cli("new", kind, "--edit")
+    assert result.exit_code == 0, result.output
+    assert cited in atom(loop, rel).read_text()
+    clean_and_current(cli, loop)
+
+
 @pytest.mark.parametrize(("saved", "says"), [
     (None, "the template was saved unchanged: nothing written"),
     ("", "the file was saved empty: nothing written"),

@@ -161,8 +161,8 @@ def _write_new(store: Store, proj: Project, req: NewAtom, strict: bool, no_commi
     if fmt == "json":
         common.print_json({
             "id": added.atom.id, "project": proj.name,
-            "path": os.path.relpath(added.atom.path, store.home),
-            "committed": bool(txn.result and txn.result.commit), "notes": added.notes,
+            "path": store.home_rel(added.atom.path),
+            "committed": bool(txn.committed), "notes": added.notes,
             "near_duplicates": [{"id": d.id, "summary": d.summary,
                                  "similarity": round(d.similarity, 3)}
                                 for d in added.duplicates]})
@@ -177,7 +177,7 @@ _NEW_KEYS = ("id", "date", "project", "summary", "tags", "evidence", "source-exp
 def _new_in_editor(store: Store, proj: Project, req: NewAtom, strict: bool, no_commit: bool,
                    fmt: str) -> None:
     """`cortex new --edit`: the rendered template in $EDITOR, then the atom it becomes."""
-    from cortexfs.atoms import PATTERN, as_date, as_list
+    from cortexfs.atoms import Atom
     from cortexfs.authoring import NewAtom, check_request, next_number, render_atom
     from cortexfs.errors import AtomParseError, CortexError, InvalidInputError
     from cortexfs.frontmatter import parse
@@ -199,15 +199,12 @@ def _new_in_editor(store: Store, proj: Project, req: NewAtom, strict: bool, no_c
         for key in ("summary", "executor"):
             if meta.get(key) is not None and not isinstance(meta[key], str):
                 raise InvalidInputError(f"`{key}` must be text")
-        date = as_date(meta.get("date")) if meta.get("date") is not None else None
-        if meta.get("date") is not None and date is None:
+        saved = Atom(draft, req.kind, meta)  # (its values as an atom's readers take them)
+        if meta.get("date") is not None and saved.date is None:
             raise InvalidInputError(f"`date` {meta['date']!r} is not a date: write YYYY-MM-DD")
-        written = NewAtom(req.kind, str(meta.get("summary") or ""), as_list(meta.get("tags")),
-                          as_list(meta.get("evidence")) if req.kind is not PATTERN else [],
-                          as_list(meta.get("source-experiments")), as_list(meta.get("links")),
-                          meta.get("executor") or None, date)
-        if req.kind is PATTERN:
-            written.evidence = as_list(meta.get("evidence"))
+        written = NewAtom(req.kind, saved.summary, saved.tags, saved.evidence,
+                          saved.source_experiments, saved.links, meta.get("executor") or None,
+                          saved.date)
         check_request(proj, written)
         extra = {k: v for k, v in meta.items() if k not in _NEW_KEYS}
         _write_new(store, proj, written, strict, no_commit, fmt, body=doc.body, extra=extra,

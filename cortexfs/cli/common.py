@@ -182,12 +182,11 @@ def finish(plan: Plan, txn: Transaction, done: str) -> None:
             warn(note.removeprefix("warning: "))
         else:
             typer.echo(f"note: {note}", err=True)
-    committed = txn.result.commit if txn.result else None
     if output_format() == "json":
-        print_json({**plan.result, "changed": not plan.empty, "commit": committed,
+        print_json({**plan.result, "changed": not plan.empty, "commit": txn.committed,
                     "notes": plan.notes})
         return
     if plan.empty:
         typer.echo(f"nothing to change: {done}")
         return
-    ok(done + (", committed" if committed else ""))
+    ok(done + (", committed" if txn.committed else ""))

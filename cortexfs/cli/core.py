@@ -43,7 +43,7 @@ def init(
     origin = sync.set_remote(store, remote) if remote is not None else None
     if common.output_format() == "json":
         common.print_json({"home": str(store.home), "created": bool(created),
-                           "committed": bool(txn.result and txn.result.commit),
+                           "committed": bool(txn.committed),
                            "remote": origin})
         return
     if created:
@@ -74,7 +74,7 @@ def project_new(
     if common.output_format() == "json":
         common.print_json({"project": name, "path": str(project.root),
                            "created": bool(created),
-                           "committed": bool(txn.result and txn.result.commit)})
+                           "committed": bool(txn.committed)})
     elif not created:
         common.ok(f"project {name} already exists at {project.root}")
     else:

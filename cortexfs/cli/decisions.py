@@ -36,7 +36,7 @@ def decision_new(
                                      warn=common.warn))
     common.report(txn)
     common.say(common.output_format(), {"path": str(path), "project": project, "committed":
-                                        bool(txn.result and txn.result.commit)}, str(path))
+                                        bool(txn.committed)}, str(path))
 
 
 COMMANDS = {"decision": decision_app}

@@ -58,7 +58,7 @@ def regen(
         common.nothing_left_to_write()  # (committed: the interpreter's teardown spared)
         common.report(txn)
         pending = txn.result.pending if txn.result else []
-    committed = bool(txn.result and txn.result.commit) if not check else False
+    committed = bool(txn.committed) if not check else False
     rel = store.home_rel
     if fmt == "json":
         common.print_json({

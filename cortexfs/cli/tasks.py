@@ -43,7 +43,7 @@ def _change_one_task(project: str | None, no_commit: bool, verb: str,
     _rewritten_note(result.rewritten, proj)
     if common.output_format() == "json":
         common.print_json({"project": proj.name, **task.to_json(),
-                           "committed": bool(txn.result and txn.result.commit)})
+                           "committed": bool(txn.committed)})
         return None
     return task
 
@@ -164,7 +164,7 @@ def tasks_archive(
     common.report(txn)
     if common.output_format() == "json":
         common.print_json({"archived": moved, "notes": [n for _, n in notes],
-                           "committed": bool(txn.result and txn.result.commit)})
+                           "committed": bool(txn.committed)})
         return
     for good, note in notes:
         (common.ok if good else common.warn)(note)
