@@ -23,12 +23,14 @@ cannot write the cache keeps what it built in memory.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -230,7 +232,7 @@ class LexicalIndex:
         walked = self.walk(projects, gap)
         if walked:
             done.clear()
-            with self._writing():
+            with writing_lock(self.dir.parent / layout.LEXICAL_LOCK, 600, "the recall index"):
                 if self._manifest_id != self._on_disk_id():  # another process wrote it
                     self._load()
                     walked_at = time.time_ns()
@@ -241,23 +243,6 @@ class LexicalIndex:
         if not done:
             self._fold_logs(projects)
         return done[0] if done else None
-
-    @contextlib.contextmanager
-    def _writing(self) -> Any:
-        """Hold the index's lock while changing it; a store we cannot write to is changed
-        for this process alone."""
-        try:
-            with file_lock(self.dir.parent / layout.LEXICAL_LOCK, timeout=600,
-                           what="the recall index"):
-                yield
-        except PermissionError:
-            yield
-        except OSError as e:
-            import errno
-
-            if e.errno != errno.EROFS:
-                raise
-            yield
 
     def walk(self, projects: list[Project],
               gap: Callable[[], None] | None = None) -> dict[str, tuple[Any, ...]]:
@@ -501,6 +486,19 @@ class LexicalIndex:
         keep = cols.live[ids]
         return (ids[keep], np.concatenate([p[1] for p in parts])[keep],
                 np.concatenate([p[2] for p in parts])[keep])
+
+
+@contextlib.contextmanager
+def writing_lock(lock: Path, timeout: float, what: str) -> Iterator[None]:
+    """Hold `lock` while the block changes a recall cache; a store this process cannot
+    write to (no permission, a read-only file system) is changed for this process alone."""
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(file_lock(lock, timeout=timeout, what=what))
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+        yield
 
 
 def bm25(index: LexicalIndex, hashes: list[int], weights: list[float] | None = None,
