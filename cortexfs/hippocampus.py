@@ -1370,11 +1370,7 @@ def pointers_of(line: str) -> list[str]:
     at = line.find("→")
     if at < 0:
         return []
-    out = []
-    for part in line[at + 1:].split(" | "):
-        path = part.strip().split(" §", 1)[0].strip()
-        out.append(path)
-    return out
+    return [part.strip().split(" §", 1)[0].strip() for part in line[at + 1:].split(" | ")]
 
 
 _POINTER = re.compile(r"→([^\n]*)")
