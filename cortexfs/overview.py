@@ -608,7 +608,7 @@ def _summary(ctx: RegenContext, name: str) -> AtomSummary:
     """A project's atom summary: from its cache file (`.cache/overview/<project>.bin`) when
     its regeneration fingerprint is the same, else from its atoms (and cached)."""
     if name not in ctx.projects:
-        return ({k.folder: 0 for k in KINDS}, None)
+        return summarize(())
     fingerprint = ctx.fingerprint([name], dated=False)
     path = ctx.store.cache_dir / "overview" / f"{name}.bin"
     hit = cache.load(path, SUMMARY_KIND) if fingerprint else None
