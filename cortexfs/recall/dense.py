@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cortexfs.errors import AtomParseError
-from cortexfs.fsutil import atomic_write
+from cortexfs.fsutil import atomic_write, cache_lock
 from cortexfs.layout import EMBED_LOCK
 
 if TYPE_CHECKING:
@@ -90,9 +90,7 @@ class VectorStore:
             # One process embeds at a time; a waiting one then finds the work done on disk.
             # A read-only store: embed for this process alone (_save gives up quietly). It
             # costs time on every run, never an answer.
-            from cortexfs.recall.lexical import writing_lock
-
-            with writing_lock(self.path.parent / EMBED_LOCK, 3600, "the recall vector cache"):
+            with cache_lock(self.path.parent / EMBED_LOCK, 3600, "the recall vector cache"):
                 self._load()
                 todo = {s: i for i, (s, ok) in enumerate(zip(shas, live.tolist(), strict=True))
                         if ok and s not in self.rows}

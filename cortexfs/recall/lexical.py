@@ -23,21 +23,19 @@ cannot write the cache keeps what it built in memory.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from cortexfs import accesslog, cache, forked, layout, wall
 from cortexfs.atoms import KINDS, Kind
-from cortexfs.fsutil import file_lock, removed_on_error, write_temp
+from cortexfs.fsutil import cache_lock, removed_on_error, write_temp
 from cortexfs.recall import arrays, docs, files, segment
 from cortexfs.recall.builder import Builder
 from cortexfs.recall.docs import Doc
@@ -232,7 +230,7 @@ class LexicalIndex:
         walked = self.walk(projects, gap)
         if walked:
             done.clear()
-            with writing_lock(self.dir.parent / layout.LEXICAL_LOCK, 600, "the recall index"):
+            with cache_lock(self.dir.parent / layout.LEXICAL_LOCK, 600, "the recall index"):
                 if self._manifest_id != self._on_disk_id():  # another process wrote it
                     self._load()
                     walked_at = time.time_ns()
@@ -486,19 +484,6 @@ class LexicalIndex:
         keep = cols.live[ids]
         return (ids[keep], np.concatenate([p[1] for p in parts])[keep],
                 np.concatenate([p[2] for p in parts])[keep])
-
-
-@contextlib.contextmanager
-def writing_lock(lock: Path, timeout: float, what: str) -> Iterator[None]:
-    """Hold `lock` while the block changes a recall cache; a store this process cannot
-    write to (no permission, a read-only file system) is changed for this process alone."""
-    with contextlib.ExitStack() as held:
-        try:
-            held.enter_context(file_lock(lock, timeout=timeout, what=what))
-        except OSError as e:
-            if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
-                raise
-        yield
 
 
 def bm25(index: LexicalIndex, hashes: list[int], weights: list[float] | None = None,
