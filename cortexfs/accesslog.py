@@ -445,19 +445,13 @@ class AccessStats:
         self.lines = lines  # lines folded so far, blank ones included
         self.first_bad = first_bad
 
-    def _key(self) -> tuple[object, ...]:
-        return (self.counts, self.newest, self.offset, self.bad_lines, self.lines,
-                self.first_bad)
-
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AccessStats):
             return NotImplemented
-        return self._key() == other._key()
+        return vars(self) == vars(other)
 
-    def __repr__(self) -> str:
-        return (f"AccessStats(counts={self.counts!r}, newest={self.newest!r}, "
-                f"offset={self.offset!r}, bad_lines={self.bad_lines!r}, "
-                f"lines={self.lines!r}, first_bad={self.first_bad!r})")
+    def __repr__(self) -> str:  # (the fields in the order __init__ sets them)
+        return f"AccessStats({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
 
 
 def fold(log_path: str | os.PathLike[str], stats: AccessStats | None = None) -> AccessStats:

@@ -266,14 +266,12 @@ class _Layer:
     qkv_b: np.ndarray
     out_w: np.ndarray
     out_b: np.ndarray
-    ln1_w: np.ndarray
-    ln1_b: np.ndarray
+    ln1: tuple[np.ndarray, np.ndarray]  # LayerNorm weight and bias, as BertEncoder.emb_ln
     ff_w: np.ndarray
     ff_b: np.ndarray
     ff_out_w: np.ndarray
     ff_out_b: np.ndarray
-    ln2_w: np.ndarray
-    ln2_b: np.ndarray
+    ln2: tuple[np.ndarray, np.ndarray]
 
 
 class BertEncoder:
@@ -306,14 +304,12 @@ class BertEncoder:
                                       for n in ("query", "key", "value")]),
                 out_w=get(att + "output.dense.weight").T.copy(),
                 out_b=get(att + "output.dense.bias"),
-                ln1_w=get(att + "output.LayerNorm.weight"),
-                ln1_b=get(att + "output.LayerNorm.bias"),
+                ln1=(get(att + "output.LayerNorm.weight"), get(att + "output.LayerNorm.bias")),
                 ff_w=get(p + "intermediate.dense.weight").T.copy(),
                 ff_b=get(p + "intermediate.dense.bias"),
                 ff_out_w=get(p + "output.dense.weight").T.copy(),
                 ff_out_b=get(p + "output.dense.bias"),
-                ln2_w=get(p + "output.LayerNorm.weight"),
-                ln2_b=get(p + "output.LayerNorm.bias"),
+                ln2=(get(p + "output.LayerNorm.weight"), get(p + "output.LayerNorm.bias")),
             ))
 
     def forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -335,11 +331,9 @@ class BertEncoder:
             np.exp(scores, out=scores)
             scores /= scores.sum(axis=-1, keepdims=True)
             ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(batch * length, self.hidden)
-            x = _layer_norm(x + ctx @ layer.out_w + layer.out_b, layer.ln1_w, layer.ln1_b,
-                            self.eps)
+            x = _layer_norm(x + ctx @ layer.out_w + layer.out_b, *layer.ln1, self.eps)
             ff = _gelu(x @ layer.ff_w + layer.ff_b)
-            x = _layer_norm(x + ff @ layer.ff_out_w + layer.ff_out_b, layer.ln2_w, layer.ln2_b,
-                            self.eps)
+            x = _layer_norm(x + ff @ layer.ff_out_w + layer.ff_out_b, *layer.ln2, self.eps)
         x = x.reshape(batch, length, self.hidden)
         weights = mask[:, :, None].astype(np.float32)
         pooled = (x * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)

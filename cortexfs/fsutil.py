@@ -354,6 +354,19 @@ def file_lock(path: Path, timeout: float = 30.0, what: str = "the store") -> Ite
         os.close(fd)  # closing the descriptor releases the lock
 
 
+@contextlib.contextmanager
+def cache_lock(path: Path, timeout: float, what: str) -> Iterator[None]:
+    """file_lock for a cache: where this process cannot take it (no permission, a read-only
+    file system), the block runs unlocked and what it changes is for this process alone."""
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(file_lock(path, timeout, what))
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+        yield
+
+
 def flock(fd: int, deadline: float, refusal: str) -> None:
     """Take an exclusive flock of the open file `fd`, waiting until `deadline`
     (time.monotonic); past it, LockTimeoutError(`refusal`)."""

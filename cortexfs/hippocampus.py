@@ -1312,10 +1312,12 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
     keys = {topic_path(s.project): f"{s.key}:{clock}" for s in shares if s.key and s.chars}
     files: Iterable[tuple[str, str | bytes]]
     skip: set[str] = set()
+
+    def current(rel: str) -> bool:  # its key is the one it was written with, and it is as written
+        return saved_keys.get(rel) == keys.get(rel) and cache.still(context / rel, known.get(rel))
+
     if sum(s.chars for s in shares) > chars_for(MAX_TOKENS):  # surely hierarchical
-        stale = [s for s in shares if s.chars and not (
-            saved_keys.get(topic_path(s.project)) == keys.get(topic_path(s.project))
-            and cache.still(context / topic_path(s.project), known.get(topic_path(s.project))))]
+        stale = [s for s in shares if s.chars and not current(topic_path(s.project))]
         apart = _Apart.start(stale, ref_us, clock, reference)
         mine = {s.project: s.view(ref_us, clock) for s in shares if s.project not in apart.names}
         topics = {s.project: _topic_file(reference, s.project,
@@ -1326,8 +1328,7 @@ def regen(ctx: Any, dry_run: bool = False) -> list[Path]:
         views = {s.project: mine[s.project] if s.project in mine else theirs[s.project][0]
                  if s.project in theirs else s.view(ref_us, clock) for s in shares}
         keys.update(file_keys(views, reference))
-        skip = {rel for rel, file_key in keys.items() if saved_keys.get(rel) == file_key
-                and cache.still(context / rel, known.get(rel))}
+        skip = {rel for rel in keys if current(rel)}
         skipped: Counter[str] = Counter()
         for s in shares:
             skipped.update(s.skipped)
@@ -1369,11 +1370,7 @@ def pointers_of(line: str) -> list[str]:
     at = line.find("→")
     if at < 0:
         return []
-    out = []
-    for part in line[at + 1:].split(" | "):
-        path = part.strip().split(" §", 1)[0].strip()
-        out.append(path)
-    return out
+    return [part.strip().split(" §", 1)[0].strip() for part in line[at + 1:].split(" | ")]
 
 
 _POINTER = re.compile(r"→([^\n]*)")

@@ -164,16 +164,10 @@ class Knowledge:
     """The knowledge root of one store and the atoms a path names inside it."""
 
     def __init__(self, home: str) -> None:
-        self.home = home
         self.root = os.path.realpath(os.path.join(home, layout.CONTEXT))
         self.prefix = self.root + os.sep
         self._cache: dict[str, tuple[str, str] | None] = {}
         self._dirs: dict[str, tuple[str, str] | None] = {}  # folder → (project, kind folder)
-
-    def exists(self) -> bool:
-        """A store whose knowledge root is a folder, not a link (cortexfs.wall)."""
-        return os.path.isdir(os.path.join(self.root, layout.PROJECTS)) \
-            and not os.path.islink(os.path.join(self.home, layout.CONTEXT))
 
     def parts(self, path: str) -> list[str] | None:
         """The real path's components below the knowledge root; None when outside it (or
@@ -697,7 +691,7 @@ def record(payload: bytes, home: str) -> int:
     knowledge = Knowledge(home)
     if os.path.islink(os.path.join(home, layout.CONTEXT)):
         raise PayloadError(f"{home}/context is a symbolic link: not a store cortex writes to")
-    if not knowledge.exists():
+    if not os.path.isdir(os.path.join(knowledge.root, layout.PROJECTS)):
         raise PayloadError(f"no cortex store at {home} (no context/projects/): run `cortex "
                            "init` or fix the --home of the installed hook")
     reads = Reads(knowledge)

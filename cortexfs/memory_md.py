@@ -602,11 +602,11 @@ class LintReport:
 def lint(doc: MemoryDoc) -> LintReport:
     """Check `doc` against neocortex.md v1.0 (see the module docstring for the rules)."""
     problems = list(doc.problems)
-    _lint_header(doc, problems)
-    _lint_sections(doc, problems)
+    figures = stats(doc)  # (what `cortex memory stats` shows)
+    _lint_header(doc, figures, problems)
+    _lint_sections(doc, figures, problems)
     _lint_entries(doc, problems)
-    total_entries = len(doc.entries) + len(doc.orphans)
-    tokens = doc.tokens
+    total_entries, tokens = figures.entries, figures.tokens
     if tokens > MAX_TOTAL_TOKENS:
         problems.append(Problem(
             "error", "total-tokens",
@@ -626,7 +626,7 @@ def lint(doc: MemoryDoc) -> LintReport:
                       [s.name for s in doc.sections])
 
 
-def _lint_header(doc: MemoryDoc, problems: list[Problem]) -> None:
+def _lint_header(doc: MemoryDoc, figures: Stats, problems: list[Problem]) -> None:
     header = doc.header
     if not header.present or header.version is None:
         problems.append(Problem(
@@ -674,13 +674,12 @@ def _lint_header(doc: MemoryDoc, problems: list[Problem]) -> None:
             f"header counts `entries: {fields['entries'][:20]} | tokens: "
             f"{fields['tokens'][:20]}` are not numbers: run `cortex memory lint --fix`", line))
         return
-    actual_entries = len(doc.entries) + len(doc.orphans)
+    actual_entries, actual_tokens = figures.entries, figures.tokens
     if entries_claim != actual_entries:
         problems.append(Problem(
             "warning", "header-counts",
             f"header says {entries_claim:,} entries, the file has {actual_entries:,}: run "
             "`cortex memory lint --fix`", line))
-    actual_tokens = doc.tokens
     if abs(tokens_claim - actual_tokens) > max(COUNT_TOLERANCE * actual_tokens, 100):
         problems.append(Problem(
             "warning", "header-counts",
@@ -699,7 +698,7 @@ def _parse_count(value: str) -> int | None:
         return None
 
 
-def _lint_sections(doc: MemoryDoc, problems: list[Problem]) -> None:
+def _lint_sections(doc: MemoryDoc, figures: Stats, problems: list[Problem]) -> None:
     if doc.title_line is None:
         problems.append(Problem("warning", "title",
                                 "no `# Memory` title: add it above the first section"))
@@ -745,7 +744,7 @@ def _lint_sections(doc: MemoryDoc, problems: list[Problem]) -> None:
             "error", "section-count",
             f"{len(doc.sections)} sections, over the maximum of {MAX_SECTIONS}: merge custom "
             "sections into standard ones"))
-    for size in stats(doc).sections:  # (what `cortex memory stats` shows)
+    for size in figures.sections:
         if size.target is None or size.max_entries is None or size.budget is None:
             continue  # a custom section: no limits
         if size.entries > size.max_entries:

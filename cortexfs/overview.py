@@ -554,6 +554,7 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
     overview = store.context / OVERVIEW_MD
     key = _overview_key(store, lines, now)
     old = state.get("overview")
+    vouched = None  # the text OVERVIEW.md holds after this run, when its state is to be kept
     if key is not None and isinstance(old, list) and len(old) == 2 and old[0] == key \
             and cache.still(overview, old[1]):
         new["overview"] = old
@@ -565,10 +566,8 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
             current = None
         if current != text:
             changes[overview] = text
-        elif key is not None:
-            state_now = cache.file_state(overview, cache.digest(text.encode()).hex(), now)
-            if state_now is not None:
-                new["overview"] = [key, state_now]
+        if key is not None and (current == text or not dry_run):
+            vouched = text
 
     # the CORTEX.md blocks
     listings = state.get("listings")
@@ -593,11 +592,10 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
         with Writes(root=store.context) as writes:  # (their fsyncs overlap)
             written = sorted(p for p, t in changes.items()
                              if write_if_changed(p, t, root=store.context, writes=writes))
-        if overview in changes and key is not None:
-            state_now = cache.file_state(overview, cache.digest(
-                changes[overview].encode()).hex(), now)
-            if state_now is not None:
-                new["overview"] = [key, state_now]
+    if vouched is not None:
+        state_now = cache.file_state(overview, cache.digest(vouched.encode()).hex(), now)
+        if state_now is not None:
+            new["overview"] = [key, state_now]
     if (not dry_run or not changes) and new != state:
         cache.save(path, CACHE_KIND, new)
     return written
@@ -610,7 +608,7 @@ def _summary(ctx: RegenContext, name: str) -> AtomSummary:
     """A project's atom summary: from its cache file (`.cache/overview/<project>.bin`) when
     its regeneration fingerprint is the same, else from its atoms (and cached)."""
     if name not in ctx.projects:
-        return ({k.folder: 0 for k in KINDS}, None)
+        return summarize(())
     fingerprint = ctx.fingerprint([name], dated=False)
     path = ctx.store.cache_dir / "overview" / f"{name}.bin"
     hit = cache.load(path, SUMMARY_KIND) if fingerprint else None

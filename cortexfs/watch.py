@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 from cortexfs import accesslog, autocommit, layout
-from cortexfs.atoms import KINDS, kind_of_filename
 from cortexfs.autocommit import debounce_seconds, is_locked, try_lock
 from cortexfs.errors import CortexError, LockTimeoutError
 from cortexfs.store import Project, Store
@@ -55,7 +54,6 @@ SCAN_WINDOW = 1.0
 SCAN_FILES = 5  # more distinct atoms of one project read within SCAN_WINDOW = a scan
 TICK = 0.1
 WATCH_TOOL = "watch"
-_FOLDERS = {k.folder for k in KINDS}
 
 
 @dataclass
@@ -152,10 +150,10 @@ class Watcher:
             return None
         rel = os.path.relpath(os.path.realpath(os.path.dirname(path)), self._context)
         parts = rel.split(os.sep) + [os.path.basename(path)]
-        if parts[0] != "projects" or len(parts) not in (3, 4):
+        if parts[0] != layout.PROJECTS or len(parts) not in (3, 4):
             return None
         project, folder = parts[1], parts[2]
-        if not layout.is_project_folder(project) or folder not in _FOLDERS:
+        if not layout.is_project_folder(project) or folder not in layout.ATOM_FOLDERS:
             return None
         return project, folder, parts[3] if len(parts) == 4 else ""
 
@@ -182,11 +180,10 @@ class Watcher:
             project, folder, name = where
             if event.is_directory:
                 # a project or atom folder moved or deleted: regenerate the project
-                if name == "" or name in _FOLDERS:
+                if name == "" or name in layout.ATOM_FOLDERS:
                     self._mark(project, None, now)
                 continue
-            kind = kind_of_filename(name)
-            if kind is None or kind.folder != folder:
+            if layout.atom_folder(name) != folder:
                 continue  # editors' temp files, index.md, anything not an atom
             atom = Path(path)
             with self.state.lock:
@@ -206,8 +203,7 @@ class Watcher:
         if where is None:
             return
         project, folder, name = where
-        kind = kind_of_filename(name)
-        if kind is None or kind.folder != folder:
+        if layout.atom_folder(name) != folder:
             return
         with self.state.lock:
             if self.state.own(now):

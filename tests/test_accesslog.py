@@ -50,6 +50,21 @@ def test_resume_folds_only_new_lines_and_restarts_on_a_rewritten_log(tmp_path: P
 
 
 
+def test_access_stats_compare_and_show_every_field() -> None:
+    stats = accesslog.AccessStats({"EXP-001.md": 2}, {"EXP-001.md": "2026-01-01"}, 80, 1, 3, 2)
+    assert repr(stats) == ("AccessStats(counts={'EXP-001.md': 2}, newest={'EXP-001.md': "
+                           "'2026-01-01'}, offset=80, bad_lines=1, lines=3, first_bad=2)")
+    assert stats == accesslog.AccessStats({"EXP-001.md": 2}, {"EXP-001.md": "2026-01-01"},
+                                          80, 1, 3, 2)
+    for changed in ({"offset": 81}, {"bad_lines": 0}, {"lines": 4}, {"first_bad": 1},
+                    {"counts": {}}, {"newest": {}}):
+        other = accesslog.AccessStats({"EXP-001.md": 2}, {"EXP-001.md": "2026-01-01"},
+                                      80, 1, 3, 2)
+        vars(other).update(changed)
+        assert stats != other, changed
+    assert stats != (stats.counts, stats.newest)
+
+
 def test_current_is_one_folded_state_every_reader_shares(
         project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     def read(n: int) -> bytes:

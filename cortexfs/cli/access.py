@@ -225,17 +225,15 @@ def watch(
         raise InvalidInputError("give at most one of --foreground, --status and --stop")
     store = common.open_store()
     log = str(store.logs_dir / WATCH_LOG)
-    json_out = common.output_format() == "json"
+    fmt = common.output_format()
+    json_out = fmt == "json"
     if show_status:
         pid = watching.running_pid(store)
-        if json_out:
-            common.print_json({"running": pid is not None, "pid": pid if pid else None,
-                               "store": str(store.home), "log": log})
-        elif pid is None:
-            typer.echo(f"no watcher running for {store.home}")
-        else:
-            typer.echo(f"a watcher is running for {store.home}"
-                       + (f" (pid {pid})" if pid > 0 else "") + f"; log: {log}")
+        common.say(fmt, {"running": pid is not None, "pid": pid if pid else None,
+                         "store": str(store.home), "log": log},
+                   f"no watcher running for {store.home}" if pid is None else
+                   f"a watcher is running for {store.home}"
+                   + (f" (pid {pid})" if pid > 0 else "") + f"; log: {log}")
         if pid is None:
             raise typer.Exit(1)
         return

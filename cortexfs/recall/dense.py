@@ -4,7 +4,6 @@ come from."""
 from __future__ import annotations
 
 import contextlib
-import errno
 import io
 import time
 import zipfile
@@ -13,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cortexfs.errors import AtomParseError
-from cortexfs.fsutil import atomic_write, file_lock
+from cortexfs.fsutil import atomic_write, cache_lock
 from cortexfs.layout import EMBED_LOCK
 
 if TYPE_CHECKING:
@@ -89,15 +88,9 @@ class VectorStore:
         live = index.columns().live
         if any(s not in self.rows for s, ok in zip(shas, live.tolist(), strict=True) if ok):
             # One process embeds at a time; a waiting one then finds the work done on disk.
-            with contextlib.ExitStack() as held:
-                try:
-                    held.enter_context(file_lock(self.path.parent / EMBED_LOCK,
-                                                 timeout=3600, what="the recall vector cache"))
-                except OSError as e:
-                    if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
-                        raise
-                    # A read-only store: embed for this process alone (_save gives up
-                    # quietly). It costs time on every run, never an answer.
+            # A read-only store: embed for this process alone (_save gives up quietly). It
+            # costs time on every run, never an answer.
+            with cache_lock(self.path.parent / EMBED_LOCK, 3600, "the recall vector cache"):
                 self._load()
                 todo = {s: i for i, (s, ok) in enumerate(zip(shas, live.tolist(), strict=True))
                         if ok and s not in self.rows}

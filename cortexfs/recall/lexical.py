@@ -35,7 +35,7 @@ import numpy as np
 
 from cortexfs import accesslog, cache, forked, layout, wall
 from cortexfs.atoms import KINDS, Kind
-from cortexfs.fsutil import file_lock, removed_on_error, write_temp
+from cortexfs.fsutil import cache_lock, removed_on_error, write_temp
 from cortexfs.recall import arrays, docs, files, segment
 from cortexfs.recall.builder import Builder
 from cortexfs.recall.docs import Doc
@@ -230,7 +230,7 @@ class LexicalIndex:
         walked = self.walk(projects, gap)
         if walked:
             done.clear()
-            with self._writing():
+            with cache_lock(self.dir.parent / layout.LEXICAL_LOCK, 600, "the recall index"):
                 if self._manifest_id != self._on_disk_id():  # another process wrote it
                     self._load()
                     walked_at = time.time_ns()
@@ -241,23 +241,6 @@ class LexicalIndex:
         if not done:
             self._fold_logs(projects)
         return done[0] if done else None
-
-    @contextlib.contextmanager
-    def _writing(self) -> Any:
-        """Hold the index's lock while changing it; a store we cannot write to is changed
-        for this process alone."""
-        try:
-            with file_lock(self.dir.parent / layout.LEXICAL_LOCK, timeout=600,
-                           what="the recall index"):
-                yield
-        except PermissionError:
-            yield
-        except OSError as e:
-            import errno
-
-            if e.errno != errno.EROFS:
-                raise
-            yield
 
     def walk(self, projects: list[Project],
               gap: Callable[[], None] | None = None) -> dict[str, tuple[Any, ...]]:

@@ -334,14 +334,12 @@ def merge(name: str, parts: Iterable[tuple[Segment, Iterable[int]]]) -> Segment:
     batch.hashes = hashes
     batch.is_id = np.isin(hashes, np.concatenate(ids)) if ids else np.zeros(len(hashes), bool)
     at = 0
-    for h in head:
-        batch.head.extend(numbers[at:at + len(h)].tolist())
-        batch.head_n.append(len(h))
-        at += len(h)
-    for b in body:
-        batch.body.extend(numbers[at:at + len(b)].tolist())
-        batch.body_n.append(len(b))
-        at += len(b)
+    for streams, out, sizes in ((head, batch.head, batch.head_n),
+                                (body, batch.body, batch.body_n)):  # (in `flat`'s order)
+        for stream in streams:
+            out.extend(numbers[at:at + len(stream)].tolist())
+            sizes.append(len(stream))
+            at += len(stream)
     return build(name, batch)
 
 

@@ -9,7 +9,6 @@ image becomes a link to it), and links to other atom files or bare atom ids (`EX
 
 from __future__ import annotations
 
-import os
 import posixpath
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -20,6 +19,7 @@ from markdown_it.token import Token
 from cortexfs.atoms import ATOM_ID
 from cortexfs.escape import external_href, html
 from cortexfs.frontmatter import HTML_COMMENT
+from cortexfs.layout import ATOM_EXT, atom_folder
 
 # an atom id (as written) → the relative URL of its page, or None when it has none
 Resolver = Callable[[str], "str | None"]
@@ -85,9 +85,8 @@ def _link_target(href: str, resolve: Resolver | None) -> str | None:
     if external_href(href) or href.startswith("#"):
         return href
     name = posixpath.basename(href.split("#", 1)[0].split("?", 1)[0])
-    stem, ext = os.path.splitext(name)
-    if ext == ".md" and resolve is not None and ATOM_ID.fullmatch(stem):
-        return resolve(stem)
+    if resolve is not None and atom_folder(name):
+        return resolve(name[:-len(ATOM_EXT)])
     return None
 
 

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from cortexfs import cache, tasks, wall
-from cortexfs.atoms import ATOM_ID, KINDS, Atom, kind_of_id, split_status, status_group
+from cortexfs.atoms import ATOM_ID, KINDS, Atom, split_status, status_group
 from cortexfs.errors import AtomParseError, CortexError
 from cortexfs.frontmatter import decode, locate, read_bytes
-from cortexfs.layout import MISSION_MD, ROADMAP_MD, STATUS_MD, TASKS_ARCHIVE, TASKS_FILE
+from cortexfs.layout import MISSION_MD, ROADMAP_MD, STATUS_MD, TASKS_ARCHIVE, TASKS_FILE, split_id
 from cortexfs.status import phase_of
 from cortexfs.store import PROJECT_NAME
 from cortexfs.view.history import Days, daily_reads
@@ -46,13 +46,8 @@ def canonical_id(atom_id: str) -> str:
     """One spelling per id: EXP-7, EXP-007 and EXP-0007 are the same experiment."""
     found = _CANONICAL.get(atom_id)
     if found is None:
-        kind = kind_of_id(atom_id)
-        m = kind.id_re.match(atom_id) if kind else None
-        if kind is None or m is None:
-            found = atom_id
-        else:
-            suffix = (*m.groups(), None)[1] or ""  # only experiments have a letter suffix
-            found = f"{kind.prefix}-{int(m.group(1))}{suffix}"
+        parts = split_id(atom_id)
+        found = f"{parts[0]}-{parts[1]}{parts[2]}" if parts else atom_id
         if len(_CANONICAL) < 100_000:
             _CANONICAL[atom_id] = found
     return found

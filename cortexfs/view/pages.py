@@ -30,7 +30,7 @@ from markupsafe import Markup
 from cortexfs import cache
 from cortexfs.atoms import ATOM_ID, KINDS
 from cortexfs.escape import html, url_part
-from cortexfs.layout import MISSION_MD, STATUS_MD
+from cortexfs.layout import MISSION_MD, ROADMAP_MD, STATUS_MD
 from cortexfs.regen.render import COLD_DAYS, HOT_REFS
 from cortexfs.tasks import TASK_STATUSES, sort_key
 from cortexfs.templates import package_dir
@@ -411,7 +411,7 @@ def _linked(pm: ProjectModel, text: str) -> list[dict[str, Any]]:
 def render_project(md: MarkdownIt, pm: ProjectModel, data: dict[str, Any]) -> str:
     texts = {}
     for name, key in ((STATUS_MD, "status_html"), (MISSION_MD, "mission_html"),
-                      ("roadmap.md", "roadmap_html")):
+                      (ROADMAP_MD, "roadmap_html")):
         text = data["texts"].get(name)
         texts[key] = Markup(render_md(md, text, pm.href)) if text and text.strip() else ""
     return render("project", root="../../", crumbs=[(pm.name, None)],

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cortexfs import fsutil
 from cortexfs import recall as rc
 from cortexfs.recall import dense, lexical, query, segment
 from cortexfs.store import Project, Store
@@ -56,7 +57,7 @@ def test_dense_on_a_read_only_store_embeds_in_memory(store: Store, tiny_model: P
     def refuse(*args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied", str(args[0]))
 
-    monkeypatch.setattr(dense, "file_lock", refuse)
+    monkeypatch.setattr(fsutil, "file_lock", refuse)  # (the recall caches' one lock step)
     monkeypatch.setattr(dense, "atomic_write", refuse)
     monkeypatch.setattr(segment, "save", refuse)
     monkeypatch.setattr(lexical, "write_temp", refuse)
@@ -67,7 +68,7 @@ def test_dense_on_a_read_only_store_embeds_in_memory(store: Store, tiny_model: P
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError(5, "Input/output error")  # not a permission: still an error
 
-    monkeypatch.setattr(dense, "file_lock", broken)
+    monkeypatch.setattr(fsutil, "file_lock", broken)
     rc.forget_open_indexes()
     with pytest.raises(OSError, match="Input/output"):
         rc.recall(store, "kitten yarn")
