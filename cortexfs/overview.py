@@ -91,11 +91,11 @@ def walk(store: Store, skip: Path | None = None,
 
     Hidden folders, folders starting with `_` (such as `_meta`), and folders holding no
     visible file at any depth (git cannot hold them, so a fresh clone would not have them)
-    are left out. One scandir per folder — or none with `listings`, a cache (path → the
-    folder's mtime, inode and entries) that this updates: a folder whose mtime and inode
-    are as cached has the same entries (any entry created, removed or renamed in a folder
-    moves its mtime), unless it changed within cache.RACY_NS of being listed or holds
-    symbolic links, which are never cached.
+    are left out. One scandir per folder — or none with `listings`, a cache (path under
+    context/, which a moved store keeps → the folder's mtime, inode and entries) that this
+    updates: a folder whose mtime and inode are as cached has the same entries (any entry
+    created, removed or renamed in a folder moves its mtime), unless it changed within
+    cache.RACY_NS of being listed or holds symbolic links, which are never cached.
     """
     found: dict[Path, Listing] = {}
     now = time.time_ns()
@@ -104,7 +104,7 @@ def walk(store: Store, skip: Path | None = None,
         listings.clear()  # what is left of it: the folders visited this time
 
     def entries_of(folder: Path) -> tuple[list[str], list[str]] | None:
-        key = str(folder)
+        key = store.rel(folder)
         st = None
         if listings is not None:
             try:
@@ -577,13 +577,13 @@ def regen(ctx: RegenContext, dry_run: bool = False) -> list[Path]:
     old_signatures = state.get("blocks")
     if not isinstance(old_signatures, dict):
         old_signatures = {}
-    todo = [folder for folder in folders if str(folder) not in signatures
-            or old_signatures.get(str(folder)) != signatures[str(folder)]]
+    todo = [folder for folder in folders if (key := store.rel(folder)) not in signatures
+            or old_signatures.get(key) != signatures[key]]
     if todo:
         blocks = cortex_md_updates(store, folders, todo)
         changes.update(blocks)
         for written_md in blocks:  # the files it writes are new: vouch for them next time
-            signatures.pop(str(written_md.parent), None)
+            signatures.pop(store.rel(written_md.parent), None)
     new["blocks"] = signatures
 
     if dry_run:
@@ -669,10 +669,11 @@ def _overview_key(store: Store, lines: list[ProjectLine], now: int) -> str | Non
 
 
 def _block_signatures(store: Store, folders: Mapping[Path, Listing], now: int) -> dict[str, str]:
-    """Per folder (by path), a digest of everything its CORTEX.md block is made from: its
-    entries, the stat data of the files it describes, of its CORTEX.md and of its
-    sub-folders' (their titles), the templates. A folder is left out when one of those
-    files is missing or changed too recently for its stat data to vouch for its content.
+    """Per folder (by its path under context/, which a moved store keeps), a digest of
+    everything its CORTEX.md block is made from: its entries, the stat data of the files it
+    describes, of its CORTEX.md and of its sub-folders' (their titles), the templates. A
+    folder is left out when one of those files is missing or changed too recently for its
+    stat data to vouch for its content.
     (Per folder: a new atom changes one folder's block, and the other ~50 are not read.)"""
     from cortexfs import derived
 
@@ -694,7 +695,8 @@ def _block_signatures(store: Store, folders: Mapping[Path, Listing], now: int) -
                     break
                 described.append((name, stamp))
         else:
-            out[str(folder)] = cache.digest(marshal.dumps(
-                (common, str(folder), listing.files, listing.dirs, own[folder], titles,
+            key = store.rel(folder)
+            out[key] = cache.digest(marshal.dumps(
+                (common, key, listing.files, listing.dirs, own[folder], titles,
                  described), 2)).hex()
     return out
