@@ -707,15 +707,20 @@ def record(payload: bytes, home: str) -> int:
 
 
 def log_problem(home: str, message: str) -> None:
-    """One line in $CORTEX_HOME/logs/hook.log; never raises."""
+    """One line in $CORTEX_HOME/logs/hook.log, when that folder exists; never raises."""
     try:
         from cortexfs import wall
 
         logs = os.path.join(home, layout.LOGS)
         path = os.path.join(logs, layout.HOOK_LOG)
-        if wall.reason(home, path):
-            return  # a linked logs/ or hook.log: never written through
-        os.makedirs(logs, exist_ok=True)
+        if wall.reason(home, path) or not os.path.isdir(home):
+            # a linked logs/ or hook.log is never written through, and a --home that names
+            # no folder (a store moved or deleted, a typo) is never made
+            return
+        try:  # noqa: SIM105 - contextlib would be one more import on the hook's path
+            os.mkdir(logs)
+        except FileExistsError:
+            pass
         try:
             if os.stat(path).st_size > HOOK_LOG_MAX:
                 os.replace(path, path + ".1")

@@ -207,11 +207,14 @@ def test_empty_settings_file_is_an_empty_object(cli: Any, store: Store, tmp_path
     (["--local", "--shared"], "either --local or --shared"),
     (["--budget", "9000"], "--budget goes with --session-start"),
     (["--session-start", "--budget", "100"], "--budget 100 is too small for a brief"),
-    (["--project-dir", "/nonexistent/x"], "no folder /nonexistent/x"),
+    (["--project-dir", "{missing}"], "no folder {missing}"),
 ])
-def test_bad_arguments(cli: Any, store: Store, args: list[str], message: str) -> None:
-    result = cli("hooks", "install", *args)
-    assert result.exit_code == 1 and message in result.stderr
+def test_bad_arguments(cli: Any, store: Store, tmp_path: Path, args: list[str],
+                       message: str) -> None:
+    missing = tmp_path / "missing" / "x"  # (never a path outside the test's own folder)
+    result = cli("hooks", "install", *(a.format(missing=missing) for a in args))
+    assert result.exit_code == 1 and message.format(missing=missing) in result.stderr
+    assert not missing.exists()
 
 
 def test_install_needs_a_store(cli: Any, tmp_path: Path) -> None:

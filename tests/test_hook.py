@@ -189,11 +189,24 @@ def test_unknown_tool_and_odd_responses_are_quiet(dev: Path, project: Project) -
 
 
 def test_missing_store_fails_open(tmp_path: Path) -> None:
-    home = tmp_path / "nowhere"
+    home = tmp_path / "not-a-store"
+    home.mkdir()
     payload = json.dumps({"tool_name": "Read", "tool_input": {"file_path": "/x/EXP-001.md"}})
     assert hook.main(["--home", str(home)], payload.encode()) == 0
     lines = (home / "logs" / "hook.log").read_text().splitlines()
     assert len(lines) == 1 and "no cortex store" in lines[0]
+
+
+def test_a_home_that_names_no_folder_is_never_made(tmp_path: Path) -> None:
+    """A hook left installed for a store that was moved or deleted (or a typo in --home)
+    writes nothing anywhere: neither its home nor a parent of it is made for the log."""
+    home = tmp_path / "gone" / "store"
+    payload = json.dumps({"tool_name": "Read", "tool_input": {"file_path": "/x/EXP-001.md"}})
+    assert hook.main(["--home", str(home)], payload.encode()) == 0
+    proc = subprocess.run([sys.executable, "-I", "-S", str(SCRIPT), "--home", str(home)],
+                          input=payload.encode(), capture_output=True, timeout=30)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
+    assert not (tmp_path / "gone").exists()
 
 
 def test_unwritable_log_fails_open(dev: Path, project: Project) -> None:
@@ -293,6 +306,7 @@ def test_script_away_from_cortexfs_uses_site_packages_else_fails_open(tmp_path: 
     lone.parent.mkdir(parents=True)
     lone.write_bytes(SCRIPT.read_bytes())
     home = tmp_path / "store"
+    home.mkdir()
     # this venv's interpreter finds cortexfs in its site-packages after all
     proc = subprocess.run([sys.executable, "-I", "-S", str(lone), "--home", str(home)],
                           input=b'{"tool_name": "Read"}', capture_output=True, timeout=30)
