@@ -436,13 +436,13 @@ def _charter(store: Store, project: Project, gaps: list[Gap]) -> None:
         rel = store.home_rel(path)
         try:
             text = wall.read_text(store.context, path)
-        except CortexError:
-            continue  # too big (validate says so)
-        except OSError:  # missing, a folder, a link (not part of the store)
+        except OSError:  # missing, a folder, a link (not part of the store: OutsideStoreError)
             gaps.append(Gap("charter", f"{name} is missing", f"run `cortex project new "
                             f"{project.name}` (it adds the missing files), then write {what}",
                             project.name, rel))
             continue
+        except CortexError:
+            continue  # too big (validate says so)
         if _squash(text) == _unfilled(store, name, project.name):
             gaps.append(Gap("charter", f"{name} is still the unfilled template",
                             f"write {what} in {name}", project.name, rel))

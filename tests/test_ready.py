@@ -204,6 +204,17 @@ def test_mission_and_roadmap(good: Project) -> None:
                                          "roadmap.md is still the unfilled template"]
 
 
+def test_a_linked_mission_is_a_missing_mission(good: Project, tmp_path: Path) -> None:
+    """A link is not part of the store (a clone holds the link, not what it points at)."""
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text((good.root / "mission.md").read_text() + "\nFilled in, elsewhere.\n")
+    (good.root / "mission.md").unlink()
+    (good.root / "mission.md").symlink_to(outside)
+    _regen_and_commit(good.store)
+    assert [g.message for g in _gaps(good.store) if g.check == "charter"] == [
+        "mission.md is missing"]
+
+
 def test_the_unfilled_template_follows_a_new_template(good: Project,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import time
