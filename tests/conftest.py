@@ -13,7 +13,6 @@ from stores import Cli, Templates, hermetic, initialised, with_flywheel
 
 from cortexfs.store import Project, Store
 
-
 MEMORY_TEMP = Path("/dev/shm")
 MEMORY_TEMP_MIN_FREE = 2 << 30  # a run writes a few hundred MB; Docker's default is 64 MB
 
