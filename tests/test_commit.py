@@ -433,6 +433,10 @@ def test_abandoned_temporaries_are_removed_after_a_killed_cortex(cli: Any,
     for path in (abandoned, live, old, young, merged, merging, split):
         path.write_text("partial")
     os.utime(old, (time.time() - 3600, time.time() - 3600))
+    # the killed git's file predates the next lock holder; written a moment before it, its
+    # stamp could equal the lock's (the file system's clock is coarse; on tmpfs, with no fsync
+    # in between, it did)
+    os.utime(split, (time.time() - 60, time.time() - 60))
     result = cli("new", "exp", "-p", "flywheel", "-s", "The next command", "-t", "x")
     assert result.exit_code == 0, result.output
     assert not abandoned.exists() and not old.exists() and not merged.exists()

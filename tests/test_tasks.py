@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -296,11 +297,11 @@ def test_a_project_without_its_task_files(project: Project) -> None:
     (project.root / "tasks-archive.md").unlink()
     empty = tasks.load(project)
     assert (empty.tasks, empty.problems) == ([], [])
-    today = dt.date.today()
-    tasks.add_task(project, "First", status="done")
-    assert (project.root / "TASKS.yaml").read_text() == (
-        f"- id: T-1\n  text: First\n  status: done\n  completed-at: {today.isoformat()}\n")
-    result = tasks.archive(project, older_than_days=0, today=today + dt.timedelta(days=1))
+    with Days() as days:
+        tasks.add_task(project, "First", status="done")
+    assert (project.root / "TASKS.yaml").read_text() in days.either(
+        lambda d: f"- id: T-1\n  text: First\n  status: done\n  completed-at: {d}\n")
+    result = tasks.archive(project, older_than_days=0, today=days.last + dt.timedelta(days=1))
     assert [t.id for t in result.tasks] == ["T-1"]
     assert "### T-1: First" in (project.root / "tasks-archive.md").read_text()
     assert (project.root / "TASKS.yaml").read_text() == ""  # an empty file: no tasks
@@ -340,11 +341,12 @@ def test_cli_add_done_list_archive(cli, project: Project) -> None:
     lines = listing.stdout.splitlines()
     assert lines[0].startswith("T-1") and "P1" in lines[0]
     assert "(waits for T-1)" in lines[1]
-    assert cli("tasks", "done", "T-1").exit_code == 0
+    with Days() as days:
+        assert cli("tasks", "done", "T-1").exit_code == 0
     assert "T-1" not in cli("tasks", "list").stdout
     data = json.loads(cli("tasks", "list", "--all", "--format", "json").stdout)
     assert [t["id"] for t in data["tasks"]] == ["T-2", "T-1"]
-    assert data["tasks"][1]["completed-at"] == dt.date.today().isoformat()
+    assert data["tasks"][1]["completed-at"] in days.either(lambda d: d)
     log = _git_log(project)
     assert log[:3] == ["tasks: done T-1 — Measure the baseline",
                        "tasks: add T-2 — Write the loader",
@@ -425,7 +427,23 @@ def test_cli_list_all_projects_past_an_unreadable_tasks_file(cli, store, project
 # Each edit: the file's exact bytes afterwards, what `cortex tasks list` then shows, and the way
 # back (done, then archive) — every byte the edit did not own stays as the person wrote it.
 
-TODAY = dt.date.today().isoformat()
+class Days:
+    """The days a call ran on: one, or two when it crossed midnight. A completed-at is checked
+    against these, not against a day computed at import: a suite that ran across midnight once
+    failed here."""
+
+    def __enter__(self) -> Days:
+        self.first = dt.date.today()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.last = dt.date.today()
+
+    def either(self, expected: Callable[[str], str]) -> list[str]:
+        """`expected` of each of those days, as an ISO date."""
+        return [expected(day.isoformat()) for day in sorted({self.first, self.last})]
+
+
 T1_DONE = "{id: T-1, text: a, status: done, completed-at: 2026-01-01}"
 
 
@@ -469,12 +487,13 @@ def _archive_all(project: Project) -> str:
 def test_cli_add_to_an_empty_queue(cli, project: Project, before: str, after: str) -> None:
     assert _edit(cli, project, before, "add", "Ship it") == after
     assert _listed(cli) == [("T-1", "todo", "Ship it")]
-    done = _edit(cli, project, after, "done", "T-1")
+    with Days() as days:
+        done = _edit(cli, project, after, "done", "T-1")
     eol = "\r\n" if "\r\n" in after else "\n"
     last = after.rindex("status: todo") + len("status: todo") + len(eol)
     indent = "    " if "tasks:" in after else "  "
-    assert done == (after[:last].replace("status: todo", "status: done")
-                    + f"{indent}completed-at: {TODAY}{eol}" + after[last:])
+    assert done in days.either(lambda d: after[:last].replace("status: todo", "status: done")
+                               + f"{indent}completed-at: {d}{eol}" + after[last:])
     assert _listed(cli) == [("T-1", "done", "Ship it")]
     emptied = _archive_all(project)
     assert tasks.load(project).tasks == [] and tasks.load(project).problems == []
@@ -558,7 +577,9 @@ def test_cli_add_after_hand_written_tasks(cli, project: Project) -> None:
      "tasks: [{id: T-1, text: a, status: done, completed-at: {d}}]  # one\n"),
 ])
 def test_cli_done_on_hand_written_tasks(cli, project: Project, before: str, after: str) -> None:
-    assert _edit(cli, project, before, "done", "T-1") == after.replace("{d}", TODAY)
+    with Days() as days:
+        done = _edit(cli, project, before, "done", "T-1")
+    assert done in days.either(lambda d: after.replace("{d}", d))
     assert _listed(cli) == [("T-1", "done", "a")]
     assert _archive_all(project).count("T-1") == 0
     assert "### T-1: a" in (project.root / "tasks-archive.md").read_text()
@@ -638,13 +659,15 @@ def test_cli_rewrite_keeps_the_bom_header_and_line_endings(cli, project: Project
               "- id: T-2\r\n  text: b\r\n  status: todo\r\n  why: |\r\n    two\r\n    lines\r\n")
     path = project.root / "TASKS.yaml"
     path.write_bytes(before.encode())
-    r = cli("tasks", "done", "T-1", "-p", "flywheel")
+    with Days() as days:
+        r = cli("tasks", "done", "T-1", "-p", "flywheel")
     assert r.exit_code == 0, r.output
     assert "rewritten from its data" in r.stderr
-    assert path.read_bytes().decode() == (
+    assert path.read_bytes().decode() in days.either(lambda d: (
         "\ufeff# my queue\r\n# kept\r\n"
-        f"- id: T-1\r\n  text: a\r\n  status: done\r\n  completed-at: '{TODAY}'\r\n"
-        "- id: T-2\r\n  text: b\r\n  status: todo\r\n  why: 'two\r\n\r\n    lines\r\n\r\n    '\r\n")
+        f"- id: T-1\r\n  text: a\r\n  status: done\r\n  completed-at: '{d}'\r\n"
+        "- id: T-2\r\n  text: b\r\n  status: todo\r\n"
+        "  why: 'two\r\n\r\n    lines\r\n\r\n    '\r\n"))
     assert _listed(cli) == [("T-2", "todo", "b"), ("T-1", "done", "a")]
     assert tasks.load(project).get("T-2").why == "two\nlines\n"  # type: ignore[union-attr]
 
@@ -653,9 +676,11 @@ def test_tasks_on_one_line_are_told_apart(cli, project: Project) -> None:
     # two tasks on one line once shared an item: `done T-2` marked T-1 done, and archiving
     # T-2 dropped T-1 (in neither file) and kept T-2
     one_line = "# q\ntasks: [{id: T-1, text: a, status: todo}, {id: T-2, text: b, status: todo}]\n"
-    after = _edit(cli, project, one_line, "done", "T-2")
+    with Days() as days:
+        after = _edit(cli, project, one_line, "done", "T-2")
     todo_b = "b, status: todo}"
-    assert after == one_line.replace(todo_b, f"b, status: done, completed-at: {TODAY}}}")
+    assert after in days.either(
+        lambda d: one_line.replace(todo_b, f"b, status: done, completed-at: {d}}}"))
     assert _listed(cli) == [("T-1", "todo", "a"), ("T-2", "done", "b")]
     path = project.root / "TASKS.yaml"
     path.write_text(one_line.replace(todo_b, "b, status: done, completed-at: 2026-01-01}"))
