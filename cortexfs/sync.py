@@ -140,9 +140,8 @@ class Remotes:
 def remotes(home: Path) -> Remotes:
     """One `git config --get-regexp` instead of `git remote` and a `git config --get` per key.
 
-    A remote is a `remote.NAME.KEY` setting (git's own rule, remote.c); remotes named by
-    files in the git dir's `remotes/` or `branches/` folders (git's first ways of naming
-    them) are listed by `git remote` itself when any such file is there."""
+    A remote is a `remote.NAME.KEY` setting (git's own rule, remote.c), in any scope; the
+    list is sorted as `git remote` sorts it."""
     proc = git.git_run(home, "config", "-z", "--get-regexp", r"^(remote|branch)\.", check=False)
     settings: dict[str, str] = {}
     names: dict[str, None] = {}
@@ -155,9 +154,6 @@ def remotes(home: Path) -> Remotes:
         settings[key] = value.strip()
         if section == "remote":
             names[name] = None
-    gitdir = git.git_dir_of(home)
-    if any(os.listdir(gitdir / d) for d in ("remotes", "branches") if (gitdir / d).is_dir()):
-        return Remotes(git.git_run(home, "remote").stdout.split(), settings)
     return Remotes(sorted(names), settings)
 
 

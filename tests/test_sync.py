@@ -577,6 +577,31 @@ def test_remote_set_accepts_urls_and_replaces_the_remote(store: Store, cli: obje
         assert sh(store.home, "remote", "get-url", "origin").strip() == url
 
 
+def test_the_remotes_are_the_ones_git_lists_from_one_config_read(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every scope's config, a remote with no url, remote.pushDefault (no remote)."""
+    home = store.home
+    calls: list[str] = []
+    run = git.git_run
+    monkeypatch.setattr(git, "git_run", lambda home, *args, **kw: calls.append(args[0])
+                        or run(home, *args, **kw))
+    sh(home, "remote", "add", "zed", "/srv/zed.git")
+    sh(home, "remote", "add", "Alpha.b", "/srv/alpha.git")
+    sh(home, "config", "remote.only-fetch.fetch", "+refs/heads/*:refs/remotes/x/*")
+    sh(home, "config", "remote.pushDefault", "zed")
+    sh(home, "config", "branch.main.remote", "zed")
+    sh(home, "config", "branch.main.merge", "refs/heads/trunk")
+    (store.home.parent / "global").write_text('[remote "from-global"]\n\turl = /srv/g.git\n')
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(store.home.parent / "global"))
+    known = sync_lib.remotes(home)
+    assert known.names == sh(home, "remote").split()
+    assert "from-global" in known.names and "only-fetch" in known.names
+    assert known.get("remote.Alpha.b.url") == "/srv/alpha.git"
+    assert calls == ["config"]
+    assert sync_lib.target(store, known) == sync_lib.Target("zed", "main", "trunk", True)
+    assert calls == ["config"]  # (the branch from .git/HEAD, the rest from `known`)
+
+
 def test_init_with_a_bad_remote_writes_nothing(tmp_path: Path, cli: object) -> None:
     result = cli("--home", str(tmp_path / "new"), "init", "--remote",  # type: ignore[operator]
                  str(tmp_path / "missing"))
