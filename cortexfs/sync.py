@@ -271,18 +271,17 @@ def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS, timeout: float = NET
             result.committed += commit_pending(store, refuse_staged=attempt == 1)
             _network(home, timeout, "fetch", "--quiet", "--prune", tgt.remote)
             upstream = git.head_commit(home, f"refs/remotes/{tgt.display}")
-            if upstream:
-                _integrate(store, tgt, upstream, result)
+            ahead = _integrate(store, tgt, upstream, result) if upstream else None
             head = git.head(home)  # (from git's files: HEAD is read again, not remembered)
             if head is None:
                 raise GitError("nothing committed yet to sync: add something with `cortex new`")
             if head == upstream:
                 break
-            count = git.git_run(home, "rev-list", "--count",
-                                f"{upstream}..HEAD" if upstream else "HEAD").stdout.strip()
+            count = ahead[1] if ahead and ahead[0] == head else int(git.git_run(
+                home, "rev-list", "--count", f"{upstream}..{head}" if upstream else head).stdout)
             _checkpoint("before-push")
             if push(home, tgt, timeout, set_upstream=not tgt.tracked or not upstream):
-                result.sent += int(count)
+                result.sent += count
                 break
         else:
             raise GitError(f"{tgt.display} kept changing while cortex pushed ({max_attempts} "
@@ -365,18 +364,21 @@ def _journal(home: Path, **entry: Any) -> None:
     git.write_sync_state(home, journal=entry or None)
 
 
-def _integrate(store: Store, tgt: Target, upstream: str, result: SyncResult) -> None:
+def _integrate(store: Store, tgt: Target, upstream: str,
+               result: SyncResult) -> tuple[str, int] | None:
+    """Merge `upstream` into HEAD (renumbering first, regenerating after) unless it is an
+    ancestor of HEAD; then (HEAD, the number of commits it has that upstream lacks)."""
     home = store.home
     head = git.head(home)
     assert head is not None
     if head == upstream:
-        return
+        return head, 0
     # the commits only upstream has, and only HEAD has: none only upstream's, and upstream
     # is an ancestor of HEAD (one git for `merge-base --is-ancestor` and `rev-list --count`)
-    received = int(git.git_run(home, "rev-list", "--left-right", "--count",
-                               f"{upstream}...{head}").stdout.split()[0])
+    received, ahead = map(int, git.git_run(home, "rev-list", "--left-right", "--count",
+                                          f"{upstream}...{head}").stdout.split())
     if not received:
-        return
+        return head, ahead
     proc = git.git_run(home, "merge-base", head, upstream, check=False)
     base = proc.stdout.strip() or None
     if base is None and git.git_blob(home, upstream, "context/CORTEX.md") is None:
@@ -401,6 +403,7 @@ def _integrate(store: Store, tgt: Target, upstream: str, result: SyncResult) -> 
         result.received += received
         _merge(store, tgt, head, upstream, unrelated=base is None)
     _regenerate(store, _projects_changed(home, head, "HEAD"), result)
+    return None
 
 
 def _refuse_private_files(home: Path, base: str | None, upstream: str, tgt: Target,

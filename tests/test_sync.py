@@ -517,6 +517,35 @@ def test_uncommitted_atoms_are_committed_by_sync(tmp_path: Path, templates: Temp
     check_invariants([a, b])
 
 
+def test_a_sync_asks_git_each_thing_once(tmp_path: Path, templates: Templates) -> None:
+    """The git processes of whole `cortex sync` runs (a wrapper on PATH logs them): with
+    nothing to do, the config, a status, the fetch and the remote branch's commit; with a
+    commit to push, besides the commit's own, one rev-list for how HEAD and the remote
+    branch stand, and the push."""
+    a, _ = cluster(tmp_path, templates)
+    log, bin_dir = tmp_path / "git-calls", tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "git"
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\n'
+                       f'exec {shutil.which("git")} "$@"\n')
+    wrapper.chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+    def asked(*args: str) -> list[str]:
+        log.unlink(missing_ok=True)
+        cortex(a.home, *args, env=env)
+        return [" ".join(line.split()[1:3]) for line in log.read_text().splitlines()]
+
+    assert asked("sync") == ["config -z", "--no-optional-locks status", "fetch --quiet",
+                             "rev-parse --verify"]
+    (a.store.context / "ideas" / "idea.md").write_text("an idea\n")
+    questions = ("config", "remote", "symbolic-ref", "rev-parse", "rev-list", "merge-base",
+                 "diff", "--no-optional-locks", "fetch", "push")
+    assert [c for c in asked("sync") if c.split()[0] in questions] == [
+        "config -z", "--no-optional-locks status", "fetch --quiet", "rev-parse --verify",
+        "rev-list --left-right", "push --porcelain"]
+
+
 # --- errors ------------------------------------------------------------------------------------
 
 def test_sync_without_a_remote_commits_locally(store: Store) -> None:
