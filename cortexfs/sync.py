@@ -206,14 +206,16 @@ class Status:
 def status(store: Store, limit: int = 10) -> Status:
     """What is uncommitted, what is not pushed, and when the store last synced."""
     store.require()
-    state = git.worktree_state(store)
+    home = store.home
+    state = git.worktree_state(store, remote=False)
+    known = remotes(home) if state.is_repo else None  # (has_remote from the same read)
+    state.has_remote = known is not None and any(
+        key.startswith("remote.") and key.endswith(".url") for key in known.settings)
     out = Status(state)
     if state.head is None:  # (not a repository, or no commit yet)
         return out
-    home = store.home
-    if state.has_remote:
+    if known is not None and state.has_remote:
         with contextlib.suppress(GitError):
-            known = remotes(home)
             t = target(store, known)
             out.remote, out.remote_url = t.remote, known.get(f"remote.{t.remote}.url")
     if out.remote is None:
