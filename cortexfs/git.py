@@ -160,6 +160,31 @@ def git_blob(home: Path, rev: str, rel: str | None = None) -> bytes | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
+def git_blobs(home: Path, specs: Iterable[str]) -> dict[str, bytes | None]:
+    """`git_blob` of each spec (an object id, or REV:PATH), from one `git cat-file --batch`
+    rather than a git each."""
+    wanted = list(dict.fromkeys(specs))
+    if len(wanted) < 2 or any("\n" in spec for spec in wanted):  # (the batch reads lines)
+        return {spec: git_blob(home, spec) for spec in wanted}
+    proc = subprocess.run(["git", "cat-file", "--batch"], cwd=home, capture_output=True,
+                          input="".join(f"{spec}\n" for spec in wanted).encode(
+                              "utf-8", "surrogateescape"), env=git_env())
+    if proc.returncode != 0:
+        return {spec: git_blob(home, spec) for spec in wanted}
+    out, pos, found = proc.stdout, 0, {}
+    for spec in wanted:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split(b" ")
+        pos = end + 1
+        if len(header) == 3 and header[2].isdigit():  # "<id> <type> <size>", then the bytes
+            size = int(header[2])
+            found[spec] = out[pos:pos + size] if header[1] == b"blob" else None
+            pos += size + 1
+        else:  # "<spec> missing" (or ambiguous)
+            found[spec] = None
+    return found
+
+
 # --- the repository --------------------------------------------------------------------------
 
 def is_repo(home: Path) -> bool:

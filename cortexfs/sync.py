@@ -542,12 +542,17 @@ def _resolve(store: Store) -> list[str]:
     """Resolve the conflicts that are cortex's to resolve; the paths left unresolved."""
     home = store.home
     unresolved = []
-    for rel, stages in sorted(_stages(home).items()):
+    conflicts = _stages(home)
+    # the stages each resolution below reads (1 base, 2 ours, 3 theirs), in one git
+    read = git.git_blobs(home, (sha for rel, stages in conflicts.items()
+                                for i, sha in stages.items() if i in _needed(rel, stages)))
+    for rel, stages in sorted(conflicts.items()):
 
         def blob(stage: int, stages: dict[int, str] = stages) -> bytes | None:
-            """The stage's content (1 base, 2 ours, 3 theirs), read when needed: each read
-            is a git process."""
-            return git.git_blob(home, stages[stage]) if stage in stages else None
+            sha = stages.get(stage)
+            if sha is None:
+                return None
+            return read[sha] if sha in read else git.git_blob(home, sha)
 
         merged: bytes | None = None  # (None: left unresolved)
         if is_log(rel):
@@ -575,6 +580,17 @@ def _resolve(store: Store) -> list[str]:
         atomic_write(home / rel, merged, root=_wall_root(home, rel))
         git.git_run(home, "add", "--", rel)
     return unresolved
+
+
+def _needed(rel: str, stages: dict[int, str]) -> tuple[int, ...]:
+    """The stages `_resolve` reads of the conflicted file `rel`."""
+    if is_log(rel):
+        return 2, 3
+    if lists_atoms(rel):
+        return (3,) if 3 in stages else (2,)
+    if rel.endswith("/CORTEX.md") or kind_of_filename(rel.rsplit("/", 1)[-1]):
+        return (1, 2, 3) if 2 in stages and 3 in stages else ()
+    return ()
 
 
 def _union(ours: bytes, theirs: bytes, path: Path) -> bytes:
@@ -809,9 +825,11 @@ def _dedup_logs(store: Store, upstream: str) -> None:
     home = store.home
     out = git.git_run(home, "diff", "--cached", "--name-only", "-z", "HEAD", "--",
                       "context/projects/").stdout
-    for rel in [p for p in out.split("\0") if p and is_log(p)]:
-        limit = Counter((git.git_blob(home, "HEAD", rel) or b"").splitlines(keepends=True)) | \
-            Counter((git.git_blob(home, upstream, rel) or b"").splitlines(keepends=True))
+    logs = [p for p in out.split("\0") if p and is_log(p)]
+    sides = git.git_blobs(home, (f"{rev}:{rel}" for rel in logs for rev in ("HEAD", upstream)))
+    for rel in logs:
+        limit = Counter((sides[f"HEAD:{rel}"] or b"").splitlines(keepends=True)) | \
+            Counter((sides[f"{upstream}:{rel}"] or b"").splitlines(keepends=True))
 
         def once(data: bytes, limit: Counter[bytes] = limit) -> bytes:
             seen: Counter[bytes] = Counter()

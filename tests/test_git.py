@@ -774,3 +774,23 @@ def test_a_first_step_begun_before_head_moved_is_let_go(store: Store) -> None:
     assert sh(store.home, "show", "--name-only", "--format=", "HEAD").split() == \
         ["context/ideas/three.md"]
     assert porcelain(store.home) == "?? context/ideas/two.md\n"
+
+
+def test_blobs_read_in_one_git_are_the_ones_read_one_by_one(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = store.home
+    (home / "context/ideas/a name with spaces.md").write_bytes(b"no newline at the end")
+    (home / "context/ideas/empty.md").write_bytes(b"")
+    commit_paths(store, [home / "context/ideas"], "ideas")
+    specs = ["HEAD:context/ideas/a name with spaces.md", "HEAD:context/ideas/empty.md",
+             "HEAD:context/OVERVIEW.md", sh(home, "rev-parse", "HEAD:context/OVERVIEW.md").strip(),
+             "HEAD:context/ideas", "HEAD:missing.md", "0" * 40, "HEAD:context/OVERVIEW.md"]
+    one_by_one = {spec: git.git_blob(home, spec) for spec in specs}
+    started: list[list[str]] = []
+    run = subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda args, **kw: started.append(args)
+                        or run(args, **kw))
+    assert git.git_blobs(home, specs) == one_by_one
+    assert len(started) == 1
+    assert one_by_one["HEAD:context/ideas/empty.md"] == b""
+    assert one_by_one["HEAD:context/ideas"] is None and one_by_one["HEAD:missing.md"] is None
