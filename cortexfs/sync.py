@@ -39,6 +39,7 @@ import contextlib
 import os
 import re
 import signal
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -328,8 +329,18 @@ def commit_pending(store: Store, only_logs: bool = False,
     return messages
 
 
+# git's compare-and-swap of a ref lost to another git that moved it meanwhile
+_REF_MOVED = re.compile(r"cannot lock ref '[^']+': is at \S+ but expected \S+")
+
+
 def _network(home: Path, timeout: float, *args: str) -> None:
-    proc = git.git_run(home, *args, check=False, timeout=timeout)
+    for _ in range(5):
+        proc = git.git_run(home, *args, check=False, timeout=timeout)
+        # a git that a killed sync left running (its fetch goes on without it) moved a
+        # remote-tracking ref while this one fetched: once it is done, fetching again works
+        if proc.returncode == 0 or not _REF_MOVED.search(proc.stderr):
+            break
+        time.sleep(0.1)
     if proc.returncode != 0:
         first = git.git_error(args, proc.stderr).args[0]
         raise GitError(f"{first} — check the remote (`git remote -v`, `cortex remote set URL`) "
