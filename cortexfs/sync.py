@@ -554,20 +554,11 @@ def _resolve(store: Store) -> list[str]:
     home = store.home
     unresolved = []
     conflicts = _stages(home)
-    # the stages each resolution below reads (1 base, 2 ours, 3 theirs), in one git
-    read = git.git_blobs(home, (sha for rel, stages in conflicts.items()
-                                for i, sha in stages.items() if i in _needed(rel, stages)))
+    read = git.git_blobs(home, (sha for stages in conflicts.values() for sha in stages.values()))
     for rel, stages in sorted(conflicts.items()):
-
-        def blob(stage: int, stages: dict[int, str] = stages) -> bytes | None:
-            sha = stages.get(stage)
-            if sha is None:
-                return None
-            return read[sha] if sha in read else git.git_blob(home, sha)
-
+        base, ours, theirs = (read[stages[i]] if i in stages else None for i in (1, 2, 3))
         merged: bytes | None = None  # (None: left unresolved)
         if is_log(rel):
-            ours, theirs = blob(2), blob(3)
             with accesslog.Replacing(home):  # no append between its read and the rename
                 atomic_write(home / rel, _union(ours or b"", theirs or b"", home / rel),
                              root=_wall_root(home, rel))
@@ -575,33 +566,18 @@ def _resolve(store: Store) -> list[str]:
             git.git_run(home, "add", "--", rel)
             continue
         if lists_atoms(rel):  # (CORTEX.md has only a generated block: below)
-            merged = blob(3)  # regeneration rewrites it
-            if merged is None:
-                merged = blob(2)
-        elif (rel.endswith("/CORTEX.md") or kind_of_filename(rel.rsplit("/", 1)[-1])) \
-                and 2 in stages and 3 in stages:
-            base, ours, theirs = blob(1), blob(2), blob(3)
-            if ours is not None and theirs is not None:
-                merged = (_merge_cortex_md(home, base, ours, theirs)
-                          if rel.endswith("/CORTEX.md")
-                          else _merge_atom(home, rel, base, ours, theirs))
+            merged = theirs if theirs is not None else ours  # regeneration rewrites it
+        elif rel.endswith("/CORTEX.md") and ours is not None and theirs is not None:
+            merged = _merge_cortex_md(home, base, ours, theirs)
+        elif kind_of_filename(rel.rsplit("/", 1)[-1]) and ours is not None \
+                and theirs is not None:
+            merged = _merge_atom(home, rel, base, ours, theirs)
         if merged is None:
             unresolved.append(rel)
             continue
         atomic_write(home / rel, merged, root=_wall_root(home, rel))
         git.git_run(home, "add", "--", rel)
     return unresolved
-
-
-def _needed(rel: str, stages: dict[int, str]) -> tuple[int, ...]:
-    """The stages `_resolve` reads of the conflicted file `rel`."""
-    if is_log(rel):
-        return 2, 3
-    if lists_atoms(rel):
-        return (3,) if 3 in stages else (2,)
-    if rel.endswith("/CORTEX.md") or kind_of_filename(rel.rsplit("/", 1)[-1]):
-        return (1, 2, 3) if 2 in stages and 3 in stages else ()
-    return ()
 
 
 def _union(ours: bytes, theirs: bytes, path: Path) -> bytes:
