@@ -294,24 +294,19 @@ def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS, timeout: float = NET
         return result
 
 
-def _refuse_staged(state: git.WorktreeState) -> None:
-    """git merge will not start with staged changes; ours are committed, the user's are not."""
-    staged = [p for p in state.staged if not p.startswith(layout.CONTEXT_PREFIX)]
-    if staged:
-        raise GitError(f"staged changes outside context/ ({some(staged, 5)}): commit them or "
-                       "unstage them (`git restore --staged FILE`), then run `cortex sync` again")
-
-
 def commit_pending(store: Store, only_logs: bool = False,
                    refuse_staged: bool = False) -> list[str]:
     """Commit what is uncommitted under context/ in up to three commits; their messages.
 
     `refuse_staged`: first refuse (GitError) the user's staged changes outside context/,
-    from the same `git status`."""
+    from the same `git status`: git merge will not start with staged changes; ours are
+    committed, the user's are not."""
     accesslog.drain_all(store.home)  # (lines set aside while a sync replaced the logs)
     state = git.worktree_state(store, remote=False)
-    if refuse_staged:
-        _refuse_staged(state)
+    staged = [p for p in state.staged if not p.startswith(layout.CONTEXT_PREFIX)]
+    if refuse_staged and staged:
+        raise GitError(f"staged changes outside context/ ({some(staged, 5)}): commit them or "
+                       "unstage them (`git restore --staged FILE`), then run `cortex sync` again")
     paths = [p for p in state.dirty if p.startswith(layout.CONTEXT_PREFIX)]
     logs = [p for p in paths if is_log(p)]
     generated = [p for p in paths if lists_atoms(p)]  # whole files regeneration writes
