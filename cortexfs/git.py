@@ -160,6 +160,31 @@ def git_blob(home: Path, rev: str, rel: str | None = None) -> bytes | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
+def git_blobs(home: Path, specs: Iterable[str]) -> dict[str, bytes | None]:
+    """`git_blob` of each spec (an object id, or REV:PATH), from one `git cat-file --batch`
+    rather than a git each."""
+    wanted = list(dict.fromkeys(specs))
+    if len(wanted) < 2 or any("\n" in spec for spec in wanted):  # (the batch reads lines)
+        return {spec: git_blob(home, spec) for spec in wanted}
+    proc = subprocess.run(["git", "cat-file", "--batch"], cwd=home, capture_output=True,
+                          input="".join(f"{spec}\n" for spec in wanted).encode(
+                              "utf-8", "surrogateescape"), env=git_env())
+    if proc.returncode != 0:
+        return {spec: git_blob(home, spec) for spec in wanted}
+    out, pos, found = proc.stdout, 0, {}
+    for spec in wanted:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split(b" ")
+        pos = end + 1
+        if len(header) == 3 and header[2].isdigit():  # "<id> <type> <size>", then the bytes
+            size = int(header[2])
+            found[spec] = out[pos:pos + size] if header[1] == b"blob" else None
+            pos += size + 1
+        else:  # "<spec> missing" (or ambiguous)
+            found[spec] = None
+    return found
+
+
 # --- the repository --------------------------------------------------------------------------
 
 def is_repo(home: Path) -> bool:
@@ -250,15 +275,20 @@ class WorktreeState:
     in_progress: str | None = None  # merge | rebase | cherry-pick | revert
     last_sync: str | None = None  # ISO-8601 UTC of the last successful `cortex sync`
     head: str | None = None  # the commit HEAD points at; None before the first commit
+    # paths whose index entry differs from HEAD (of a rename, its new path: as `git diff
+    # --cached --name-only` names them)
+    staged: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
-        return {k: v for k, v in vars(self).items() if k != "head"}  # (in the fields' order)
+        # (in the fields' order)
+        return {k: v for k, v in vars(self).items() if k not in ("head", "staged")}
 
 
-def worktree_state(store: Store) -> WorktreeState:
+def worktree_state(store: Store, remote: bool = True) -> WorktreeState:
     """Uncommitted paths, remote, ahead/behind, operation in progress and last sync.
 
-    Two git processes (status with branch info, and the remotes from config), no fetch.
+    Two git processes (status with branch info, and the remotes from config), no fetch;
+    one without `remote` (has_remote is then left False).
     """
     home = store.home
     if not is_repo(home):
@@ -271,8 +301,9 @@ def worktree_state(store: Store) -> WorktreeState:
     state = WorktreeState(is_repo=True, in_progress=in_progress(home),
                           last_sync=last if isinstance(last, str) else None)
     _parse_status_v2(proc.stdout, state)
-    remotes = git_run(home, "config", "--get-regexp", r"^remote\..*\.url$", check=False)
-    state.has_remote = bool(remotes.stdout.strip())
+    if remote:
+        remotes = git_run(home, "config", "--get-regexp", r"^remote\..*\.url$", check=False)
+        state.has_remote = bool(remotes.stdout.strip())
     return state
 
 
@@ -283,6 +314,7 @@ _PATH_AFTER = {"1 ": 8, "2 ": 9, "u ": 10, "? ": 1}
 def _parse_status_v2(out: str, state: WorktreeState) -> None:
     records = iter(out.split("\0"))
     dirty: list[str] = []
+    staged: list[str] = []
     for rec in records:
         if rec.startswith("# branch."):
             key, _, value = rec[len("# branch."):].partition(" ")
@@ -297,10 +329,15 @@ def _parse_status_v2(out: str, state: WorktreeState) -> None:
                 state.ahead, state.behind = int(ahead), abs(int(behind))
         elif rec[:2] in _PATH_AFTER:
             fields = _PATH_AFTER[rec[:2]]
-            dirty.append(rec.split(" ", fields)[fields])
+            path = rec.split(" ", fields)[fields]
+            dirty.append(path)
+            # (XY after the record's type: X is the index against HEAD, "." unchanged)
+            if rec[0] in "12u" and rec[2] != ".":
+                staged.append(path)
             if rec.startswith("2 "):  # the original path of a rename follows
                 dirty.extend(itertools.islice(records, 1))
     state.dirty = sorted(dict.fromkeys(dirty))
+    state.staged = sorted(dict.fromkeys(staged))
 
 
 def read_sync_state(home: Path) -> dict[str, Any]:
@@ -749,7 +786,7 @@ def _started(home: Path, args: Sequence[str], env: dict[str, str] | None = None,
     return output
 
 
-def _head(home: Path, ask: bool = False) -> str | None:
+def head(home: Path, ask: bool = False) -> str | None:
     """The commit HEAD points at; None on a branch with no commits yet.
 
     Read from git's files when they have the usual shape (HEAD names a branch whose ref is
@@ -765,6 +802,22 @@ def _head(home: Path, ask: bool = False) -> str | None:
 
 
 _OBJECT_ID = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})")
+
+
+def current_branch(home: Path) -> str | None:
+    """The branch HEAD names, as `git symbolic-ref --short HEAD` says it; None when HEAD is
+    detached. Read from `.git/HEAD` when it has the usual shape (as `head` does), saving a
+    git; else (a link, a reftable repository, anything unusual) git is asked."""
+    path = git_dir_of(home) / "HEAD"
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if not path.is_symlink() and not (_common_dir(home) / "reftable").exists():
+            text = path.read_text(encoding="ascii").strip()
+            if text.startswith("ref: refs/heads/"):
+                return text.removeprefix("ref: refs/heads/")
+            if _OBJECT_ID.fullmatch(text):
+                return None
+    proc = git_run(home, "symbolic-ref", "--short", "-q", "HEAD", check=False)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
 def _head_from_files(home: Path) -> str | None:
@@ -852,7 +905,7 @@ def start_commit(store: Store, paths: Iterable[str]) -> Started | None:
     on. Hold `git_lock`; pass the result to `commit_exactly`, or `drop` it."""
     home = store.home
     files = sorted(p for p in set(paths) if not os.path.isdir(home / p))
-    parent = _head(home)
+    parent = head(home)
     if parent is None or not files:
         return None
     index = _private_index(home, git_dir_of(home), parent)
@@ -882,7 +935,7 @@ def commit_exactly(store: Store, rel: Sequence[str], message: str,
 
     Git calls: update-index, diff-index beside write-tree, commit-tree beside update-index,
     update-ref, whatever the number of paths (paths go through stdin); HEAD is read from
-    git's files when they have the usual shape (else rev-parse, see `_head`). `started`:
+    git's files when they have the usual shape (else rev-parse, see `head`). `started`:
     the update-index already begun (`start_commit`), gone on from when HEAD is still what
     it was built on; it is let go in any case.
     """
@@ -890,7 +943,7 @@ def commit_exactly(store: Store, rel: Sequence[str], message: str,
     paths = sorted(set(rel))
     gitdir = git_dir_of(home)
     for attempt in range(5):
-        parent = _head(home, ask=attempt > 0)
+        parent = head(home, ask=attempt > 0)
         taken = started.take(parent) if started is not None and attempt == 0 else None
         index, done = taken if taken is not None else \
             (_private_index(home, gitdir, parent), set())
@@ -937,7 +990,7 @@ def commit_exactly(store: Store, rel: Sequence[str], message: str,
             for leftover in (index, index + ".lock"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(leftover)
-        if _head(home, ask=True) != parent:
+        if head(home, ask=True) != parent:
             continue  # another process committed meanwhile: build again on top of it
         _restore_index_entries(home, paths)
         if _is_lock_busy(proc.stderr):

@@ -78,18 +78,27 @@ def _atom_of(rel: str) -> tuple[str, Kind, str] | None:
 
 def _added(home: Path, base: str, tip: str) -> dict[str, str]:
     """Atom paths added between `base` and `tip`, with their blob ids."""
-    out = git_run(home, "diff", "--raw", "-z", "--no-renames", "--diff-filter=A", base, tip,
-                  "--", layout.PROJECTS_PATH).stdout
-    fields = out.split("\0")
+    return added_atoms(git_run(home, "diff", "--raw", "-z", "--no-renames", "--diff-filter=A",
+                               base, tip, "--", layout.PROJECTS_PATH).stdout)
+
+
+def added_atoms(raw: str) -> dict[str, str]:
+    """The atom paths that a `git diff --raw -z --no-renames` listing adds, with their blob
+    ids."""
+    fields = raw.split("\0")
     return {path: meta.split()[3] for meta, path in zip(fields[0::2], fields[1::2], strict=False)
-            if meta.startswith(":") and _atom_of(path)}
+            if meta.startswith(":") and meta.split()[4] == "A" and _atom_of(path)}
 
 
-def find_collisions(home: Path, base: str | None, local: str, remote: str) -> list[Collision]:
-    """Atoms that both `local` and `remote` added since `base` (None: unrelated histories)."""
+def find_collisions(home: Path, base: str | None, local: str, remote: str,
+                    theirs: dict[str, str] | None = None) -> list[Collision]:
+    """Atoms that both `local` and `remote` added since `base` (None: unrelated histories).
+
+    `theirs`: what `remote` added (`added_atoms`), when the caller has already listed it."""
     start = base or EMPTY_TREE
     ours = _added(home, start, local)
-    theirs = _added(home, start, remote)
+    if theirs is None:
+        theirs = _added(home, start, remote)
     found = []
     for path in sorted(ours.keys() & theirs.keys()):
         if ours[path] != theirs[path]:  # the same content on both sides merges cleanly

@@ -39,6 +39,7 @@ import contextlib
 import os
 import re
 import signal
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -77,7 +78,7 @@ def set_remote(store: Store, url: str, name: str = "origin") -> str:
     value = check_url(store, url)
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", name):
         raise InvalidInputError(f"invalid remote name {name!r}: use letters, digits, . _ -")
-    have = git.git_run(home, "remote").stdout.split()
+    have = remotes(home).names
     git.git_run(home, "remote", "set-url" if name in have else "add", name, value)
     return value
 
@@ -125,32 +126,61 @@ class Target:
         return f"{self.remote}/{self.remote_branch}"
 
 
-def _config(home: Path, key: str) -> str | None:
-    proc = git.git_run(home, "config", "--get", key, check=False)
-    return proc.stdout.strip() or None if proc.returncode == 0 else None
+@dataclass(frozen=True)
+class Remotes:
+    """The remotes git knows (as `git remote` lists them) and the `remote.*` and `branch.*`
+    settings, from one read of git's config (every scope, as git reads it)."""
+
+    names: list[str]
+    settings: dict[str, str]  # "branch.main.remote" → "origin" (the last value of a key)
+
+    def get(self, key: str) -> str | None:
+        return self.settings.get(key) or None
 
 
-def target(store: Store) -> Target:
-    """The remote and branch to sync with: the branch's upstream, else origin (or the only one)."""
+def remotes(home: Path) -> Remotes:
+    """One `git config --get-regexp` instead of `git remote` and a `git config --get` per key.
+
+    A remote is a `remote.NAME.KEY` setting (git's own rule, remote.c), in any scope; the
+    list is sorted as `git remote` sorts it."""
+    proc = git.git_run(home, "config", "-z", "--get-regexp", r"^(remote|branch)\.", check=False)
+    settings: dict[str, str] = {}
+    names: dict[str, None] = {}
+    for rec in proc.stdout.split("\0") if proc.returncode == 0 else []:
+        key, _, value = rec.partition("\n")
+        section, _, rest = key.partition(".")
+        name, dot, _ = rest.rpartition(".")
+        if not dot or not name:
+            continue  # (remote.pushDefault: no remote's)
+        settings[key] = value.strip()
+        if section == "remote":
+            names[name] = None
+    return Remotes(sorted(names), settings)
+
+
+def target(store: Store, known: Remotes | None = None) -> Target:
+    """The remote and branch to sync with: the branch's upstream, else origin (or the only one).
+
+    `known`: the remotes as the caller read them (`remotes`), not read again."""
     home = store.home
-    proc = git.git_run(home, "symbolic-ref", "--short", "-q", "HEAD", check=False)
-    branch = proc.stdout.strip()
-    if proc.returncode != 0 or not branch:
+    branch = git.current_branch(home)
+    if not branch:
         raise GitError(f"{home} has no branch checked out (detached HEAD): "
                        "`git switch` to a branch, then run `cortex sync` again")
-    remotes = git.git_run(home, "remote").stdout.split()
-    if not remotes:
+    known = known or remotes(home)
+    names = known.names
+    if not names:
         raise GitError("no remote to sync with: run `cortex remote set URL`")
-    remote = _config(home, f"branch.{branch}.remote")
-    merge = _config(home, f"branch.{branch}.merge")
-    tracked = remote in remotes and merge is not None
-    if remote not in remotes:
-        if "origin" in remotes:
+    remote = known.get(f"branch.{branch}.remote")
+    merge = known.get(f"branch.{branch}.merge")
+    tracked = remote in names and merge is not None
+    if remote not in names:
+        if "origin" in names:
             remote = "origin"
-        elif len(remotes) == 1:
-            remote = remotes[0]
+        elif len(names) == 1:
+            remote = names[0]
         else:
-            raise GitError(f"several remotes ({', '.join(remotes)}) and none tracked by "
+            raise GitError(f"several remotes ({', '.join(names)}) and none tracked by "
                            f"{branch}: run `git branch --set-upstream-to REMOTE/{branch}`")
     remote_branch = merge.removeprefix("refs/heads/") if tracked and merge else branch
     assert remote is not None
@@ -177,15 +207,18 @@ class Status:
 def status(store: Store, limit: int = 10) -> Status:
     """What is uncommitted, what is not pushed, and when the store last synced."""
     store.require()
-    state = git.worktree_state(store)
+    home = store.home
+    state = git.worktree_state(store, remote=False)
+    known = remotes(home) if state.is_repo else None  # (has_remote from the same read)
+    state.has_remote = known is not None and any(
+        key.startswith("remote.") and key.endswith(".url") for key in known.settings)
     out = Status(state)
     if state.head is None:  # (not a repository, or no commit yet)
         return out
-    home = store.home
-    if state.has_remote:
+    if known is not None and state.has_remote:
         with contextlib.suppress(GitError):
-            t = target(store)
-            out.remote, out.remote_url = t.remote, _config(home, f"remote.{t.remote}.url")
+            t = target(store, known)
+            out.remote, out.remote_url = t.remote, known.get(f"remote.{t.remote}.url")
     if out.remote is None:
         return out
     upstream = git.head_commit(home, state.upstream and f"refs/remotes/{state.upstream}")
@@ -219,11 +252,13 @@ class SyncResult:
 
 
 def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS, timeout: float = NETWORK_TIMEOUT,
-         on_recovered: Callable[[str], None] | None = None) -> SyncResult:
+         on_recovered: Callable[[str], None] | None = None,
+         known: Remotes | None = None) -> SyncResult:
     """Commit what cortex owns, fetch, renumber colliding ids, merge, regenerate, push.
 
     `on_recovered` hears at once what an interrupted earlier sync left and what was done
-    about it, before anything that may fail.
+    about it, before anything that may fail. `known`: the remotes as the caller has just
+    read them (`remotes`), not read again.
     """
     home = _require_repo(store)
     with git.git_lock(store):
@@ -231,26 +266,25 @@ def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS, timeout: float = NET
         if recovered and on_recovered:
             on_recovered(recovered)
         git.check_idle(home)
-        tgt = target(store)
+        tgt = target(store, known)
         result = SyncResult(tgt.remote, tgt.display, recovered=recovered)
-        _refuse_staged(home)
         for attempt in range(1, max_attempts + 1):
             result.attempts = attempt
-            result.committed += commit_pending(store)
+            # (the first one refuses the user's staged changes before it commits anything)
+            result.committed += commit_pending(store, refuse_staged=attempt == 1)
             _network(home, timeout, "fetch", "--quiet", "--prune", tgt.remote)
             upstream = git.head_commit(home, f"refs/remotes/{tgt.display}")
-            if upstream:
-                _integrate(store, tgt, upstream, result)
-            head = git.head_commit(home)
+            ahead = _integrate(store, tgt, upstream, result) if upstream else None
+            head = git.head(home)  # (from git's files: HEAD is read again, not remembered)
             if head is None:
                 raise GitError("nothing committed yet to sync: add something with `cortex new`")
             if head == upstream:
                 break
-            count = git.git_run(home, "rev-list", "--count",
-                                f"{upstream}..HEAD" if upstream else "HEAD").stdout.strip()
+            count = ahead[1] if ahead and ahead[0] == head else int(git.git_run(
+                home, "rev-list", "--count", f"{upstream}..{head}" if upstream else head).stdout)
             _checkpoint("before-push")
             if push(home, tgt, timeout, set_upstream=not tgt.tracked or not upstream):
-                result.sent += int(count)
+                result.sent += count
                 break
         else:
             raise GitError(f"{tgt.display} kept changing while cortex pushed ({max_attempts} "
@@ -260,19 +294,19 @@ def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS, timeout: float = NET
         return result
 
 
-def _refuse_staged(home: Path) -> None:
-    """git merge will not start with staged changes; ours are committed, the user's are not."""
-    out = git.git_run(home, "diff", "--cached", "--name-only", "-z").stdout
-    staged = [p for p in out.split("\0") if p and not p.startswith(layout.CONTEXT_PREFIX)]
-    if staged:
+def commit_pending(store: Store, only_logs: bool = False,
+                   refuse_staged: bool = False) -> list[str]:
+    """Commit what is uncommitted under context/ in up to three commits; their messages.
+
+    `refuse_staged`: first refuse (GitError) the user's staged changes outside context/,
+    from the same `git status`: git merge will not start with staged changes; ours are
+    committed, the user's are not."""
+    accesslog.drain_all(store.home)  # (lines set aside while a sync replaced the logs)
+    state = git.worktree_state(store, remote=False)
+    staged = [p for p in state.staged if not p.startswith(layout.CONTEXT_PREFIX)]
+    if refuse_staged and staged:
         raise GitError(f"staged changes outside context/ ({some(staged, 5)}): commit them or "
                        "unstage them (`git restore --staged FILE`), then run `cortex sync` again")
-
-
-def commit_pending(store: Store, only_logs: bool = False) -> list[str]:
-    """Commit what is uncommitted under context/ in up to three commits; their messages."""
-    accesslog.drain_all(store.home)  # (lines set aside while a sync replaced the logs)
-    state = git.worktree_state(store)
     paths = [p for p in state.dirty if p.startswith(layout.CONTEXT_PREFIX)]
     logs = [p for p in paths if is_log(p)]
     generated = [p for p in paths if lists_atoms(p)]  # whole files regeneration writes
@@ -290,8 +324,18 @@ def commit_pending(store: Store, only_logs: bool = False) -> list[str]:
     return messages
 
 
+# git's compare-and-swap of a ref lost to another git that moved it meanwhile
+_REF_MOVED = re.compile(r"cannot lock ref '[^']+': is at \S+ but expected \S+")
+
+
 def _network(home: Path, timeout: float, *args: str) -> None:
-    proc = git.git_run(home, *args, check=False, timeout=timeout)
+    for _ in range(5):
+        proc = git.git_run(home, *args, check=False, timeout=timeout)
+        # a git that a killed sync left running (its fetch goes on without it) moved a
+        # remote-tracking ref while this one fetched: once it is done, fetching again works
+        if proc.returncode == 0 or not _REF_MOVED.search(proc.stderr):
+            break
+        time.sleep(0.1)
     if proc.returncode != 0:
         first = git.git_error(args, proc.stderr).args[0]
         raise GitError(f"{first} — check the remote (`git remote -v`, `cortex remote set URL`) "
@@ -328,22 +372,31 @@ def _journal(home: Path, **entry: Any) -> None:
     git.write_sync_state(home, journal=entry or None)
 
 
-def _integrate(store: Store, tgt: Target, upstream: str, result: SyncResult) -> None:
+def _integrate(store: Store, tgt: Target, upstream: str,
+               result: SyncResult) -> tuple[str, int] | None:
+    """Merge `upstream` into HEAD (renumbering first, regenerating after) unless it is an
+    ancestor of HEAD; then (HEAD, the number of commits it has that upstream lacks)."""
     home = store.home
-    head = git.head_commit(home)
+    head = git.head(home)
     assert head is not None
-    if _is_ancestor(home, upstream, head):
-        return
+    if head == upstream:
+        return head, 0
+    # the commits only upstream has, and only HEAD has: none only upstream's, and upstream
+    # is an ancestor of HEAD (one git for `merge-base --is-ancestor` and `rev-list --count`)
+    received, ahead = map(int, git.git_run(home, "rev-list", "--left-right", "--count",
+                                          f"{upstream}...{head}").stdout.split())
+    if not received:
+        return head, ahead
     proc = git.git_run(home, "merge-base", head, upstream, check=False)
     base = proc.stdout.strip() or None
     if base is None and git.git_blob(home, upstream, "context/CORTEX.md") is None:
         # joining a store started elsewhere is fine; merging some other repository is not
         raise GitError(f"{tgt.display} shares no history with this store and holds no cortex "
                        "store: check the URL (`git remote -v`; `cortex remote set URL`)")
-    _refuse_private_files(home, base, upstream, tgt)
+    theirs = _refuse_private_files(home, base, upstream, tgt, projects=base != head)
     with _id_locks(store):
         if base != head:
-            collisions = renumber.find_collisions(home, base, head, upstream)
+            collisions = renumber.find_collisions(home, base, head, upstream, theirs)
             if collisions:
                 taken = [path.stem for project in store.projects()
                          for _, path in atom_paths(project)]
@@ -352,26 +405,36 @@ def _integrate(store: Store, tgt: Target, upstream: str, result: SyncResult) -> 
                          display=tgt.display, mapping=[r.to_json() for r in mapping])
                 _renumber(store, mapping, base, head, tgt.display)
                 result.renumbered += mapping
-                head = git.head_commit(home)
+                head = git.head(home)
                 assert head is not None
-        result.received += int(git.git_run(home, "rev-list", "--count",
-                                           f"{head}..{upstream}").stdout.strip())
+        # (the renumbering commit is HEAD's alone: what only upstream has is as it was)
+        result.received += received
         _merge(store, tgt, head, upstream, unrelated=base is None)
     _regenerate(store, _projects_changed(home, head, "HEAD"), result)
+    return None
 
 
-def _refuse_private_files(home: Path, base: str | None, upstream: str, tgt: Target) -> None:
+def _refuse_private_files(home: Path, base: str | None, upstream: str, tgt: Target,
+                          projects: bool) -> dict[str, str]:
     """Refuse a remote whose commits bring files where cortex keeps what is never committed
     (.cache/, .locks/, logs/): git would check them out there, and cortex reads them as its
-    own (a crafted cache, a lock that is a link, lines set aside for a log)."""
+    own (a crafted cache, a lock that is a link, lines set aside for a log).
+
+    With `projects`, the same `git diff` lists the atoms the remote added (returned, as
+    `renumber.added_atoms` says them): one git for both."""
     private = (layout.CACHE, layout.LOCKS, layout.LOGS)
-    brought = _z(git.git_run(home, "diff", "--name-only", "-z", "--no-renames",
-                             base or renumber.EMPTY_TREE, upstream, "--", *private).stdout)
+    raw = git.git_run(home, "diff", "--raw", "-z", "--no-renames", base or renumber.EMPTY_TREE,
+                      upstream, "--", *private,
+                      *([layout.PROJECTS_PATH] if projects else [])).stdout
+    fields = raw.split("\0")
+    brought = [path for meta, path in zip(fields[0::2], fields[1::2], strict=False)
+               if meta.startswith(":") and path.split("/", 1)[0] in private]
     if brought:
         raise GitError(f"cannot merge {tgt.display}: it tracks {some(brought, 5)} under "
                        f"{', '.join(p + '/' for p in private)}, which cortex keeps out of git; "
                        "remove them from that remote (`git rm -r --cached`, commit, push), then "
                        "run `cortex sync` again")
+    return renumber.added_atoms(raw)
 
 
 def _projects_changed(home: Path, old: str, new: str) -> list[str]:
@@ -485,9 +548,10 @@ def _resolve(store: Store) -> list[str]:
     """Resolve the conflicts that are cortex's to resolve; the paths left unresolved."""
     home = store.home
     unresolved = []
-    for rel, stages in sorted(_stages(home).items()):
-        base, ours, theirs = (git.git_blob(home, stages[i]) if i in stages else None
-                              for i in (1, 2, 3))
+    conflicts = _stages(home)
+    read = git.git_blobs(home, (sha for stages in conflicts.values() for sha in stages.values()))
+    for rel, stages in sorted(conflicts.items()):
+        base, ours, theirs = (read[stages[i]] if i in stages else None for i in (1, 2, 3))
         merged: bytes | None = None  # (None: left unresolved)
         if is_log(rel):
             with accesslog.Replacing(home):  # no append between its read and the rename
@@ -743,9 +807,11 @@ def _dedup_logs(store: Store, upstream: str) -> None:
     home = store.home
     out = git.git_run(home, "diff", "--cached", "--name-only", "-z", "HEAD", "--",
                       "context/projects/").stdout
-    for rel in [p for p in out.split("\0") if p and is_log(p)]:
-        limit = Counter((git.git_blob(home, "HEAD", rel) or b"").splitlines(keepends=True)) | \
-            Counter((git.git_blob(home, upstream, rel) or b"").splitlines(keepends=True))
+    logs = [p for p in out.split("\0") if p and is_log(p)]
+    sides = git.git_blobs(home, (f"{rev}:{rel}" for rel in logs for rev in ("HEAD", upstream)))
+    for rel in logs:
+        limit = Counter((sides[f"HEAD:{rel}"] or b"").splitlines(keepends=True)) | \
+            Counter((sides[f"{upstream}:{rel}"] or b"").splitlines(keepends=True))
 
         def once(data: bytes, limit: Counter[bytes] = limit) -> bytes:
             seen: Counter[bytes] = Counter()

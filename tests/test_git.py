@@ -67,6 +67,48 @@ def test_state_lists_modified_staged_untracked_deleted_renamed_not_ignored(store
                                   "context/ideas/CORTEX.md"])
 
 
+def test_state_lists_what_is_staged_as_git_diff_cached_names_it(store: Store) -> None:
+    home = store.home
+    (home / "context/OVERVIEW.md").write_text("changed, not staged\n")
+    (home / "staged.md").write_text("x\n")
+    (home / "context/user/USER.md").write_text("changed and staged\n")
+    sh(home, "add", "staged.md", "context/user/USER.md")
+    sh(home, "mv", "context/ideas/CORTEX.md", "context/ideas/MOVED.md")
+    (home / "untracked.md").write_text("x\n")
+    cached = [p for p in sh(home, "diff", "--cached", "--name-only", "-z").split("\0") if p]
+    assert git.worktree_state(store, remote=False).staged == sorted(cached) == sorted(
+        ["staged.md", "context/user/USER.md", "context/ideas/MOVED.md"])
+
+
+@pytest.mark.parametrize("shape", ["branch", "detached", "linked worktree", "link", "odd"])
+def test_the_current_branch_is_the_one_git_names(store: Store, tmp_path: Path, shape: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read from .git/HEAD when it has the usual shape (no git run for it), else asked."""
+    home = store.home
+    calls: list[str] = []
+    run = git.git_run
+    monkeypatch.setattr(git, "git_run", lambda home, *args, **kw: calls.append(args[0])
+                        or run(home, *args, **kw))
+    if shape == "branch":
+        sh(home, "switch", "-q", "-c", "feature/x")
+    elif shape == "detached":
+        sh(home, "checkout", "-q", "--detach")
+    elif shape == "linked worktree":
+        sh(home, "worktree", "add", "-q", "-b", "side", str(tmp_path / "linked"))
+        home = tmp_path / "linked"
+    elif shape == "link":  # git's old way: HEAD a symbolic link to the branch's ref
+        head = home / ".git/HEAD"
+        head.unlink()
+        head.symlink_to("refs/heads/main")
+    else:  # a HEAD naming a ref outside refs/heads/ (git says no branch)
+        sh(home, "symbolic-ref", "HEAD", "refs/remotes/elsewhere")
+    proc = subprocess.run(["git", "symbolic-ref", "--short", "-q", "HEAD"], cwd=home,
+                          capture_output=True, text=True)
+    assert git.current_branch(home) == (proc.stdout.strip() or None)
+    asked = shape in ("link", "odd")
+    assert ("symbolic-ref" in calls) == asked, calls
+
+
 def test_state_lists_a_conflicted_file_and_the_merge(store: Store) -> None:
     home = store.home
     sh(home, "checkout", "-q", "-b", "side")
@@ -732,3 +774,23 @@ def test_a_first_step_begun_before_head_moved_is_let_go(store: Store) -> None:
     assert sh(store.home, "show", "--name-only", "--format=", "HEAD").split() == \
         ["context/ideas/three.md"]
     assert porcelain(store.home) == "?? context/ideas/two.md\n"
+
+
+def test_blobs_read_in_one_git_are_the_ones_read_one_by_one(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = store.home
+    (home / "context/ideas/a name with spaces.md").write_bytes(b"no newline at the end")
+    (home / "context/ideas/empty.md").write_bytes(b"")
+    commit_paths(store, [home / "context/ideas"], "ideas")
+    specs = ["HEAD:context/ideas/a name with spaces.md", "HEAD:context/ideas/empty.md",
+             "HEAD:context/OVERVIEW.md", sh(home, "rev-parse", "HEAD:context/OVERVIEW.md").strip(),
+             "HEAD:context/ideas", "HEAD:missing.md", "0" * 40, "HEAD:context/OVERVIEW.md"]
+    one_by_one = {spec: git.git_blob(home, spec) for spec in specs}
+    started: list[list[str]] = []
+    run = subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda args, **kw: started.append(args)
+                        or run(args, **kw))
+    assert git.git_blobs(home, specs) == one_by_one
+    assert len(started) == 1
+    assert one_by_one["HEAD:context/ideas/empty.md"] == b""
+    assert one_by_one["HEAD:context/ideas"] is None and one_by_one["HEAD:missing.md"] is None

@@ -7,6 +7,7 @@ status suffixes, body mentions, access-log lines) points at the atom it meant.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -149,7 +150,8 @@ def copied_cluster(tmp_path: Path, templates: Templates, name: str,
     old, new = str(source).encode(), str(tmp_path).encode()
     for entry in source.iterdir():
         if entry.is_dir():
-            shutil.copytree(entry, tmp_path / entry.name, symlinks=True)
+            shutil.copytree(entry, tmp_path / entry.name, symlinks=True,
+                            copy_function=_link_objects)
         else:
             shutil.copy2(entry, tmp_path / entry.name)
     for path in tmp_path.rglob("*"):
@@ -163,6 +165,17 @@ def copied_cluster(tmp_path: Path, templates: Templates, name: str,
              for home, summaries, log_lines in saved["clones"]], saved["strings"])
 
 
+def _link_objects(source: str, dest: str) -> object:
+    """Copy a file, or link one of git's object files (half a cluster's files): git never
+    changes one (a new object is a new file, a gc removes or packs them), so the copy may
+    share it with the template."""
+    if "objects" in Path(source).parts:
+        with contextlib.suppress(OSError):
+            os.link(source, dest)
+            return dest
+    return shutil.copy2(source, dest)
+
+
 def cluster(tmp_path: Path, templates: Templates, n: int = 2) -> list[Clone]:
     """make_cluster's clones, copied from a template (copied_cluster)."""
     return copied_cluster(tmp_path, templates, f"cluster-{n}",
@@ -170,12 +183,20 @@ def cluster(tmp_path: Path, templates: Templates, n: int = 2) -> list[Clone]:
 
 
 def settle(clones: list[Clone]) -> None:
-    """Sync the clones in turn until a whole round sends nothing (in-process, to save time).
+    """Sync the clones in turn (in-process, to save time) until every one has synced,
+    sending nothing, since the last one that sent: a sync that sends nothing leaves its
+    clone at the remote's commit, and one that sent left it there too, so all are at the
+    same commit then (check_invariants checks that they are).
 
     A clone that receives commits regenerates and may push that: at most one more round.
     """
-    for _ in range(3):
-        if sum(sync_lib.sync(c.store).sent for c in clones) == 0:
+    quiet, sent = 0, False  # syncs in a row that sent nothing; whether one has sent
+    for turn in range(3 * len(clones)):
+        if sync_lib.sync(clones[turn % len(clones)].store).sent:
+            quiet, sent = 0, True
+        else:
+            quiet += 1
+        if quiet == len(clones) - (1 if sent else 0):
             return
     raise AssertionError("the clones keep sending commits after three rounds of syncs")
 
@@ -368,12 +389,15 @@ def test_an_interrupted_sync_is_recovered_by_the_next(tmp_path: Path,
 
 
 def test_a_sync_killed_at_any_moment_is_recovered(tmp_path: Path, templates: Templates) -> None:
-    """SIGKILL after a delay, wherever that lands; the re-run must put everything right."""
+    """SIGKILL a delay after the sync took the store's git lock (its pid in the lock file:
+    not while Python starts, nor after the sync ended), wherever that lands; the re-run
+    must put everything right."""
     import signal
     import time
 
     a, b = cluster(tmp_path, templates)
-    for round_, delay in enumerate((0.7, 1.0)):
+    lock = b.store.locks_dir / layout.GIT_LOCK
+    for round_, delay in enumerate((0.1, 0.3)):
         for c, tag in ((a, "alpha"), (b, "beta")):
             e = c.new("exp", f"{tag} {round_}")
             c.new("k", f"{tag} knows {round_}", "evidence", e)
@@ -381,6 +405,10 @@ def test_a_sync_killed_at_any_moment_is_recovered(tmp_path: Path, templates: Tem
         sync_lib.sync(a.store)
         proc = subprocess.Popen([sys.executable, "-m", "cortexfs", "--home", str(b.home),
                                  "sync"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline and not (
+                lock.exists() and lock.read_text().strip() == str(proc.pid)):
+            time.sleep(0.005)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -474,8 +502,7 @@ def test_hippocampus_files_regenerated_on_both_sides_never_conflict(
 
 
 def test_a_second_machine_can_join_with_init_remote(tmp_path: Path, templates: Templates) -> None:
-    a, _ = cluster(tmp_path, templates, 1), None
-    first = a[0]
+    first, _ = cluster(tmp_path, templates)  # (the template the other tests copy)
     first.new("exp", "from the first machine")
     first.sync()
     home = tmp_path / "joiner"
@@ -515,6 +542,35 @@ def test_uncommitted_atoms_are_committed_by_sync(tmp_path: Path, templates: Temp
     assert "committed: sync: commit local changes to EXP-001.md" in proc.stdout
     settle([a, b])
     check_invariants([a, b])
+
+
+def test_a_sync_asks_git_each_thing_once(tmp_path: Path, templates: Templates) -> None:
+    """The git processes of whole `cortex sync` runs (a wrapper on PATH logs them): with
+    nothing to do, the config, a status, the fetch and the remote branch's commit; with a
+    commit to push, besides the commit's own, one rev-list for how HEAD and the remote
+    branch stand, and the push."""
+    a, _ = cluster(tmp_path, templates)
+    log, bin_dir = tmp_path / "git-calls", tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "git"
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\n'
+                       f'exec {shutil.which("git")} "$@"\n')
+    wrapper.chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+    def asked(*args: str) -> list[str]:
+        log.unlink(missing_ok=True)
+        cortex(a.home, *args, env=env)
+        return [" ".join(line.split()[1:3]) for line in log.read_text().splitlines()]
+
+    assert asked("sync") == ["config -z", "--no-optional-locks status", "fetch --quiet",
+                             "rev-parse --verify"]
+    (a.store.context / "ideas" / "idea.md").write_text("an idea\n")
+    questions = ("config", "remote", "symbolic-ref", "rev-parse", "rev-list", "merge-base",
+                 "diff", "--no-optional-locks", "fetch", "push")
+    assert [c for c in asked("sync") if c.split()[0] in questions] == [
+        "config -z", "--no-optional-locks status", "fetch --quiet", "rev-parse --verify",
+        "rev-list --left-right", "push --porcelain"]
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -575,6 +631,31 @@ def test_remote_set_accepts_urls_and_replaces_the_remote(store: Store, cli: obje
         result = cli("remote", "set", url)  # type: ignore[operator]
         assert result.exit_code == 0, result.stderr
         assert sh(store.home, "remote", "get-url", "origin").strip() == url
+
+
+def test_the_remotes_are_the_ones_git_lists_from_one_config_read(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every scope's config, a remote with no url, remote.pushDefault (no remote)."""
+    home = store.home
+    calls: list[str] = []
+    run = git.git_run
+    monkeypatch.setattr(git, "git_run", lambda home, *args, **kw: calls.append(args[0])
+                        or run(home, *args, **kw))
+    sh(home, "remote", "add", "zed", "/srv/zed.git")
+    sh(home, "remote", "add", "Alpha.b", "/srv/alpha.git")
+    sh(home, "config", "remote.only-fetch.fetch", "+refs/heads/*:refs/remotes/x/*")
+    sh(home, "config", "remote.pushDefault", "zed")
+    sh(home, "config", "branch.main.remote", "zed")
+    sh(home, "config", "branch.main.merge", "refs/heads/trunk")
+    (store.home.parent / "global").write_text('[remote "from-global"]\n\turl = /srv/g.git\n')
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(store.home.parent / "global"))
+    known = sync_lib.remotes(home)
+    assert known.names == sh(home, "remote").split()
+    assert "from-global" in known.names and "only-fetch" in known.names
+    assert known.get("remote.Alpha.b.url") == "/srv/alpha.git"
+    assert calls == ["config"]
+    assert sync_lib.target(store, known) == sync_lib.Target("zed", "main", "trunk", True)
+    assert calls == ["config"]  # (the branch from .git/HEAD, the rest from `known`)
 
 
 def test_init_with_a_bad_remote_writes_nothing(tmp_path: Path, cli: object) -> None:

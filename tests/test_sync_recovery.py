@@ -31,6 +31,7 @@ from test_sync import (
 )
 
 from cortexfs import accesslog, autocommit, git, layout
+from cortexfs import sync as sync_lib
 
 
 def _kill_at_git(tmp_path: Path, pattern: str, after: bool) -> dict[str, str]:
@@ -371,3 +372,32 @@ if [ ! -f "{tmp_path}/smudged" ]; then : > "{tmp_path}/smudged"
     assert (tmp_path / "appended").exists() and (tmp_path / "smudged").exists()
     settle([a, b])
     check_invariants([a, b])  # (every log line exactly once)
+
+
+def test_a_fetch_that_lost_its_ref_to_a_git_a_killed_sync_left_is_run_again(
+        tmp_path: Path, templates: Templates, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync killed alone leaves its `git fetch` running (git runs in a process group of
+    its own); the next sync's fetch can then find the remote-tracking ref moved under it
+    (git's compare-and-swap of the ref fails): it fetches again. The first fetch here
+    fails the way git's does then (a wrapper first on PATH); the sync still lands."""
+    a, b = cluster(tmp_path, templates)
+    a.new("exp", "made on a")
+    sync_lib.sync(a.store)
+    real = shutil.which("git")
+    folder = tmp_path / "wrapper"
+    folder.mkdir()
+    mark = tmp_path / "failed-once"
+    (folder / "git").write_text(f"""#!/bin/sh
+case "$*" in
+  *" fetch "*) if [ ! -f "{mark}" ]; then : > "{mark}"
+    echo "error: cannot lock ref 'refs/remotes/origin/main': is at $({real} rev-parse HEAD) \\
+but expected 0000000000000000000000000000000000000001" >&2; exit 1; fi ;;
+esac
+exec {real} "$@"
+""")
+    (folder / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    assert sync_lib.sync(b.store).received == 1 and mark.exists()
+    monkeypatch.undo()
+    settle([a, b])
+    check_invariants([a, b])

@@ -72,7 +72,8 @@ def sync() -> None:
 
     fmt = common.output_format()
     store = common.open_store()
-    if git.is_repo(store.home) and not git.git_run(store.home, "remote").stdout.split():
+    known = sync_lib.remotes(store.home) if git.is_repo(store.home) else None
+    if known is not None and not known.names:
         with common.writing(store, has_no_commit=False) as txn:
             txn.add(Change())
         _committed(txn.result, fmt, "no remote to sync with: add one with `cortex remote set "
@@ -80,7 +81,7 @@ def sync() -> None:
         return
     # said at once: a sync that recovers and then stops on a conflict still tells it
     told = None if fmt == "json" else (lambda what: common.warn(f"recovered: {what}"))
-    result = sync_lib.sync(store, on_recovered=told)
+    result = sync_lib.sync(store, on_recovered=told, known=known)
     if fmt == "json":
         common.print_json(result.to_json())
         return
