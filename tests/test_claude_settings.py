@@ -237,6 +237,7 @@ def test_interpreter_is_never_a_shim(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_paths_with_spaces_are_quoted(tmp_path: Path) -> None:
     home = tmp_path / "my store"
+    home.mkdir()  # (the hook logs into a home that exists, and makes none)
     command = claude_settings.hook_command(home)
     assert f"'{home}'" in command
     proc = subprocess.run(["/bin/sh", "-c", command], input=b"", capture_output=True,
