@@ -628,7 +628,7 @@ def keep_log_appends(store: Store, since_head: bool = False) -> Iterator[None]:
     """
     with accesslog.Replacing(store.home):
         held: list[tuple[Path, int, int, int]] = []
-        for path in _logs(store):
+        for path in map(Path, accesslog.access_logs(str(store.home))):
             try:
                 fd = accesslog.open_log(path, os.O_RDONLY)
             except OSError:
@@ -974,12 +974,6 @@ def _merge_output(home: Path, current: bytes, upstream: str, base: bytes | None,
     if ours is None or theirs is None:
         return False
     return git.merge_file(home, base or b"", ours, theirs) == current
-
-
-def _logs(store: Store) -> list[Path]:
-    """The projects' access logs that are part of the store (cortexfs.wall: no link)."""
-    return [p for p in store.projects_dir.glob(f"*/{layout.META}/{layout.ACCESS_LOG}")
-            if not wall.reason(store.context, p)]
 
 
 def _put_back(home: Path, rel: str, data: bytes | None) -> None:
