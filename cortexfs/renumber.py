@@ -304,7 +304,7 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
                 return raw
 
         for old, new in mapping.items():
-            old_path, new_path = _renamed(store, Renumbering(project, old, new))
+            old_path, new_path = renamed(store, Renumbering(project, old, new))
             if old_path.exists() and not wall.reason(store.context, old_path):
                 # a rename, not a copy: an edit saved into the file meanwhile moves with it
                 os.replace(old_path, new_path)
@@ -336,16 +336,12 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
     return touched
 
 
-def _renamed(store: Store, r: Renumbering) -> tuple[Path, Path]:
+def renamed(store: Store, r: Renumbering) -> tuple[Path, Path]:
+    """The old and the new path of a renumbered atom."""
     kind = kind_of_filename(f"{r.old}.md")
     assert kind is not None
     folder = store.projects_dir / r.project / kind.folder
     return folder / f"{r.old}.md", folder / f"{r.new}.md"
-
-
-def renamed_paths(store: Store, renumberings: list[Renumbering]) -> list[Path]:
-    """The old and the new path of every renumbered atom."""
-    return [path for r in renumberings for path in _renamed(store, r)]
 
 
 def _rewrite_log_unordered(log: Path, base_log: bytes, rename: dict[str, str]) -> None:

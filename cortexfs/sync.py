@@ -727,7 +727,7 @@ def _recover_renumber(store: Store, entry: dict[str, Any], head0: str, display: 
     # a renumbering commit killed after it moved HEAD but before it brought the user's
     # index up to date leaves a staged reverse rename, and every later commit of those
     # paths fails ("pathspec … did not match"): their index entries go back to HEAD's
-    rels = [store.home_rel(p) for p in renumber.renamed_paths(store, mapping)]
+    rels = [store.home_rel(p) for r in mapping for p in renumber.renamed(store, r)]
     git.git_run(home, "reset", "-q", "HEAD", "--", *rels)
     # renumbering is idempotent: this commits whatever the killed one had not
     _renumber(store, mapping, entry.get("base"), head0, display)
