@@ -116,11 +116,6 @@ def index_project(rel: str) -> str | None:
     return None
 
 
-def is_generated(rel: str) -> bool:
-    """A file regeneration writes (wholly, or its generated block)."""
-    return lists_atoms(rel) or bool(_CORTEX_MD.match(rel))
-
-
 def atom_project(rel: str) -> str | None:
     """The project of the atom file `rel` (context/projects/P/<kind folder>/ID.md), else None."""
     parts = rel.split("/")
@@ -268,7 +263,7 @@ def describe(changes: list[tuple[str, str]]) -> str:
     items: list[str] = []
     generated = logs = 0
     for xy, rel in changes:
-        if is_generated(rel):
+        if lists_atoms(rel) or _CORTEX_MD.match(rel):  # regeneration writes it (or its block)
             generated += 1
         elif is_log(rel):
             logs += 1
