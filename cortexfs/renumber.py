@@ -151,11 +151,6 @@ def _next_free(kind: Kind, old: str, ids: set[str]) -> str:
 
 # --- rewriting ---------------------------------------------------------------------------------
 
-def _id_pattern(mapping: dict[str, str]) -> re.Pattern[str]:
-    alternatives = "|".join(re.escape(old) for old in sorted(mapping, key=len, reverse=True))
-    return re.compile(rf"\b({alternatives})\b")
-
-
 def _sub(pattern: re.Pattern[str], mapping: dict[str, str], text: str) -> str:
     return pattern.sub(lambda m: mapping[m.group(1)], text)
 
@@ -176,7 +171,8 @@ def rewrite_text(text: str, mapping: dict[str, str], path: str = "<string>") -> 
     Frontmatter keys go through `set_keys` (every other byte of the block stays); the body
     and files without frontmatter get a word-boundary replacement.
     """
-    pattern = _id_pattern(mapping)
+    alternatives = "|".join(re.escape(old) for old in sorted(mapping, key=len, reverse=True))
+    pattern = re.compile(rf"\b({alternatives})\b")
     if not pattern.search(text):
         return text
     try:
