@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cortexfs import accesslog, frontmatter, layout, wall
-from cortexfs.atoms import Kind, kind_of_filename
+from cortexfs.atoms import Kind, atom_of, kind_of_filename
 from cortexfs.errors import AtomParseError
 from cortexfs.fsutil import removed_on_error, rewrite, write_temp
 from cortexfs.git import git_blob, git_run
@@ -65,17 +65,6 @@ class Renumbering:
         return dict(vars(self))  # (its fields, which `Renumbering(**…)` reads back)
 
 
-def _atom_of(rel: str) -> tuple[str, Kind, str] | None:
-    """(project, kind, id) when `rel` is an atom file path of the store."""
-    parts = rel.split("/")
-    if len(parts) != 5 or "/".join(parts[:2]) != layout.PROJECTS_PATH:
-        return None
-    kind = kind_of_filename(parts[4])
-    if kind is None or kind.folder != parts[3]:
-        return None
-    return parts[2], kind, parts[4][:-3]
-
-
 def _added(home: Path, base: str, tip: str) -> dict[str, str]:
     """Atom paths added between `base` and `tip`, with their blob ids."""
     return added_atoms(git_run(home, "diff", "--raw", "-z", "--no-renames", "--diff-filter=A",
@@ -87,7 +76,7 @@ def added_atoms(raw: str) -> dict[str, str]:
     ids."""
     fields = raw.split("\0")
     return {path: meta.split()[3] for meta, path in zip(fields[0::2], fields[1::2], strict=False)
-            if meta.startswith(":") and meta.split()[4] == "A" and _atom_of(path)}
+            if meta.startswith(":") and meta.split()[4] == "A" and atom_of(path)}
 
 
 def find_collisions(home: Path, base: str | None, local: str, remote: str,
@@ -102,7 +91,7 @@ def find_collisions(home: Path, base: str | None, local: str, remote: str,
     found = []
     for path in sorted(ours.keys() & theirs.keys()):
         if ours[path] != theirs[path]:  # the same content on both sides merges cleanly
-            where = _atom_of(path)
+            where = atom_of(path)
             assert where is not None
             found.append(Collision(*where))
     return found
