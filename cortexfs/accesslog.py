@@ -411,6 +411,20 @@ def _unlink(path: str) -> None:
         os.unlink(path)
 
 
+def access_logs(home: str) -> list[str]:
+    """Every project's access log that exists."""
+    projects = os.path.join(home, layout.CONTEXT, layout.PROJECTS)
+    try:
+        names = sorted(os.listdir(projects))
+    except OSError:
+        return []
+    from cortexfs import wall
+
+    paths = (os.path.join(projects, name, layout.META, layout.ACCESS_LOG) for name in names)
+    # (a linked log or project is not part of the store)
+    return [p for p in paths if os.path.isfile(p) and not wall.reason(os.path.dirname(projects), p)]
+
+
 def drain_all(home: str | os.PathLike[str]) -> int:
     """`drain` every project's log that has lines set aside; the bytes appended."""
     from cortexfs import wall

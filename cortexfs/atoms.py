@@ -83,6 +83,18 @@ def kind_of_filename(name: str) -> Kind | None:
     return kind_of_id(m.group(1)) if m else None
 
 
+def atom_of(rel: str) -> tuple[str, Kind, str] | None:
+    """(project, kind, id) of the atom file `rel` (context/projects/P/<kind folder>/ID.md),
+    else None."""
+    parts = rel.split("/")
+    if len(parts) != 5 or parts[:2] != [layout.CONTEXT, layout.PROJECTS]:
+        return None
+    kind = kind_of_filename(parts[4])
+    if kind is None or kind.folder != parts[3]:
+        return None
+    return parts[2], kind, parts[4][:-3]
+
+
 def kind_of_id(atom_id: str) -> Kind | None:
     prefix = atom_id.split("-", 1)[0]
     kind = KIND_BY_PREFIX.get(prefix)

@@ -114,21 +114,9 @@ def spawn_committer(home: str, lock_fd: int | None = None) -> int:
 
 # --- the committer process (may import the rest of cortexfs) ---------------------------------
 
-def access_logs(home: str) -> list[str]:
-    """Every project's access log that exists."""
-    projects = os.path.join(home, layout.CONTEXT, layout.PROJECTS)
-    try:
-        names = sorted(os.listdir(projects))
-    except OSError:
-        return []
-    from cortexfs import wall
-
-    paths = (os.path.join(projects, name, layout.META, layout.ACCESS_LOG) for name in names)
-    # (a linked log or project is not part of the store)
-    return [p for p in paths if os.path.isfile(p) and not wall.reason(os.path.dirname(projects), p)]
-
-
 def _signature(home: str) -> tuple[tuple[str, int, int], ...]:
+    from cortexfs.accesslog import access_logs
+
     sig = []
     for path in access_logs(home):
         try:
@@ -143,7 +131,7 @@ def commit_logs(home: str) -> bool:
     """Commit the access logs that changed (nothing else); True when a commit was made."""
     from pathlib import Path
 
-    from cortexfs.accesslog import drain_all
+    from cortexfs.accesslog import access_logs, drain_all
     from cortexfs.commit import commit_paths
     from cortexfs.store import Store
 

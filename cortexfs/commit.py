@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cortexfs import accesslog, git, interrupt, layout
-from cortexfs.atoms import kind_of_filename
+from cortexfs.atoms import atom_of
 from cortexfs.errors import CortexError, EnvironmentProblem, GitError, from_os_error
 from cortexfs.fsutil import atomic_write, noting_writes
 from cortexfs.store import Store
@@ -116,20 +116,6 @@ def index_project(rel: str) -> str | None:
     return None
 
 
-def is_generated(rel: str) -> bool:
-    """A file regeneration writes (wholly, or its generated block)."""
-    return lists_atoms(rel) or bool(_CORTEX_MD.match(rel))
-
-
-def atom_project(rel: str) -> str | None:
-    """The project of the atom file `rel` (context/projects/P/<kind folder>/ID.md), else None."""
-    parts = rel.split("/")
-    if len(parts) != 5 or parts[:2] != [layout.CONTEXT, layout.PROJECTS]:
-        return None
-    kind = kind_of_filename(parts[4])
-    return parts[2] if kind is not None and kind.folder == parts[3] else None
-
-
 def is_log(rel: str) -> bool:
     return bool(_LOG.match(rel))
 
@@ -162,7 +148,7 @@ def commit_change(store: Store, change: Change, *, everything: bool = True,
         else:
             take = set(mine)
             if any(lists_atoms(p) for p in take):
-                take |= {p for p in status if atom_project(p)}
+                take |= {p for p in status if atom_of(p)}
         created = _relative(store, change.created)
         regenerated, warning = _regenerate_what_needs_it(store, change, take, status, created,
                                                          mine)
@@ -170,7 +156,7 @@ def commit_change(store: Store, change: Change, *, everything: bool = True,
         if started is not None:  # (rewritten since its git read them)
             started.paths -= set(regenerated)
         if warning is not None:
-            take -= {p for p in take if atom_project(p) or lists_atoms(p)} - mine
+            take -= {p for p in take if atom_of(p) or lists_atoms(p)} - mine
         if not take:
             return Committed(warning=warning)
         others = sorted(p for p in take if p not in mine and p not in regenerated)
@@ -222,11 +208,11 @@ def _regenerate_what_needs_it(store: Store, change: Change, take: set[str],
         elif not change.regenerated:
             every = True
     for rel in take:
-        project = atom_project(rel)
-        if project is None or rel in created or project in change.regenerated:
+        atom = atom_of(rel)
+        if atom is None or rel in created or atom[0] in change.regenerated:
             continue
         if status.get(rel) != "??" or generated:
-            projects.add(project)
+            projects.add(atom[0])
     if not projects and not every:
         return [], None
     from cortexfs.regen import regenerate
@@ -268,12 +254,12 @@ def describe(changes: list[tuple[str, str]]) -> str:
     items: list[str] = []
     generated = logs = 0
     for xy, rel in changes:
-        if is_generated(rel):
+        if lists_atoms(rel) or _CORTEX_MD.match(rel):  # regeneration writes it (or its block)
             generated += 1
         elif is_log(rel):
             logs += 1
         else:
-            name = Path(rel).stem if atom_project(rel) else rel.removeprefix(layout.CONTEXT_PREFIX)
+            name = Path(rel).stem if atom_of(rel) else rel.removeprefix(layout.CONTEXT_PREFIX)
             name = name.removeprefix("projects/")
             items.append(f"{ {'added': 'add', 'deleted': 'remove'}.get(_verb(xy), 'edit')} "
                          f"{name}")

@@ -164,12 +164,11 @@ def git_blobs(home: Path, specs: Iterable[str]) -> dict[str, bytes | None]:
     """`git_blob` of each spec (an object id, or REV:PATH), from one `git cat-file --batch`
     rather than a git each."""
     wanted = list(dict.fromkeys(specs))
-    if len(wanted) < 2 or any("\n" in spec for spec in wanted):  # (the batch reads lines)
-        return {spec: git_blob(home, spec) for spec in wanted}
+    batch = len(wanted) > 1 and not any("\n" in spec for spec in wanted)  # (it reads lines)
     proc = subprocess.run(["git", "cat-file", "--batch"], cwd=home, capture_output=True,
                           input="".join(f"{spec}\n" for spec in wanted).encode(
-                              "utf-8", "surrogateescape"), env=git_env())
-    if proc.returncode != 0:
+                              "utf-8", "surrogateescape"), env=git_env()) if batch else None
+    if proc is None or proc.returncode != 0:
         return {spec: git_blob(home, spec) for spec in wanted}
     out, pos, found = proc.stdout, 0, {}
     for spec in wanted:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cortexfs import accesslog, frontmatter, layout, wall
-from cortexfs.atoms import Kind, kind_of_filename
+from cortexfs.atoms import Kind, atom_of, kind_of_filename
 from cortexfs.errors import AtomParseError
 from cortexfs.fsutil import removed_on_error, rewrite, write_temp
 from cortexfs.git import git_blob, git_run
@@ -65,17 +65,6 @@ class Renumbering:
         return dict(vars(self))  # (its fields, which `Renumbering(**…)` reads back)
 
 
-def _atom_of(rel: str) -> tuple[str, Kind, str] | None:
-    """(project, kind, id) when `rel` is an atom file path of the store."""
-    parts = rel.split("/")
-    if len(parts) != 5 or "/".join(parts[:2]) != layout.PROJECTS_PATH:
-        return None
-    kind = kind_of_filename(parts[4])
-    if kind is None or kind.folder != parts[3]:
-        return None
-    return parts[2], kind, parts[4][:-3]
-
-
 def _added(home: Path, base: str, tip: str) -> dict[str, str]:
     """Atom paths added between `base` and `tip`, with their blob ids."""
     return added_atoms(git_run(home, "diff", "--raw", "-z", "--no-renames", "--diff-filter=A",
@@ -87,7 +76,7 @@ def added_atoms(raw: str) -> dict[str, str]:
     ids."""
     fields = raw.split("\0")
     return {path: meta.split()[3] for meta, path in zip(fields[0::2], fields[1::2], strict=False)
-            if meta.startswith(":") and meta.split()[4] == "A" and _atom_of(path)}
+            if meta.startswith(":") and meta.split()[4] == "A" and atom_of(path)}
 
 
 def find_collisions(home: Path, base: str | None, local: str, remote: str,
@@ -102,7 +91,7 @@ def find_collisions(home: Path, base: str | None, local: str, remote: str,
     found = []
     for path in sorted(ours.keys() & theirs.keys()):
         if ours[path] != theirs[path]:  # the same content on both sides merges cleanly
-            where = _atom_of(path)
+            where = atom_of(path)
             assert where is not None
             found.append(Collision(*where))
     return found
@@ -151,11 +140,6 @@ def _next_free(kind: Kind, old: str, ids: set[str]) -> str:
 
 # --- rewriting ---------------------------------------------------------------------------------
 
-def _id_pattern(mapping: dict[str, str]) -> re.Pattern[str]:
-    alternatives = "|".join(re.escape(old) for old in sorted(mapping, key=len, reverse=True))
-    return re.compile(rf"\b({alternatives})\b")
-
-
 def _sub(pattern: re.Pattern[str], mapping: dict[str, str], text: str) -> str:
     return pattern.sub(lambda m: mapping[m.group(1)], text)
 
@@ -176,7 +160,8 @@ def rewrite_text(text: str, mapping: dict[str, str], path: str = "<string>") -> 
     Frontmatter keys go through `set_keys` (every other byte of the block stays); the body
     and files without frontmatter get a word-boundary replacement.
     """
-    pattern = _id_pattern(mapping)
+    alternatives = "|".join(re.escape(old) for old in sorted(mapping, key=len, reverse=True))
+    pattern = re.compile(rf"\b({alternatives})\b")
     if not pattern.search(text):
         return text
     try:
@@ -304,7 +289,7 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
                 return raw
 
         for old, new in mapping.items():
-            old_path, new_path = _renamed(store, Renumbering(project, old, new))
+            old_path, new_path = renamed(store, Renumbering(project, old, new))
             if old_path.exists() and not wall.reason(store.context, old_path):
                 # a rename, not a copy: an edit saved into the file meanwhile moves with it
                 os.replace(old_path, new_path)
@@ -336,16 +321,12 @@ def apply(store: Store, renumberings: list[Renumbering], base: str | None,
     return touched
 
 
-def _renamed(store: Store, r: Renumbering) -> tuple[Path, Path]:
+def renamed(store: Store, r: Renumbering) -> tuple[Path, Path]:
+    """The old and the new path of a renumbered atom."""
     kind = kind_of_filename(f"{r.old}.md")
     assert kind is not None
     folder = store.projects_dir / r.project / kind.folder
     return folder / f"{r.old}.md", folder / f"{r.new}.md"
-
-
-def renamed_paths(store: Store, renumberings: list[Renumbering]) -> list[Path]:
-    """The old and the new path of every renumbered atom."""
-    return [path for r in renumberings for path in _renamed(store, r)]
 
 
 def _rewrite_log_unordered(log: Path, base_log: bytes, rename: dict[str, str]) -> None:

@@ -628,7 +628,7 @@ def keep_log_appends(store: Store, since_head: bool = False) -> Iterator[None]:
     """
     with accesslog.Replacing(store.home):
         held: list[tuple[Path, int, int, int]] = []
-        for path in _logs(store):
+        for path in map(Path, accesslog.access_logs(str(store.home))):
             try:
                 fd = accesslog.open_log(path, os.O_RDONLY)
             except OSError:
@@ -727,7 +727,7 @@ def _recover_renumber(store: Store, entry: dict[str, Any], head0: str, display: 
     # a renumbering commit killed after it moved HEAD but before it brought the user's
     # index up to date leaves a staged reverse rename, and every later commit of those
     # paths fails ("pathspec … did not match"): their index entries go back to HEAD's
-    rels = [store.home_rel(p) for p in renumber.renamed_paths(store, mapping)]
+    rels = [store.home_rel(p) for r in mapping for p in renumber.renamed(store, r)]
     git.git_run(home, "reset", "-q", "HEAD", "--", *rels)
     # renumbering is idempotent: this commits whatever the killed one had not
     _renumber(store, mapping, entry.get("base"), head0, display)
@@ -974,12 +974,6 @@ def _merge_output(home: Path, current: bytes, upstream: str, base: bytes | None,
     if ours is None or theirs is None:
         return False
     return git.merge_file(home, base or b"", ours, theirs) == current
-
-
-def _logs(store: Store) -> list[Path]:
-    """The projects' access logs that are part of the store (cortexfs.wall: no link)."""
-    return [p for p in store.projects_dir.glob(f"*/{layout.META}/{layout.ACCESS_LOG}")
-            if not wall.reason(store.context, p)]
 
 
 def _put_back(home: Path, rel: str, data: bytes | None) -> None:

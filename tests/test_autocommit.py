@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cortexfs import autocommit, git, hook, layout
+from cortexfs import accesslog, autocommit, git, hook, layout
 from cortexfs.commit import commit_paths
 from cortexfs.store import Project, Store
 
@@ -111,7 +111,7 @@ def test_held_index_lock_means_retry_not_loss(store: Store, project: Project, at
     from git_holders import hold_index_lock, release
 
     monkeypatch.setattr(git, "LOCK_WAIT_SECONDS", 0.2)
-    autocommit.access_logs(str(store.home))
+    accesslog.access_logs(str(store.home))
     holder = hold_index_lock(store.home)  # a live git process: its lock is not stale
     monkeypatch.setenv("CORTEX_AUTOCOMMIT", "0")  # run the committer in-process instead
     read(project, atom)

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cortexfs import accesslog, forked, interrupt, layout
+from cortexfs import accesslog, interrupt, layout
 from cortexfs.loader import Ahead, ProjectScan, collector_paused
 from cortexfs.regen import worker
 from cortexfs.regen.records import RegenContext, RegenResult
@@ -91,7 +91,31 @@ def _regenerate(run: Run, selected: list[Project], progress: bool,
         mine, theirs = selected, []
     done: list[str] = []
     try:
-        _regenerate_all(run, selected, mine, theirs, child, progress, result, done)
+        from cortexfs.derived import GENERATORS
+
+        run.prescan(mine)
+        bar = _Progress(enabled=progress, total=len(selected))
+        for project in mine:
+            interrupt.check()
+            run.regenerate_project(project, result)
+            done.append(project.name)
+            bar.advance(project.name)
+        if child is not None:  # while it works: what the generators will need of ours
+            worker.prepare(run, [p.name for p in mine])
+        if child is not None and not worker.join(child, result):
+            for project in theirs:  # the worker failed: do its share here
+                interrupt.check()
+                run.regenerate_project(project, result)
+        done.extend(p.name for p in theirs)
+        bar.close()
+        ctx = run.context([p.name for p in selected])
+        for spec in GENERATORS:
+            interrupt.check()
+            module, _, name = spec.partition(":")
+            generator = getattr(importlib.import_module(module), name)
+            for path in generator(ctx, dry_run=run.dry_run):
+                result.add(Path(path))
+        run.save()  # what the generators made us scan and fold in other projects
     except interrupt.Interrupted as e:
         # stopped between two files (each written whole); the next run does the rest
         projects = f"{len(selected)} project{'s' if len(selected) != 1 else ''}"
@@ -101,36 +125,6 @@ def _regenerate(run: Run, selected: list[Project], progress: bool,
             e.done = f"{len(done)} of {projects} regenerated ({len(result.written):,} " \
                      "file(s) written)"
         raise
-
-
-def _regenerate_all(run: Run, selected: list[Project], mine: list[Project],
-                    theirs: list[Project], child: forked.Child | None, progress: bool,
-                    result: RegenResult, done: list[str]) -> None:
-    from cortexfs.derived import GENERATORS
-
-    run.prescan(mine)
-    bar = _Progress(enabled=progress, total=len(selected))
-    for project in mine:
-        interrupt.check()
-        run.regenerate_project(project, result)
-        done.append(project.name)
-        bar.advance(project.name)
-    if child is not None:  # while it works: what the generators will need of ours
-        worker.prepare(run, [p.name for p in mine])
-    if child is not None and not worker.join(child, result):
-        for project in theirs:  # the worker failed: do its share here
-            interrupt.check()
-            run.regenerate_project(project, result)
-    done.extend(p.name for p in theirs)
-    bar.close()
-    ctx = run.context([p.name for p in selected])
-    for spec in GENERATORS:
-        interrupt.check()
-        module, _, name = spec.partition(":")
-        generator = getattr(importlib.import_module(module), name)
-        for path in generator(ctx, dry_run=run.dry_run):
-            result.add(Path(path))
-    run.save()  # what the generators made us scan and fold in other projects
 
 
 def context(store: Store, scans: Iterable[ProjectScan] = ()) -> RegenContext:
