@@ -164,7 +164,8 @@ def git_blobs(home: Path, specs: Iterable[str]) -> dict[str, bytes | None]:
     """`git_blob` of each spec (an object id, or REV:PATH), from one `git cat-file --batch`
     rather than a git each."""
     wanted = list(dict.fromkeys(specs))
-    batch = len(wanted) > 1 and not any("\n" in spec for spec in wanted)  # (it reads lines)
+    # (the batch reads lines, and drops a CR before a line's end: those are read one by one)
+    batch = len(wanted) > 1 and not any("\n" in spec or spec.endswith("\r") for spec in wanted)
     proc = subprocess.run(["git", "cat-file", "--batch"], cwd=home, capture_output=True,
                           input="".join(f"{spec}\n" for spec in wanted).encode(
                               "utf-8", "surrogateescape"), env=git_env()) if batch else None

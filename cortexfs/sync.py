@@ -153,7 +153,7 @@ def remotes(home: Path) -> Remotes:
         if not dot or not name:
             continue  # (remote.pushDefault: no remote's)
         settings[key] = value.strip()
-        if section == "remote":
+        if section == "remote" and not name.startswith("/"):  # (git skips these: remote.c)
             names[name] = None
     return Remotes(sorted(names), settings)
 

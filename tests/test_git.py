@@ -794,3 +794,16 @@ def test_blobs_read_in_one_git_are_the_ones_read_one_by_one(
     assert len(started) == 1
     assert one_by_one["HEAD:context/ideas/empty.md"] == b""
     assert one_by_one["HEAD:context/ideas"] is None and one_by_one["HEAD:missing.md"] is None
+
+
+def test_a_spec_ending_in_a_carriage_return_reads_its_own_blob(store: Store) -> None:
+    """`git cat-file --batch` reads its input with strbuf_getline, which drops a CR before
+    the LF: "HEAD:x\\r" in the batch would name HEAD:x, another file."""
+    home = store.home
+    (home / "context/ideas/x").write_bytes(b"plain")
+    (home / "context/ideas/x\r").write_bytes(b"with a carriage return")
+    sh(home, "add", "context/ideas")  # (plain git: cortex's own commit leaves "x\r" out)
+    sh(home, "commit", "-q", "-m", "ideas")
+    specs = ["HEAD:context/ideas/x\r", "HEAD:context/ideas/x"]
+    assert git.git_blobs(home, specs) == {spec: git.git_blob(home, spec) for spec in specs} \
+        == {specs[0]: b"with a carriage return", specs[1]: b"plain"}

@@ -544,6 +544,22 @@ def test_uncommitted_atoms_are_committed_by_sync(tmp_path: Path, templates: Temp
     check_invariants([a, b])
 
 
+def test_a_tag_named_as_the_branch_does_not_change_the_branch_synced(
+        tmp_path: Path, templates: Templates) -> None:
+    """With a tag named as the branch, `git symbolic-ref --short HEAD` says "heads/main";
+    the branch is main (refs/heads/main), and main is what is synced (before this session
+    the push named refs/heads/heads/main and failed)."""
+    a, b = cluster(tmp_path, templates)
+    branch = sh(a.home, "symbolic-ref", "HEAD").strip().removeprefix("refs/heads/")
+    sh(a.home, "tag", branch)
+    a.new("exp", "made beside a tag")
+    assert sync_lib.sync(a.store).sent >= 1
+    assert sh(a.home, "rev-parse", f"refs/remotes/origin/{branch}").strip() == \
+        sh(a.home, "rev-parse", "HEAD").strip()
+    settle([a, b])
+    check_invariants([a, b])
+
+
 def test_a_sync_asks_git_each_thing_once(tmp_path: Path, templates: Templates) -> None:
     """The git processes of whole `cortex sync` runs (a wrapper on PATH logs them): with
     nothing to do, the config, a status, the fetch and the remote branch's commit; with a
@@ -656,6 +672,16 @@ def test_the_remotes_are_the_ones_git_lists_from_one_config_read(
     assert calls == ["config"]
     assert sync_lib.target(store, known) == sync_lib.Target("zed", "main", "trunk", True)
     assert calls == ["config"]  # (the branch from .git/HEAD, the rest from `known`)
+
+
+def test_a_remote_name_git_refuses_is_no_remote(store: Store) -> None:
+    """git's remote.c skips a `remote.NAME.*` whose NAME starts with "/" (a warning, "config
+    remote shorthand cannot begin with '/'"): `git remote` does not list it, and
+    `git fetch /x` would read "/x" as a path. cortex sees the remotes git lists."""
+    home = store.home
+    sh(home, "config", "remote./x.url", str(store.home.parent / "elsewhere.git"))
+    assert sh(home, "remote").split() == []
+    assert sync_lib.remotes(home).names == []
 
 
 def test_init_with_a_bad_remote_writes_nothing(tmp_path: Path, cli: object) -> None:
