@@ -34,14 +34,6 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["PYTEST_DEBUG_TEMPROOT"] = str(MEMORY_TEMP)
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: one worker more than this process may use cores. Many tests wait on real
-    processes (git, cortex, a watcher, a killed child's recovery); a third worker on 2 cores
-    fills those waits (suite wall 82 s with 2 workers, 76 s with 3 or 4)."""
-    return len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") \
-        else (os.cpu_count() or 1) + 1
-
-
 @pytest.fixture(autouse=True)
 def hermetic_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point HOME and CORTEX_HOME into tmp_path and pin git's identity and config."""
