@@ -807,28 +807,41 @@ _OBJECT_ID = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})")
 def current_branch(home: Path) -> str | None:
     """The branch HEAD names, as `git symbolic-ref --short HEAD` says it; None when HEAD is
     detached. Read from `.git/HEAD` when it has the usual shape (as `head` does), saving a
-    git; else (a link, a reftable repository, anything unusual) git is asked."""
-    path = git_dir_of(home) / "HEAD"
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        if not path.is_symlink() and not (_common_dir(home) / "reftable").exists():
-            text = path.read_text(encoding="ascii").strip()
-            if text.startswith("ref: refs/heads/"):
-                return text.removeprefix("ref: refs/heads/")
-            if _OBJECT_ID.fullmatch(text):
-                return None
+    git; else git is asked."""
+    text = _head_file(home)
+    if text is not None and text.startswith(_BRANCH_REF):
+        return text.removeprefix(_BRANCH_REF)
+    if text is not None and _OBJECT_ID.fullmatch(text):
+        return None
     proc = git_run(home, "symbolic-ref", "--short", "-q", "HEAD", check=False)
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
+_BRANCH_REF = "ref: refs/heads/"
+
+
+def _head_file(home: Path) -> str | None:
+    """What `.git/HEAD` holds (a branch's ref line or an id), when it is a plain file of a
+    repository that keeps its refs in files; None otherwise (a link, reftable, unreadable:
+    git is asked)."""
+    try:
+        path = git_dir_of(home) / "HEAD"
+        if path.is_symlink() or (_common_dir(home) / "reftable").exists():
+            return None
+        return path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def _head_from_files(home: Path) -> str | None:
     """HEAD's commit as git's files say it; None when they do not say it plainly."""
+    head = _head_file(home)
+    if head is None or _OBJECT_ID.fullmatch(head):
+        return head
+    if not head.startswith(_BRANCH_REF):
+        return None
+    ref = head.removeprefix("ref: ")
     try:
-        head = (git_dir_of(home) / "HEAD").read_text(encoding="ascii").strip()
-        if _OBJECT_ID.fullmatch(head):
-            return head
-        if not head.startswith("ref: refs/heads/"):
-            return None
-        ref = head[5:]
         common = _common_dir(home)
         try:
             value = (common / ref).read_text(encoding="ascii").strip()
