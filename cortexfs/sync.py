@@ -653,6 +653,16 @@ def keep_log_appends(store: Store, since_head: bool = False) -> Iterator[None]:
                             extra = accesslog.missing_lines(current, late)
                             if extra:
                                 accesslog.append(path, [extra])
+                            elif current:
+                                # git took the stat data of the file it wrote as it wrote
+                                # it: a line that reached the file before that (an append
+                                # past its wait) would be clean to git, in no commit and no
+                                # `git status`, until the log changed again, while every
+                                # reader counts it (two clones' generated files then differ
+                                # and each sync sends its own). A new inode makes git read
+                                # the file. (Appends wait: we hold Replacing.)
+                                rel = store.home_rel(path)
+                                atomic_write(path, current, root=_wall_root(store.home, rel))
                 finally:
                     os.close(fd)
             accesslog.drain_all(store.home)
