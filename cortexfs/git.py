@@ -101,9 +101,13 @@ def git_run(home: Path, *args: str, check: bool = True, input: str | None = None
     cmd = ["git", "--literal-pathspecs", *_configured(config), *args]
     while True:
         try:
-            proc = subprocess.run(cmd, cwd=home, input=input, capture_output=True, text=True,
-                                  encoding="utf-8", errors="surrogateescape",
-                                  env=git_env(env), timeout=timeout, process_group=0)
+            # bytes, decoded below: text mode would turn every CR into a LF (universal
+            # newlines), so a path ending in CR in `git status -z` named another file
+            raw = subprocess.run(cmd, cwd=home, capture_output=True, env=git_env(env),
+                                 input=None if input is None else _encoded(input),
+                                 timeout=timeout, process_group=0)
+            proc = subprocess.CompletedProcess(raw.args, raw.returncode, _decoded(raw.stdout),
+                                               _decoded(raw.stderr))
         except FileNotFoundError:
             raise GitError("git is not installed or not on PATH: install git") from None
         except subprocess.TimeoutExpired:
@@ -127,6 +131,15 @@ def git_run(home: Path, *args: str, check: bool = True, input: str | None = None
     if proc.returncode != 0 and check:
         raise git_error(args, proc.stderr or proc.stdout)
     return proc
+
+
+def _encoded(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _decoded(data: bytes) -> str:
+    """git's output as text: paths are bytes to git, so undecodable ones round-trip."""
+    return data.decode("utf-8", "surrogateescape")
 
 
 def _configured(config: Sequence[str]) -> list[str]:
@@ -167,8 +180,8 @@ def git_blobs(home: Path, specs: Iterable[str]) -> dict[str, bytes | None]:
     # (the batch reads lines, and drops a CR before a line's end: those are read one by one)
     batch = len(wanted) > 1 and not any("\n" in spec or spec.endswith("\r") for spec in wanted)
     proc = subprocess.run(["git", "cat-file", "--batch"], cwd=home, capture_output=True,
-                          input="".join(f"{spec}\n" for spec in wanted).encode(
-                              "utf-8", "surrogateescape"), env=git_env()) if batch else None
+                          input=_encoded("".join(f"{spec}\n" for spec in wanted)),
+                          env=git_env()) if batch else None
     if proc is None or proc.returncode != 0:
         return {spec: git_blob(home, spec) for spec in wanted}
     out, pos, found = proc.stdout, 0, {}
@@ -770,7 +783,7 @@ def _started(home: Path, args: Sequence[str], env: dict[str, str] | None = None,
         if proc.stdin is not None:
             # (a broken pipe: git failed, and output() says None)
             with contextlib.suppress(BrokenPipeError), proc.stdin:
-                proc.stdin.write(input.encode("utf-8", "surrogateescape") if input else b"")
+                proc.stdin.write(_encoded(input) if input else b"")
             proc.stdin = None  # (closed: communicate() must not flush it)
     except OSError:
         return lambda: None
@@ -780,8 +793,7 @@ def _started(home: Path, args: Sequence[str], env: dict[str, str] | None = None,
     def output() -> str | None:
         if not done:  # (the answer is kept: it may be asked for again)
             out, _ = proc.communicate()
-            done.append(out.decode("utf-8", "surrogateescape") if proc.returncode == 0
-                        else None)
+            done.append(_decoded(out) if proc.returncode == 0 else None)
         return done[0]
     return output
 

@@ -802,8 +802,22 @@ def test_a_spec_ending_in_a_carriage_return_reads_its_own_blob(store: Store) -> 
     home = store.home
     (home / "context/ideas/x").write_bytes(b"plain")
     (home / "context/ideas/x\r").write_bytes(b"with a carriage return")
-    sh(home, "add", "context/ideas")  # (plain git: cortex's own commit leaves "x\r" out)
+    sh(home, "add", "context/ideas")
     sh(home, "commit", "-q", "-m", "ideas")
     specs = ["HEAD:context/ideas/x\r", "HEAD:context/ideas/x"]
     assert git.git_blobs(home, specs) == {spec: git.git_blob(home, spec) for spec in specs} \
         == {specs[0]: b"with a carriage return", specs[1]: b"plain"}
+
+
+def test_a_file_whose_name_ends_in_a_carriage_return_is_committed(store: Store) -> None:
+    """git's output was read in text mode, whose universal newlines turn a CR into a LF:
+    `git status -z` then named "x\n", a file that is not there, and cortex committed
+    nothing of "x\r" and said it had (its status said "uncommitted: 1" for ever)."""
+    home = store.home
+    (home / "context/ideas/x\r").write_bytes(b"with a carriage return")
+    assert git.changes(home, ["context/ideas"]) == [("??", "context/ideas/x\r")]
+    commit_paths(store, [home / "context/ideas/x\r"], "ideas")
+    listed = subprocess.run(["git", "ls-files", "-z", "context/ideas"], cwd=home,
+                            capture_output=True, check=True).stdout  # (bytes: see above)
+    assert b"context/ideas/x\r" in listed.split(b"\0")
+    assert git.changes(home, ["context/ideas"]) == []
