@@ -272,6 +272,45 @@ def head_commit(home: Path, ref: str | None = "HEAD") -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
+# --- remotes ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Remotes:
+    """The remotes git knows (as `git remote` lists them) and the `remote.*` and `branch.*`
+    settings, from one read of git's config (every scope, as git reads it)."""
+
+    names: list[str]
+    settings: dict[str, str]  # "branch.main.remote" → "origin" (the last value of a key)
+
+    def get(self, key: str) -> str | None:
+        return self.settings.get(key) or None
+
+    @property
+    def has_remote(self) -> bool:
+        """A remote to sync with: one git lists that has a URL."""
+        return any(self.get(f"remote.{name}.url") for name in self.names)
+
+
+def remotes(home: Path) -> Remotes:
+    """One `git config --get-regexp` instead of `git remote` and a `git config --get` per key.
+
+    A remote is a `remote.NAME.KEY` setting (git's own rule, remote.c), in any scope; the
+    list is sorted as `git remote` sorts it."""
+    proc = git_run(home, "config", "-z", "--get-regexp", r"^(remote|branch)\.", check=False)
+    settings: dict[str, str] = {}
+    names: dict[str, None] = {}
+    for rec in proc.stdout.split("\0") if proc.returncode == 0 else []:
+        key, _, value = rec.partition("\n")
+        section, _, rest = key.partition(".")
+        name, dot, _ = rest.rpartition(".")
+        if not dot or not name:
+            continue  # (remote.pushDefault: no remote's)
+        settings[key] = value.strip()
+        if section == "remote" and not name.startswith("/"):  # (git skips these: remote.c)
+            names[name] = None
+    return Remotes(sorted(names), settings)
+
+
 # --- worktree state (the fast path of `cortex ready` and `cortex status`) --------------------
 
 @dataclass
@@ -297,11 +336,12 @@ class WorktreeState:
         return {k: v for k, v in vars(self).items() if k not in ("head", "staged")}
 
 
-def worktree_state(store: Store, remote: bool = True) -> WorktreeState:
+def worktree_state(store: Store, remote: Remotes | bool = True) -> WorktreeState:
     """Uncommitted paths, remote, ahead/behind, operation in progress and last sync.
 
     Two git processes (status with branch info, and the remotes from config), no fetch;
-    one without `remote` (has_remote is then left False).
+    one without `remote` (has_remote is then left False). `remote`: the remotes as the
+    caller has read them (`remotes`), or True to read them here.
     """
     home = store.home
     if not is_repo(home):
@@ -315,8 +355,7 @@ def worktree_state(store: Store, remote: bool = True) -> WorktreeState:
                           last_sync=last if isinstance(last, str) else None)
     _parse_status_v2(proc.stdout, state)
     if remote:
-        remotes = git_run(home, "config", "--get-regexp", r"^remote\..*\.url$", check=False)
-        state.has_remote = bool(remotes.stdout.strip())
+        state.has_remote = (remotes(home) if remote is True else remote).has_remote
     return state
 
 

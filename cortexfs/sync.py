@@ -78,7 +78,7 @@ def set_remote(store: Store, url: str, name: str = "origin") -> str:
     value = check_url(store, url)
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", name):
         raise InvalidInputError(f"invalid remote name {name!r}: use letters, digits, . _ -")
-    have = remotes(home).names
+    have = git.remotes(home).names
     git.git_run(home, "remote", "set-url" if name in have else "add", name, value)
     return value
 
@@ -126,39 +126,7 @@ class Target:
         return f"{self.remote}/{self.remote_branch}"
 
 
-@dataclass(frozen=True)
-class Remotes:
-    """The remotes git knows (as `git remote` lists them) and the `remote.*` and `branch.*`
-    settings, from one read of git's config (every scope, as git reads it)."""
-
-    names: list[str]
-    settings: dict[str, str]  # "branch.main.remote" → "origin" (the last value of a key)
-
-    def get(self, key: str) -> str | None:
-        return self.settings.get(key) or None
-
-
-def remotes(home: Path) -> Remotes:
-    """One `git config --get-regexp` instead of `git remote` and a `git config --get` per key.
-
-    A remote is a `remote.NAME.KEY` setting (git's own rule, remote.c), in any scope; the
-    list is sorted as `git remote` sorts it."""
-    proc = git.git_run(home, "config", "-z", "--get-regexp", r"^(remote|branch)\.", check=False)
-    settings: dict[str, str] = {}
-    names: dict[str, None] = {}
-    for rec in proc.stdout.split("\0") if proc.returncode == 0 else []:
-        key, _, value = rec.partition("\n")
-        section, _, rest = key.partition(".")
-        name, dot, _ = rest.rpartition(".")
-        if not dot or not name:
-            continue  # (remote.pushDefault: no remote's)
-        settings[key] = value.strip()
-        if section == "remote" and not name.startswith("/"):  # (git skips these: remote.c)
-            names[name] = None
-    return Remotes(sorted(names), settings)
-
-
-def target(store: Store, known: Remotes | None = None) -> Target:
+def target(store: Store, known: git.Remotes | None = None) -> Target:
     """The remote and branch to sync with: the branch's upstream, else origin (or the only one).
 
     `known`: the remotes as the caller read them (`remotes`), not read again."""
@@ -167,7 +135,7 @@ def target(store: Store, known: Remotes | None = None) -> Target:
     if not branch:
         raise GitError(f"{home} has no branch checked out (detached HEAD): "
                        "`git switch` to a branch, then run `cortex sync` again")
-    known = known or remotes(home)
+    known = known or git.remotes(home)
     names = known.names
     if not names:
         raise GitError("no remote to sync with: run `cortex remote set URL`")
@@ -208,10 +176,8 @@ def status(store: Store, limit: int = 10) -> Status:
     """What is uncommitted, what is not pushed, and when the store last synced."""
     store.require()
     home = store.home
-    state = git.worktree_state(store, remote=False)
-    known = remotes(home) if state.is_repo else None  # (has_remote from the same read)
-    state.has_remote = known is not None and any(
-        key.startswith("remote.") and key.endswith(".url") for key in known.settings)
+    known = git.remotes(home) if git.is_repo(home) else None
+    state = git.worktree_state(store, remote=known or False)
     out = Status(state)
     if state.head is None:  # (not a repository, or no commit yet)
         return out
@@ -253,7 +219,7 @@ class SyncResult:
 
 def sync(store: Store, *, max_attempts: int = MAX_ATTEMPTS, timeout: float = NETWORK_TIMEOUT,
          on_recovered: Callable[[str], None] | None = None,
-         known: Remotes | None = None) -> SyncResult:
+         known: git.Remotes | None = None) -> SyncResult:
     """Commit what cortex owns, fetch, renumber colliding ids, merge, regenerate, push.
 
     `on_recovered` hears at once what an interrupted earlier sync left and what was done

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from git_holders import hold_head_lock, hold_index_lock, hold_packed_refs_lock, kill_9, release
 
-from cortexfs import git
+from cortexfs import git, sync
 from cortexfs.commit import commit_paths
 from cortexfs.errors import GitError
 from cortexfs.store import Project, Store
@@ -807,6 +807,20 @@ def test_a_spec_ending_in_a_carriage_return_reads_its_own_blob(store: Store) -> 
     specs = ["HEAD:context/ideas/x\r", "HEAD:context/ideas/x"]
     assert git.git_blobs(home, specs) == {spec: git.git_blob(home, spec) for spec in specs} \
         == {specs[0]: b"with a carriage return", specs[1]: b"plain"}
+
+
+def test_a_remote_is_one_git_lists_with_a_url_for_ready_and_status_alike(store: Store) -> None:
+    """`cortex ready` (worktree_state) took any `remote.*.url` setting for a remote, while
+    sync and status took the remotes git lists: a `remote./x.url` (a name git skips) was a
+    remote to ready and none to sync."""
+    home = store.home
+    sh(home, "config", "remote./x.url", "/srv/x.git")
+    sh(home, "config", "remote.only-fetch.fetch", "+refs/heads/*:refs/remotes/x/*")
+    assert not git.worktree_state(store).has_remote
+    assert not sync.status(store).state.has_remote
+    sh(home, "remote", "add", "zed", "/srv/zed.git")
+    assert git.worktree_state(store).has_remote
+    assert sync.status(store).state.has_remote
 
 
 def test_a_file_whose_name_ends_in_a_carriage_return_is_committed(store: Store) -> None:

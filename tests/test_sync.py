@@ -665,7 +665,7 @@ def test_the_remotes_are_the_ones_git_lists_from_one_config_read(
     sh(home, "config", "branch.main.merge", "refs/heads/trunk")
     (store.home.parent / "global").write_text('[remote "from-global"]\n\turl = /srv/g.git\n')
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(store.home.parent / "global"))
-    known = sync_lib.remotes(home)
+    known = git.remotes(home)
     assert known.names == sh(home, "remote").split()
     assert "from-global" in known.names and "only-fetch" in known.names
     assert known.get("remote.Alpha.b.url") == "/srv/alpha.git"
@@ -681,7 +681,7 @@ def test_a_remote_name_git_refuses_is_no_remote(store: Store) -> None:
     home = store.home
     sh(home, "config", "remote./x.url", str(store.home.parent / "elsewhere.git"))
     assert sh(home, "remote").split() == []
-    assert sync_lib.remotes(home).names == []
+    assert git.remotes(home).names == []
 
 
 def test_init_with_a_bad_remote_writes_nothing(tmp_path: Path, cli: object) -> None:

@@ -72,7 +72,7 @@ def sync() -> None:
 
     fmt = common.output_format()
     store = common.open_store()
-    known = sync_lib.remotes(store.home) if git.is_repo(store.home) else None
+    known = git.remotes(store.home) if git.is_repo(store.home) else None
     if known is not None and not known.names:
         with common.writing(store, has_no_commit=False) as txn:
             txn.add(Change())
