@@ -134,8 +134,11 @@ def test_shell_completion_is_on() -> None:
            "COMP_CWORD": "1"}
     proc = subprocess.run([str(cortex)], env=env, capture_output=True, text=True, timeout=60)
     assert proc.stdout.split() == ["supersede"], proc.stdout + proc.stderr
-    shown = subprocess.run([str(cortex), "--show-completion", "bash"], capture_output=True,
-                           text=True, timeout=60)
+    # typer takes the shell from the process tree, not from an argument: from a bash, as
+    # in a user's terminal (`; exit`: a lone command would be exec'd, leaving no bash
+    # above it). Run under a plain `sh`, the old form said "Shell sh not supported".
+    shown = subprocess.run(["bash", "-c", f"'{cortex}' --show-completion; exit $?"],
+                           capture_output=True, text=True, timeout=60)
     assert "_CORTEX_COMPLETE=complete_bash" in shown.stdout
 
 
