@@ -38,6 +38,11 @@ def dashes(depth: int) -> str:
 
 
 @functools.cache
+def long_list(count: int) -> tuple[str, ...]:
+    return tuple(f"/x/d{i % 50}/EXP-{i}.md" for i in range(count))
+
+
+@functools.cache
 def many_keys(count: int) -> list[str]:
     return [f"k{i}: v" for i in range(count)]
 
@@ -109,7 +114,7 @@ def tool_call(draw: Any, paths: list[str]) -> dict[str, Any]:
             "output": ODD_TEXT, "mode": ODD_TEXT,
             "file": st.fixed_dictionaries({"filePath": path(paths)})})))
     if draw(st.integers(0, 30)) == 0:  # a long file list (the 600k-name Grep, scaled down)
-        response = {"filenames": [f"/x/d{i % 50}/EXP-{i}.md" for i in range(50_000)]}
+        response = {"filenames": list(long_list(50_000))}
     call: dict[str, Any] = {"session_id": draw(st.one_of(ODD_TEXT, st.integers(), st.none())),
                             "cwd": draw(st.one_of(path(paths), st.none(), st.integers())),
                             "hook_event_name": "PostToolUse", "tool_name": tool,
