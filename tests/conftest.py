@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import compileall
+import fnmatch
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ MEMORY_TEMP_MIN_FREE = 2 << 30  # a run writes a few hundred MB; Docker's defaul
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # once, in the process that starts the workers
         compile_package()
+        rewrite_tests(config)
     in_memory_temp(config)
 
 
@@ -31,6 +33,56 @@ def compile_package() -> None:
     as in CI's environment) each one compiled the whole package again from a fresh clone,
     ~0.1 s of CPU apiece. Python writes the same files itself where it is on."""
     compileall.compile_dir(PACKAGE, quiet=2)
+
+
+def rewrite_tests(config: pytest.Config) -> None:
+    """Write pytest's rewritten-assert bytecode of the test modules once, before the workers
+    start, half of them in a forked child: each worker otherwise rewrote all of them (~2 s of
+    CPU apiece) where bytecode writing is off, and even where it is on when both start from a
+    fresh clone. A worker reads the file only when it holds the hash of the module's source
+    (pytest's own check), so a stale or missing one is rewritten there as before. This uses
+    pytest's private helpers; should they move, nothing is written and nothing changes."""
+    try:
+        from _pytest.assertion.rewrite import (
+            PYC_TAIL,
+            _read_pyc,
+            _rewrite_test,
+            _write_pyc,
+            assertstate_key,
+            get_cache_dir,
+        )
+        if config.getoption("assertmode") != "rewrite":
+            return
+        state = config.stash[assertstate_key]
+        patterns = config.getini("python_files")
+        found: set[Path] = set()
+        for arg in config.args:
+            path = Path(arg.split("::")[0])
+            if path.is_file():
+                found.add(path.resolve())
+            elif path.is_dir():
+                found.update(p.resolve() for p in path.rglob("*.py")
+                             if p.name == "conftest.py"
+                             or any(fnmatch.fnmatch(p.name, pat) for pat in patterns))
+        todo = [(fn, get_cache_dir(fn) / (fn.name[:-3] + PYC_TAIL)) for fn in sorted(found)]
+        todo = [(fn, pyc) for fn, pyc in todo if _read_pyc(fn, pyc) is None]
+    except Exception:
+        return
+    if not todo:
+        return
+    child = os.fork() if len(todo) > 1 else -1  # the parent takes the even ones
+    try:
+        for fn, pyc in todo[child == 0::2] if child >= 0 else todo:
+            pyc.parent.mkdir(exist_ok=True)
+            source_hash, code = _rewrite_test(fn, config)
+            _write_pyc(state, code, source_hash, pyc)  # atomic: a temporary file, renamed
+    except Exception:
+        pass  # whatever was not written is rewritten by the workers
+    finally:
+        if child == 0:
+            os._exit(0)
+    if child > 0:
+        os.waitpid(child, 0)
 
 
 def in_memory_temp(config: pytest.Config) -> None:

@@ -7,6 +7,7 @@ paths a payload may name: atoms of the store, links out of it, files outside it.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -20,8 +21,30 @@ NASTY = st.sampled_from(["", "\0", "\ud800", "\udcff", "..", "../..", "~", "~roo
                          "experiments", "_meta", "index.md", "x" * 5000])
 
 
+@functools.cache  # the big ones are built once, not once per example
 def deep(depth: int, open_: str = "[", close: str = "]") -> str:
     return open_ * depth + close * depth
+
+
+@functools.cache
+def indented(depth: int) -> str:
+    """A block list each of whose items is one space deeper (4.5 MB at 3,000)."""
+    return "\n" + "".join(" " * i + "- \n" for i in range(1, depth))
+
+
+@functools.cache
+def dashes(depth: int) -> str:
+    return "\n  " + "- " * depth + "x"
+
+
+@functools.cache
+def long_list(count: int) -> tuple[str, ...]:
+    return tuple(f"/x/d{i % 50}/EXP-{i}.md" for i in range(count))
+
+
+@functools.cache
+def many_keys(count: int) -> list[str]:
+    return [f"k{i}: v" for i in range(count)]
 
 
 @st.composite
@@ -91,7 +114,7 @@ def tool_call(draw: Any, paths: list[str]) -> dict[str, Any]:
             "output": ODD_TEXT, "mode": ODD_TEXT,
             "file": st.fixed_dictionaries({"filePath": path(paths)})})))
     if draw(st.integers(0, 30)) == 0:  # a long file list (the 600k-name Grep, scaled down)
-        response = {"filenames": [f"/x/d{i % 50}/EXP-{i}.md" for i in range(50_000)]}
+        response = {"filenames": list(long_list(50_000))}
     call: dict[str, Any] = {"session_id": draw(st.one_of(ODD_TEXT, st.integers(), st.none())),
                             "cwd": draw(st.one_of(path(paths), st.none(), st.integers())),
                             "hook_event_name": "PostToolUse", "tool_name": tool,
@@ -133,9 +156,8 @@ YAML_VALUES = st.one_of(
         "`tick`", "%percent", "<<: *a", "? complex\n: key", "--- x", "... y"]),
     st.sampled_from([10, 64, 65, 100, 30_000]).map(deep),
     st.sampled_from([65, 30_000]).map(lambda d: deep(d, "{a: ", "}")),
-    st.sampled_from([70, 3_000]).map(lambda d: "\n" + "".join(" " * i + "- \n"
-                                                                 for i in range(1, d))),
-    st.sampled_from([65, 30_000]).map(lambda d: "\n  " + "- " * d + "x"),
+    st.sampled_from([70, 3_000]).map(indented),
+    st.sampled_from([65, 30_000]).map(dashes),
 )
 KEYS = st.sampled_from(["id", "date", "project", "summary", "tags", "status", "refs",
                         "last-ref", "links", "evidence", "executor", "priority", "src",
@@ -145,17 +167,17 @@ KEYS = st.sampled_from(["id", "date", "project", "summary", "tags", "status", "r
 @st.composite
 def frontmatter(draw: Any, atom_id: str = "EXP-002") -> str:
     """An atom file's text: mostly plausible frontmatter with hostile values in it."""
+    # the text is joined once: a value can be megabytes, and each partial string copied it
     lines = [f"id: {atom_id}", "date: 2026-03-09", "project: flywheel", "summary: s",
              "tags: [a]"] if draw(st.booleans()) else []
     for _ in range(draw(st.integers(0, 6))):
         value = draw(YAML_VALUES)
-        lines.append(f"{draw(KEYS)}: {value}")
+        lines.append("".join((draw(KEYS), ": ", str(value))))
     if draw(st.integers(0, 15)) == 0:
-        lines += [f"k{i}: v" for i in range(60_000)]  # one atom, 60,000 keys
-    body = "\n".join(lines)
+        lines += many_keys(60_000)  # one atom, 60,000 keys
     head = draw(st.sampled_from(["---\n", "---\r\n", "\ufeff---\n", "", "--- \n", "---\r"]))
     tail = draw(st.sampled_from(["\n---\nbody\n", "\n...\n", "\n", "\n---\n---\n"]))
-    text = head + body + tail
+    text = "".join((head, "\n".join(lines), tail))
     if draw(st.integers(0, 12)) == 0:
         text = text.replace("\n", "\r")  # old Mac line endings
     return text
@@ -166,15 +188,14 @@ def tasks_file(draw: Any) -> str:
     """A TASKS.yaml: plausible tasks with hostile values, or any YAML at all."""
     if draw(st.integers(0, 4)) == 0:
         return f"tasks: {draw(YAML_VALUES)}\n"
-    items = []
+    parts = ["tasks:\n"]  # joined once: a value can be megabytes (see frontmatter)
     for n in range(draw(st.integers(0, 5))):
         task_id = draw(st.sampled_from([f"T-{n + 1}", "T-1", "", '"T-1\\n"', "a b"]))
-        fields = [f"id: {task_id}",
-                  f"text: {draw(YAML_VALUES)}",
-                  f"status: {draw(st.sampled_from(['todo', 'done', 'doing', 'x', '']))}"]
+        parts += ["\n" if n else "", "  - id: ", task_id, "\n    text: ", str(draw(YAML_VALUES)),
+                  "\n    status: ", draw(st.sampled_from(['todo', 'done', 'doing', 'x', '']))]
         for _ in range(draw(st.integers(0, 3))):
             key = draw(st.sampled_from(["priority", "depends-on", "why", "completed-at",
                                         "status", "x"]))
-            fields.append(f"{key}: {draw(YAML_VALUES)}")
-        items.append("  - " + "\n    ".join(fields))
-    return "tasks:\n" + "\n".join(items) + "\n"
+            parts += ["\n    ", key, ": ", str(draw(YAML_VALUES))]
+    parts.append("\n")
+    return "".join(parts)

@@ -32,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
@@ -104,6 +105,7 @@ class CortexMachine(RuleBasedStateMachine):
     """A store used at random by a person, an agent and its hook; killed now and then."""
 
     stats: dict[str, int] = {}  # what the runs did, for benchmarks/invariant.py
+    root: Path | None = None  # where each run's folder goes (None: the system's temp)
 
     @classmethod
     def count(cls, what: str) -> None:
@@ -111,7 +113,7 @@ class CortexMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.tmp = Path(tempfile.mkdtemp(prefix="cortex-invariant-"))
+        self.tmp = Path(tempfile.mkdtemp(prefix="cortex-invariant-", dir=self.root))
         self.env = cortex_env(self.tmp)
         self.home = self.tmp / "cortex"
         self.clean_expected = False  # the last thing done was a completed, committing command
@@ -385,7 +387,10 @@ def run_machine(examples: int, steps: int, derandomize: bool) -> None:
         suppress_health_check=list(__import__("hypothesis").HealthCheck)))
 
 
-def test_the_store_holds_together_under_random_use() -> None:
+def test_the_store_holds_together_under_random_use(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # in the test's own folder (in memory where conftest put it there), not /tmp on the disk
+    monkeypatch.setattr(CortexMachine, "root", tmp_path)
     run_machine(examples=3, steps=14, derandomize=True)
 
 

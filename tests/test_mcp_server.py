@@ -5,6 +5,7 @@ in the tool's own words."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -20,7 +21,10 @@ import pytest
 
 from cortexfs.store import Project, Store
 
-pytest.importorskip("mcp")
+# not importorskip: that imports the SDK (~0.5 s of CPU) in every worker that collects this
+# file, where only the one that runs a test here needs it (each test imports it in _session)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("mcp") is None,
+                                reason="the mcp SDK is not installed")
 
 
 def _text(result: Any) -> str:
