@@ -526,25 +526,30 @@ def too_deep(text: str) -> int | None:
         return None
     import yaml
 
-    depth = 0
     opening = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
     closing = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
-    try:
-        for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-            if isinstance(event, opening):
-                depth += 1
-                if depth > MAX_YAML_DEPTH:
-                    return event.start_mark.line if event.start_mark is not None else 0
-            elif isinstance(event, closing):
-                depth -= 1
-    except yaml.YAMLError as e:
-        # libyaml 0.2.6 (PyYAML 6.0.4's wheels) stops at 1,000 levels, and in a flow
-        # collection its scanner does so before the parser yields the levels counted here
-        if "maximum nesting depth" in str(getattr(e, "problem", "")):
-            mark = getattr(e, "problem_mark", None)
-            return mark.line if mark is not None else 0
-        # any other error: the load says what is wrong, with its line
-    return None
+    # libyaml's parser first (fast); where it refuses the text, Python's, which accepts
+    # some of what libyaml refuses (a "\ud800" escape) and so may go on to load it with
+    # its recursive composer: the walk must get as far as any loader will
+    for loader in dict.fromkeys((getattr(yaml, "CSafeLoader", yaml.SafeLoader),
+                                 yaml.SafeLoader)):
+        depth = 0
+        try:
+            for event in yaml.parse(text, Loader=loader):
+                if isinstance(event, opening):
+                    depth += 1
+                    if depth > MAX_YAML_DEPTH:
+                        return event.start_mark.line if event.start_mark is not None else 0
+                elif isinstance(event, closing):
+                    depth -= 1
+            return None
+        except yaml.YAMLError as e:
+            # libyaml 0.2.6 (PyYAML 6.0.4's wheels) stops at 1,000 levels, and in a flow
+            # collection its scanner does so before the parser yields the levels counted here
+            if "maximum nesting depth" in str(getattr(e, "problem", "")):
+                mark = getattr(e, "problem_mark", None)
+                return mark.line if mark is not None else 0
+    return None  # every parser refused the text: the load says what is wrong, with its line
 
 
 @functools.cache

@@ -138,6 +138,24 @@ def test_alias_loops_bombs_and_deep_nesting_are_refused(fm_text: str, message: s
     assert e.value.line == 2 and "write the values out" in str(e.value)
 
 
+def test_depth_is_measured_as_far_as_any_loader_reads() -> None:
+    """libyaml refuses a "\\ud800" escape that Python's loader accepts: the depth check walked
+    with libyaml only, gave up there, and TASKS.yaml (loaded by the Python composer, which
+    recurses) crashed `cortex tasks list` and `cortex validate` with a RecursionError."""
+    from cortexfs import tasks
+
+    text = ('tasks:\n  - id: T-1\n    text: "\\ud800"\n    status: todo\n    why:\n  '
+            + "- " * 30000 + "x\n")
+    with pytest.raises(yaml.YAMLError):
+        yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    assert fm.too_deep(text) == 5
+    with pytest.raises(AtomParseError, match="nests more than"):
+        fm.parse(f"---\n{text}---\n", "EXP-001.md")
+    parsed = tasks.parse(text, Path("TASKS.yaml"))
+    assert [p.message for p in parsed.problems] == \
+        ["the YAML nests more than 64 levels deep: write the tasks out plainly"]
+
+
 def test_plain_aliases_still_load() -> None:
     doc = fm.parse("---\ntags: &t [a, b]\nkeywords: *t\n---\n")
     assert doc.meta == {"tags": ["a", "b"], "keywords": ["a", "b"]}
