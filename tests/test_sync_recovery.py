@@ -25,6 +25,7 @@ from test_sync import (
     cluster,
     copied_cluster,
     cortex,
+    cortex_process,
     make_cluster,
     settle,
     sh,
@@ -292,7 +293,7 @@ exit 0
 """)
     hook.chmod(0o755)
     try:
-        return cortex(c.home, "sync", check=False).returncode
+        return cortex_process(c.home, "sync", check=False).returncode
     finally:
         hook.unlink()
 
