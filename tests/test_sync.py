@@ -172,33 +172,42 @@ def copied_cluster(tmp_path: Path, templates: Templates, name: str,
              "strings": strings}))
 
     source = templates.build(name, made)
-    old, new = str(source).encode(), str(tmp_path).encode()
-    for entry in source.iterdir():
-        if entry.is_dir():
-            shutil.copytree(entry, tmp_path / entry.name, symlinks=True,
-                            copy_function=_link_objects)
-        else:
-            shutil.copy2(entry, tmp_path / entry.name)
-    for path in tmp_path.rglob("*"):
-        if path.is_file() and not path.is_symlink() and "objects" not in path.parts:
-            data = path.read_bytes()
-            if old in data:
-                path.write_bytes(data.replace(old, new))
+    _copy_rewriting(source, tmp_path, str(source).encode(), str(tmp_path).encode())
     saved = json.loads((tmp_path / "cluster.json").read_text())
     (tmp_path / "cluster.json").unlink()
     return ([Clone(Store(tmp_path / home), summaries, log_lines)
              for home, summaries, log_lines in saved["clones"]], saved["strings"])
 
 
-def _link_objects(source: str, dest: str) -> object:
-    """Copy a file, or link one of git's object files (half a cluster's files): git never
+def _copy_rewriting(source: Path, dest: Path, old: bytes, new: bytes) -> None:
+    """Copy the tree `source` into `dest`, `old` replaced by `new` in every file outside
+    git's objects, in one walk. An object file (half a cluster's files) is linked: git never
     changes one (a new object is a new file, a gc removes or packs them), so the copy may
     share it with the template."""
-    if "objects" in Path(source).parts:
-        with contextlib.suppress(OSError):
-            os.link(source, dest)
-            return dest
-    return shutil.copy2(source, dest)
+    for folder, _, files in os.walk(source):
+        rel = os.path.relpath(folder, source)
+        target = os.path.normpath(os.path.join(dest, rel))
+        os.makedirs(target, exist_ok=True)
+        objects = "objects" in rel.split(os.sep)
+        for name in files:
+            src, dst = os.path.join(folder, name), os.path.join(target, name)
+            if os.path.islink(src):
+                os.symlink(os.readlink(src), dst)
+                continue
+            if objects:
+                with contextlib.suppress(OSError):
+                    os.link(src, dst)
+                    continue
+                shutil.copy2(src, dst)
+                continue
+            with open(src, "rb") as f:
+                data = f.read()
+            if old in data:
+                with open(dst, "wb") as f:
+                    f.write(data.replace(old, new))
+                shutil.copymode(src, dst)
+            else:
+                shutil.copy2(src, dst)
 
 
 def cluster(tmp_path: Path, templates: Templates, n: int = 2) -> list[Clone]:
@@ -207,16 +216,24 @@ def cluster(tmp_path: Path, templates: Templates, n: int = 2) -> list[Clone]:
                           lambda root: (make_cluster(root, n), []))[0]
 
 
-def settle(clones: list[Clone]) -> None:
+def settle(clones: list[Clone], synced: Clone | None = None) -> None:
     """Sync the clones in turn (in-process, to save time) until every one has synced,
     sending nothing, since the last one that sent: a sync that sends nothing leaves its
     clone at the remote's commit, and one that sent left it there too, so all are at the
     same commit then (check_invariants checks that they are).
 
+    `synced`: a clone the test synced last, with nothing written to it or pushed since.
+    It is at the remote's commit, as if it had just sent: the turns start after it, and a
+    sync of it would only ask (if it was not so, its tree or status differs from the
+    others' and check_invariants fails).
+
     A clone that receives commits regenerates and may push that: at most one more round.
     """
     quiet, sent = 0, False  # syncs in a row that sent nothing; whether one has sent
-    for turn in range(3 * len(clones)):
+    first = 0
+    if synced is not None:
+        sent, first = True, clones.index(synced) + 1
+    for turn in range(first, first + 3 * len(clones)):
         if sync_lib.sync(clones[turn % len(clones)].store).sent:
             quiet, sent = 0, True
         else:
@@ -312,7 +329,7 @@ def test_colliding_new_atoms_are_renumbered_with_every_reference(tmp_path: Path,
     proc = b.sync()
     assert "renumbered (the remote has these ids too): flywheel EXP-001 → EXP-003, " \
            "EXP-002 → EXP-004, K-001 → K-002, PAT-001 → PAT-002" in proc.stdout
-    settle([a, b])
+    settle([a, b], synced=b)
     check_invariants([a, b])
     # the local side's references now name the renumbered atoms
     beta = b.atoms()
@@ -336,7 +353,7 @@ def test_concurrent_access_log_appends_merge_by_union(tmp_path: Path, templates:
     a.read_atom(e, 20)  # more lines after a's pending ones, uncommitted
     a.sync()
     b.read_atom(e, 5)
-    settle([a, b])
+    settle([a, b], synced=a)
     check_invariants([a, b])
 
 
@@ -368,7 +385,7 @@ def test_an_edit_conflict_stops_cleanly_and_loses_nothing(tmp_path: Path,
     path.write_text(text)
     sh(b.home, "add", str(path))
     sh(b.home, "commit", "-q", "--no-edit")
-    settle([a, b])
+    settle([a, b], synced=a)
     check_invariants([a, b])
     assert "Beta disagrees." in (a.project_root / "experiments/EXP-001.md").read_text()
 
@@ -388,11 +405,10 @@ def test_push_race_both_sync_at_once(tmp_path: Path, templates: Templates) -> No
     check_invariants([a, b, c])
 
 
-@pytest.mark.parametrize("fault", ["renumber-written", "merge-started", "merge-committed",
-                                   "regenerated", "before-push"])
-def test_an_interrupted_sync_is_recovered_by_the_next(tmp_path: Path,
-                                                      templates: Templates, fault: str) -> None:
-    a, b = cluster(tmp_path, templates)
+def _both_wrote(root: Path) -> tuple[list[Clone], list[str]]:
+    """Two clones that each wrote the same ids (a link, a body mention, log lines); a has
+    pushed, b has not synced (made once per test process, copied in)."""
+    a, b = make_cluster(root)
     for c, tag in ((a, "alpha"), (b, "beta")):
         e1 = c.new("exp", f"{tag} first run")
         e2 = c.new("exp", f"{tag} second run", "links", e1)
@@ -400,6 +416,14 @@ def test_an_interrupted_sync_is_recovered_by_the_next(tmp_path: Path,
         c.read_atom(e1, 3)
         if c is a:
             sync_lib.sync(a.store)
+    return [a, b], []
+
+
+@pytest.mark.parametrize("fault", ["renumber-written", "merge-started", "merge-committed",
+                                   "regenerated", "before-push"])
+def test_an_interrupted_sync_is_recovered_by_the_next(tmp_path: Path,
+                                                      templates: Templates, fault: str) -> None:
+    a, b = copied_cluster(tmp_path, templates, "both-wrote", _both_wrote)[0]
     killed = b.sync(check=False, env={"CORTEX_SYNC_FAULT": fault})
     if fault == "regenerated" and "index regeneration is not available" in killed.stderr:
         pytest.skip("index regeneration has not landed")
@@ -409,7 +433,7 @@ def test_an_interrupted_sync_is_recovered_by_the_next(tmp_path: Path,
     proc = b.sync()
     if fault in ("renumber-written", "merge-started", "merge-committed", "regenerated"):
         assert "recovered:" in proc.stderr
-    settle([a, b])
+    settle([a, b], synced=b)
     check_invariants([a, b])
 
 
@@ -438,7 +462,7 @@ def test_a_sync_killed_at_any_moment_is_recovered(tmp_path: Path, templates: Tem
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         b.sync()
-        settle([a, b])
+        settle([a, b], synced=b)
         check_invariants([a, b])
 
 
@@ -464,7 +488,7 @@ def test_log_lines_appended_during_a_merge_are_kept(tmp_path: Path, templates: T
             b.log_lines.append(f"read a lot#late#{len(b.log_lines)}")
     finally:
         os.close(fd)
-    settle([a, b])
+    settle([a, b], synced=a)
     check_invariants([a, b])
 
 
@@ -495,7 +519,7 @@ def test_generated_files_and_tool_keys_never_conflict(tmp_path: Path, templates:
     a.sync()
     proc = b.sync()
     assert "merged" in proc.stdout
-    settle([a, b])
+    settle([a, b], synced=b)
     check_invariants([a, b])
     md = (b.home / cortex_md).read_text()
     assert md.startswith("Alpha's note on top.\n") and md.endswith("Beta's note at the end.\n")
@@ -522,7 +546,7 @@ def test_hippocampus_files_regenerated_on_both_sides_never_conflict(
         assert (c.store.context / ".hippocampus").is_dir()
     sync_lib.sync(a.store)
     sync_lib.sync(b.store)
-    settle([a, b])
+    settle([a, b], synced=b)
     check_invariants([a, b])
 
 
@@ -536,7 +560,7 @@ def test_a_second_machine_can_join_with_init_remote(tmp_path: Path, templates: T
     joiner = Clone(Store(home))
     joiner.new("exp", "from the joiner")
     joiner.sync()
-    settle([first, joiner])
+    settle([first, joiner], synced=joiner)
     check_invariants([first, joiner])
 
 
@@ -565,7 +589,7 @@ def test_uncommitted_atoms_are_committed_by_sync(tmp_path: Path, templates: Temp
     a.summaries.append("hand written")
     proc = a.sync()
     assert "committed: sync: commit local changes to EXP-001.md" in proc.stdout
-    settle([a, b])
+    settle([a, b], synced=a)
     check_invariants([a, b])
 
 
@@ -581,7 +605,7 @@ def test_a_tag_named_as_the_branch_does_not_change_the_branch_synced(
     assert sync_lib.sync(a.store).sent >= 1
     assert sh(a.home, "rev-parse", f"refs/remotes/origin/{branch}").strip() == \
         sh(a.home, "rev-parse", "HEAD").strip()
-    settle([a, b])
+    settle([a, b], synced=a)
     check_invariants([a, b])
 
 
@@ -770,7 +794,7 @@ def test_a_rejected_push_runs_the_cycle_again(tmp_path: Path, templates: Templat
     assert result.attempts == 2 and len(calls) == 2
     assert [(r.old, r.new) for r in result.renumbered] == [("EXP-001", "EXP-002")]
     monkeypatch.setattr(sync_lib, "push", real_push)
-    settle([a, b])
+    settle([a, b], synced=a)
     check_invariants([a, b])
 
 

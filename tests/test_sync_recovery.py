@@ -176,10 +176,21 @@ def test_a_conflicted_merge_killed_then_edits_is_aborted_losing_nothing(
     assert _atom(b, e2).read_text().endswith("Alpha on two.\nBeta's own line.\n")
     assert "Kept by hand.\n" in _atom(b, e1).read_text()
     _resolve_keeping_both(b, _atom(b, e1), _atom(b, e2))
-    settle([a, b])
+    settle([a, b], synced=a)
     check_invariants([a, b])
     text = _atom(a, e1).read_text()
     assert "Alpha adds." in text and "Beta disagrees." in text and "Kept by hand." in text
+
+
+def _same_id(root: Path) -> tuple[list[Clone], list[str]]:
+    """a pushed its EXP-001; b made an EXP-001 of its own (made once per test process)."""
+    a, b = make_cluster(root)
+    a.new("exp", "alpha one")
+    a.read_atom("EXP-001", 2)
+    a.sync()
+    b.new("exp", "beta one")
+    b.read_atom("EXP-001", 2)
+    return [a, b], []
 
 
 @pytest.mark.parametrize("after", [True, False], ids=["after-update-ref", "before-update-ref"])
@@ -189,12 +200,7 @@ def test_a_renumbering_commit_killed_around_its_ref_update(tmp_path: Path, templ
     user's index was brought up to date — a staged rename every later sync tripped on), or
     just before (the new order: the user's index is updated first): the next sync goes
     through, and the user's index matches HEAD."""
-    a, b = cluster(tmp_path, templates)
-    a.new("exp", "alpha one")
-    a.read_atom("EXP-001", 2)
-    a.sync()
-    b.new("exp", "beta one")
-    b.read_atom("EXP-001", 2)
+    a, b = copied_cluster(tmp_path, templates, "same-id", _same_id)[0]
     env = _kill_at_git(tmp_path, "update-ref -m commit: sync: renumber", after)
     assert b.sync(check=False, env=env).returncode == -9
     assert (tmp_path / "killed-at-git.done").exists()
@@ -204,7 +210,7 @@ def test_a_renumbering_commit_killed_around_its_ref_update(tmp_path: Path, templ
     if journal.get("op") == "renumber":
         assert "recovered: finished an interrupted renumbering (flywheel EXP-001 → EXP-002)" \
             in proc.stderr
-    settle([a, b])
+    settle([a, b], synced=b)
     check_invariants([a, b])
     assert sh(b.home, "diff", "--cached", "--name-only") == ""
 
@@ -236,7 +242,7 @@ def test_a_merge_killed_while_git_wrote_files_then_a_commit(tmp_path: Path,
         b.summaries.append("after the kill")
     proc = b.sync()
     assert "commit local changes" not in proc.stdout
-    settle([a, b])
+    settle([a, b], synced=b)
     check_invariants([a, b])  # (every atom, and every log line exactly once)
     assert "sync: commit local changes" not in sh(b.home, "log", "--format=%s")
     assert _atom(b, e).read_text().endswith("Alpha adds.\n")
@@ -252,7 +258,7 @@ def test_a_merge_whose_git_was_killed_alone_is_put_back_at_once(tmp_path: Path,
     assert git.read_sync_state(b.home).get("journal") in (None, {})
     assert sh(b.home, "status", "--porcelain", "--", "context") == ""
     b.sync()
-    settle([a, b])
+    settle([a, b], synced=b)
     check_invariants([a, b])
     assert _atom(b, e).read_text().endswith("Alpha adds.\n")
 
@@ -323,7 +329,7 @@ def test_a_merge_commit_killed_after_it_moved_head(tmp_path: Path,
         assert git.in_progress(b.home) is None
         b.sync()
     assert not lock.exists()
-    settle([a, b])
+    settle([a, b], synced=b)
     check_invariants([a, b])
 
 
@@ -432,5 +438,5 @@ exec {real} "$@"
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
     assert sync_lib.sync(b.store).received == 1 and mark.exists()
     monkeypatch.undo()
-    settle([a, b])
+    settle([a, b], synced=b)
     check_invariants([a, b])
