@@ -372,7 +372,9 @@ if [ ! -f "{tmp_path}/smudged" ]; then : > "{tmp_path}/smudged"
     attributes.write_text(f"{layout.ACCESS_LOG} filter=late-line\n")
     sh(b.home, "config", "filter.late-line.smudge", str(smudge))
     try:
-        b.sync(env={"PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"})
+        with pytest.MonkeyPatch.context() as env:  # (in-process: cortex's git sees PATH)
+            env.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+            b.sync()
     finally:
         attributes.unlink()
         sh(b.home, "config", "--unset", "filter.late-line.smudge")
