@@ -216,24 +216,16 @@ def cluster(tmp_path: Path, templates: Templates, n: int = 2) -> list[Clone]:
                           lambda root: (make_cluster(root, n), []))[0]
 
 
-def settle(clones: list[Clone], synced: Clone | None = None) -> None:
+def settle(clones: list[Clone]) -> None:
     """Sync the clones in turn (in-process, to save time) until every one has synced,
     sending nothing, since the last one that sent: a sync that sends nothing leaves its
     clone at the remote's commit, and one that sent left it there too, so all are at the
     same commit then (check_invariants checks that they are).
 
-    `synced`: a clone the test synced last, with nothing written to it or pushed since.
-    It is at the remote's commit, as if it had just sent: the turns start after it, and a
-    sync of it would only ask (if it was not so, its tree or status differs from the
-    others' and check_invariants fails).
-
     A clone that receives commits regenerates and may push that: at most one more round.
     """
     quiet, sent = 0, False  # syncs in a row that sent nothing; whether one has sent
-    first = 0
-    if synced is not None:
-        sent, first = True, clones.index(synced) + 1
-    for turn in range(first, first + 3 * len(clones)):
+    for turn in range(3 * len(clones)):
         if sync_lib.sync(clones[turn % len(clones)].store).sent:
             quiet, sent = 0, True
         else:
@@ -329,7 +321,7 @@ def test_colliding_new_atoms_are_renumbered_with_every_reference(tmp_path: Path,
     proc = b.sync()
     assert "renumbered (the remote has these ids too): flywheel EXP-001 → EXP-003, " \
            "EXP-002 → EXP-004, K-001 → K-002, PAT-001 → PAT-002" in proc.stdout
-    settle([a, b], synced=b)
+    settle([a, b])
     check_invariants([a, b])
     # the local side's references now name the renumbered atoms
     beta = b.atoms()
@@ -353,7 +345,7 @@ def test_concurrent_access_log_appends_merge_by_union(tmp_path: Path, templates:
     a.read_atom(e, 20)  # more lines after a's pending ones, uncommitted
     a.sync()
     b.read_atom(e, 5)
-    settle([a, b], synced=a)
+    settle([a, b])
     check_invariants([a, b])
 
 
@@ -385,7 +377,7 @@ def test_an_edit_conflict_stops_cleanly_and_loses_nothing(tmp_path: Path,
     path.write_text(text)
     sh(b.home, "add", str(path))
     sh(b.home, "commit", "-q", "--no-edit")
-    settle([a, b], synced=a)
+    settle([a, b])
     check_invariants([a, b])
     assert "Beta disagrees." in (a.project_root / "experiments/EXP-001.md").read_text()
 
@@ -433,7 +425,7 @@ def test_an_interrupted_sync_is_recovered_by_the_next(tmp_path: Path,
     proc = b.sync()
     if fault in ("renumber-written", "merge-started", "merge-committed", "regenerated"):
         assert "recovered:" in proc.stderr
-    settle([a, b], synced=b)
+    settle([a, b])
     check_invariants([a, b])
 
 
@@ -462,7 +454,7 @@ def test_a_sync_killed_at_any_moment_is_recovered(tmp_path: Path, templates: Tem
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         b.sync()
-        settle([a, b], synced=b)
+        settle([a, b])
         check_invariants([a, b])
 
 
@@ -488,7 +480,7 @@ def test_log_lines_appended_during_a_merge_are_kept(tmp_path: Path, templates: T
             b.log_lines.append(f"read a lot#late#{len(b.log_lines)}")
     finally:
         os.close(fd)
-    settle([a, b], synced=a)
+    settle([a, b])
     check_invariants([a, b])
 
 
@@ -519,7 +511,7 @@ def test_generated_files_and_tool_keys_never_conflict(tmp_path: Path, templates:
     a.sync()
     proc = b.sync()
     assert "merged" in proc.stdout
-    settle([a, b], synced=b)
+    settle([a, b])
     check_invariants([a, b])
     md = (b.home / cortex_md).read_text()
     assert md.startswith("Alpha's note on top.\n") and md.endswith("Beta's note at the end.\n")
@@ -546,7 +538,7 @@ def test_hippocampus_files_regenerated_on_both_sides_never_conflict(
         assert (c.store.context / ".hippocampus").is_dir()
     sync_lib.sync(a.store)
     sync_lib.sync(b.store)
-    settle([a, b], synced=b)
+    settle([a, b])
     check_invariants([a, b])
 
 
@@ -560,7 +552,7 @@ def test_a_second_machine_can_join_with_init_remote(tmp_path: Path, templates: T
     joiner = Clone(Store(home))
     joiner.new("exp", "from the joiner")
     joiner.sync()
-    settle([first, joiner], synced=joiner)
+    settle([first, joiner])
     check_invariants([first, joiner])
 
 
@@ -589,7 +581,7 @@ def test_uncommitted_atoms_are_committed_by_sync(tmp_path: Path, templates: Temp
     a.summaries.append("hand written")
     proc = a.sync()
     assert "committed: sync: commit local changes to EXP-001.md" in proc.stdout
-    settle([a, b], synced=a)
+    settle([a, b])
     check_invariants([a, b])
 
 
@@ -605,7 +597,7 @@ def test_a_tag_named_as_the_branch_does_not_change_the_branch_synced(
     assert sync_lib.sync(a.store).sent >= 1
     assert sh(a.home, "rev-parse", f"refs/remotes/origin/{branch}").strip() == \
         sh(a.home, "rev-parse", "HEAD").strip()
-    settle([a, b], synced=a)
+    settle([a, b])
     check_invariants([a, b])
 
 
@@ -794,7 +786,7 @@ def test_a_rejected_push_runs_the_cycle_again(tmp_path: Path, templates: Templat
     assert result.attempts == 2 and len(calls) == 2
     assert [(r.old, r.new) for r in result.renumbered] == [("EXP-001", "EXP-002")]
     monkeypatch.setattr(sync_lib, "push", real_push)
-    settle([a, b], synced=a)
+    settle([a, b])
     check_invariants([a, b])
 
 

@@ -176,7 +176,7 @@ def test_a_conflicted_merge_killed_then_edits_is_aborted_losing_nothing(
     assert _atom(b, e2).read_text().endswith("Alpha on two.\nBeta's own line.\n")
     assert "Kept by hand.\n" in _atom(b, e1).read_text()
     _resolve_keeping_both(b, _atom(b, e1), _atom(b, e2))
-    settle([a, b], synced=a)
+    settle([a, b])
     check_invariants([a, b])
     text = _atom(a, e1).read_text()
     assert "Alpha adds." in text and "Beta disagrees." in text and "Kept by hand." in text
@@ -210,7 +210,7 @@ def test_a_renumbering_commit_killed_around_its_ref_update(tmp_path: Path, templ
     if journal.get("op") == "renumber":
         assert "recovered: finished an interrupted renumbering (flywheel EXP-001 → EXP-002)" \
             in proc.stderr
-    settle([a, b], synced=b)
+    settle([a, b])
     check_invariants([a, b])
     assert sh(b.home, "diff", "--cached", "--name-only") == ""
 
@@ -242,7 +242,7 @@ def test_a_merge_killed_while_git_wrote_files_then_a_commit(tmp_path: Path,
         b.summaries.append("after the kill")
     proc = b.sync()
     assert "commit local changes" not in proc.stdout
-    settle([a, b], synced=b)
+    settle([a, b])
     check_invariants([a, b])  # (every atom, and every log line exactly once)
     assert "sync: commit local changes" not in sh(b.home, "log", "--format=%s")
     assert _atom(b, e).read_text().endswith("Alpha adds.\n")
@@ -258,7 +258,7 @@ def test_a_merge_whose_git_was_killed_alone_is_put_back_at_once(tmp_path: Path,
     assert git.read_sync_state(b.home).get("journal") in (None, {})
     assert sh(b.home, "status", "--porcelain", "--", "context") == ""
     b.sync()
-    settle([a, b], synced=b)
+    settle([a, b])
     check_invariants([a, b])
     assert _atom(b, e).read_text().endswith("Alpha adds.\n")
 
@@ -329,7 +329,7 @@ def test_a_merge_commit_killed_after_it_moved_head(tmp_path: Path,
         assert git.in_progress(b.home) is None
         b.sync()
     assert not lock.exists()
-    settle([a, b], synced=b)
+    settle([a, b])
     check_invariants([a, b])
 
 
@@ -440,5 +440,5 @@ exec {real} "$@"
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
     assert sync_lib.sync(b.store).received == 1 and mark.exists()
     monkeypatch.undo()
-    settle([a, b], synced=b)
+    settle([a, b])
     check_invariants([a, b])
