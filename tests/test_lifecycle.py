@@ -23,12 +23,14 @@ def git(store: Store, *args: str) -> str:
                           text=True).stdout
 
 
-def snapshot(store: Store) -> tuple[str, str, dict[str, bytes]]:
-    """HEAD, `git status`, and every file under context/: what "nothing written" keeps."""
+def snapshot(store: Store) -> tuple[str, dict[str, bytes]]:
+    """HEAD and `git status` (one git: v2's `# branch.oid` line is HEAD), and every file
+    under context/: what "nothing written" keeps."""
     files = {str(p.relative_to(store.home)): p.read_bytes()
              for p in sorted(store.context.rglob("*")) if p.is_file()}
-    return (git(store, "rev-parse", "HEAD"), git(store, "status", "--porcelain",
-                                                 "--untracked-files=all"), files)
+    status = git(store, "status", "--porcelain=v2", "--branch", "--untracked-files=all")
+    assert status.startswith("# branch.oid ") and "(initial)" not in status.split("\n")[0]
+    return status, files
 
 
 def clean_and_current(cli: Any, store: Store) -> None:

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import stores
+from stores import Templates, with_flywheel
 
 from cortexfs import cache, ready, scaffold, validate
 from cortexfs.regen import regenerate
@@ -55,16 +57,22 @@ def _regen_and_commit(store: Store) -> None:
 
 
 @pytest.fixture
-def good(project: Project, write_atom: Callable[..., Path]) -> Project:
-    """A project a fresh session could pick up: everything written, generated and committed."""
+def good(project: Project, templates: Templates) -> Project:
+    """A project a fresh session could pick up: everything written, generated and committed
+    (made once per test process, copied over `project`)."""
+    return templates.copy("ready-good", _good, project.store.home).project("flywheel")
+
+
+def _good(store: Store) -> None:
+    with_flywheel(store)
+    project = store.project("flywheel")
     today = dt.date.today().isoformat()
-    write_atom("EXP-001", date=today)
-    write_atom("K-001", date=today)
+    stores.write_atom(project, "EXP-001", date=today)
+    stores.write_atom(project, "K-001", date=today)
     (project.root / "mission.md").write_text(MISSION)
     (project.root / "roadmap.md").write_text(ROADMAP)
     (project.root / "STATUS.md").write_text(STATUS)
-    _regen_and_commit(project.store)
-    return project
+    _regen_and_commit(store)
 
 
 def _gaps(store: Store, project: str | None = None) -> list[ready.Gap]:

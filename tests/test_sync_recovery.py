@@ -25,6 +25,7 @@ from test_sync import (
     cluster,
     copied_cluster,
     cortex,
+    cortex_process,
     make_cluster,
     settle,
     sh,
@@ -181,6 +182,17 @@ def test_a_conflicted_merge_killed_then_edits_is_aborted_losing_nothing(
     assert "Alpha adds." in text and "Beta disagrees." in text and "Kept by hand." in text
 
 
+def _same_id(root: Path) -> tuple[list[Clone], list[str]]:
+    """a pushed its EXP-001; b made an EXP-001 of its own (made once per test process)."""
+    a, b = make_cluster(root)
+    a.new("exp", "alpha one")
+    a.read_atom("EXP-001", 2)
+    a.sync()
+    b.new("exp", "beta one")
+    b.read_atom("EXP-001", 2)
+    return [a, b], []
+
+
 @pytest.mark.parametrize("after", [True, False], ids=["after-update-ref", "before-update-ref"])
 def test_a_renumbering_commit_killed_around_its_ref_update(tmp_path: Path, templates: Templates,
                                                            after: bool) -> None:
@@ -188,12 +200,7 @@ def test_a_renumbering_commit_killed_around_its_ref_update(tmp_path: Path, templ
     user's index was brought up to date — a staged rename every later sync tripped on), or
     just before (the new order: the user's index is updated first): the next sync goes
     through, and the user's index matches HEAD."""
-    a, b = cluster(tmp_path, templates)
-    a.new("exp", "alpha one")
-    a.read_atom("EXP-001", 2)
-    a.sync()
-    b.new("exp", "beta one")
-    b.read_atom("EXP-001", 2)
+    a, b = copied_cluster(tmp_path, templates, "same-id", _same_id)[0]
     env = _kill_at_git(tmp_path, "update-ref -m commit: sync: renumber", after)
     assert b.sync(check=False, env=env).returncode == -9
     assert (tmp_path / "killed-at-git.done").exists()
@@ -292,7 +299,7 @@ exit 0
 """)
     hook.chmod(0o755)
     try:
-        return cortex(c.home, "sync", check=False).returncode
+        return cortex_process(c.home, "sync", check=False).returncode
     finally:
         hook.unlink()
 
@@ -365,7 +372,9 @@ if [ ! -f "{tmp_path}/smudged" ]; then : > "{tmp_path}/smudged"
     attributes.write_text(f"{layout.ACCESS_LOG} filter=late-line\n")
     sh(b.home, "config", "filter.late-line.smudge", str(smudge))
     try:
-        b.sync(env={"PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"})
+        with pytest.MonkeyPatch.context() as env:  # (in-process: cortex's git sees PATH)
+            env.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+            b.sync()
     finally:
         attributes.unlink()
         sh(b.home, "config", "--unset", "filter.late-line.smudge")
