@@ -82,10 +82,13 @@ def test_thousand_reads_end_up_in_git_in_a_few_commits(
 
 
 def test_reads_after_a_commit_start_a_new_batch(store: Store, project: Project,
-                                                atom: Path) -> None:
+                                                atom: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(autocommit.DEBOUNCE_ENV, "0.1")  # (one read: nothing to batch)
     read(project, atom)
     wait_until(lambda: log_clean(store, project) and committer_idle(store))
     assert log_commits(store) == 1
+    monkeypatch.setenv(autocommit.DEBOUNCE_ENV, "0.4")
     read(project, atom)
     read(project, atom)
     wait_until(lambda: log_clean(store, project) and committer_idle(store))
@@ -93,7 +96,9 @@ def test_reads_after_a_commit_start_a_new_batch(store: Store, project: Project,
     assert len(project.access_log.read_text().splitlines()) == 3
 
 
-def test_only_access_logs_are_committed(store: Store, project: Project, atom: Path) -> None:
+def test_only_access_logs_are_committed(store: Store, project: Project, atom: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(autocommit.DEBOUNCE_ENV, "0.1")  # (one read: nothing to batch)
     (store.home / "mine.txt").write_text("user's staged work\n")
     git_out(store, "add", "mine.txt")
     atom.write_text("---\nid: EXP-001\n---\nedited by the user, not committed\n")
