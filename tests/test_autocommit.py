@@ -82,10 +82,13 @@ def test_thousand_reads_end_up_in_git_in_a_few_commits(
 
 
 def test_reads_after_a_commit_start_a_new_batch(store: Store, project: Project,
-                                                atom: Path) -> None:
+                                                atom: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(autocommit.DEBOUNCE_ENV, "0.1")  # (one read: nothing to batch)
     read(project, atom)
     wait_until(lambda: log_clean(store, project) and committer_idle(store))
     assert log_commits(store) == 1
+    monkeypatch.setenv(autocommit.DEBOUNCE_ENV, "0.4")
     read(project, atom)
     read(project, atom)
     wait_until(lambda: log_clean(store, project) and committer_idle(store))
@@ -93,7 +96,9 @@ def test_reads_after_a_commit_start_a_new_batch(store: Store, project: Project,
     assert len(project.access_log.read_text().splitlines()) == 3
 
 
-def test_only_access_logs_are_committed(store: Store, project: Project, atom: Path) -> None:
+def test_only_access_logs_are_committed(store: Store, project: Project, atom: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(autocommit.DEBOUNCE_ENV, "0.1")  # (one read: nothing to batch)
     (store.home / "mine.txt").write_text("user's staged work\n")
     git_out(store, "add", "mine.txt")
     atom.write_text("---\nid: EXP-001\n---\nedited by the user, not committed\n")
@@ -116,8 +121,10 @@ def test_held_index_lock_means_retry_not_loss(store: Store, project: Project, at
     monkeypatch.setenv("CORTEX_AUTOCOMMIT", "0")  # run the committer in-process instead
     read(project, atom)
     done: list[int] = []
+    # (max_delay: the retry comes a quarter of a second after a failure, not after the
+    # second it waits at the least otherwise)
     worker = threading.Thread(target=lambda: done.append(
-        autocommit.run(str(store.home), debounce=0.1, retry_for=30)))
+        autocommit.run(str(store.home), debounce=0.1, max_delay=0.25, retry_for=30)))
     worker.start()
     wait_until(lambda: "will retry" in (store.logs_dir / layout.AUTOCOMMIT_LOG).read_text()
                if (store.logs_dir / layout.AUTOCOMMIT_LOG).exists() else False)
@@ -156,7 +163,8 @@ def test_disabled_by_environment(store: Store, project: Project, atom: Path,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CORTEX_AUTOCOMMIT", "0")
     read(project, atom)
-    time.sleep(0.8)
+    # no committer was asked for: `request` takes the committer's lock before it starts one
+    assert not (store.locks_dir / layout.AUTOCOMMIT_LOCK).exists()
     assert not log_clean(store, project) and log_commits(store) == 0
 
 

@@ -269,7 +269,13 @@ def test_a_failing_commit_undoes_a_new_atom_and_says_so(cli: Any, committed: Pro
         raise GitError("git commit-tree failed: fatal: simulated")
 
     monkeypatch.setattr(git, "commit_exactly", broken)
-    time.sleep(1.05)  # the regenerated indexes' "Last updated" second is not HEAD's
+    # the regenerated files' "Last updated" second is not HEAD's: put back, they must be
+    # HEAD's byte for byte (that second included)
+    store, then = committed.store, "> Last updated: 2000-01-01T00:00:00Z"
+    for rel in sh(store.home, "grep", "-l", "^> Last updated: ", "--", "context").split():
+        path = store.home / rel
+        path.write_text(re.sub(r"(?m)^> Last updated: .*$", then, path.read_text()))
+    sh(store.home, "commit", "-qam", "an old regeneration")
     result = cli("new", "exp", "-p", "flywheel", "-s", "Never kept", "-t", "x")
     assert result.exit_code == 1
     assert result.stderr.startswith("error: git commit-tree failed: fatal: simulated; cortex "
@@ -290,7 +296,7 @@ def test_a_refused_ref_update_leaves_your_index_as_head(committed: Project,
     from cortexfs.errors import GitError
 
     store = committed.store
-    monkeypatch.setattr(git, "LOCK_WAIT_SECONDS", 0.3)
+    monkeypatch.setattr(git, "LOCK_WAIT_SECONDS", 0.1)
     head = git.head_commit(store.home)
     atom = committed.root / "experiments" / "EXP-001.md"
     atom.write_text(atom.read_text() + "\nmore\n")
@@ -322,7 +328,7 @@ def test_cortex_new_after_a_killed_git_commits_and_notes_the_stale_lock(
 def test_a_live_git_is_waited_for_then_refused_before_writing(
         cli: Any, committed: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     store = committed.store
-    monkeypatch.setattr(git, "LOCK_WAIT_SECONDS", 0.3)
+    monkeypatch.setattr(git, "LOCK_WAIT_SECONDS", 0.1)
     holder = hold_index_lock(store.home)
     try:
         result = cli("new", "exp", "-p", "flywheel", "-s", "Waits", "-t", "x")
@@ -340,10 +346,15 @@ def test_kill_9_of_cortex_is_finished_by_the_next_command(committed: Project) ->
     store = committed.store
     args = [sys.executable, "-m", "cortexfs", "--home", str(store.home), "new", "exp", "-p",
             "flywheel", "-t", "x", "-s"]
-    for i, delay in enumerate((0.25, 0.35, 0.45, 0.6)):
+    # kill -9 at points inside a run, placed by how long a whole one takes here (fixed
+    # delays of 0.25-0.6 s mostly fell after a run had ended)
+    start = time.monotonic()
+    assert subprocess.run([*args, "whole"], capture_output=True).returncode == 0
+    took = time.monotonic() - start
+    for i, part in enumerate((0.4, 0.6, 0.8, 0.95)):
         proc = subprocess.Popen([*args, f"killed {i}"], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
-        time.sleep(delay)
+        time.sleep(part * took)
         proc.kill()
         proc.wait()
     done = cortex(store.home, "new", "exp", "-p", "flywheel", "-s", "the next one", "-t", "x")

@@ -259,18 +259,18 @@ def test_commit_in_a_folder_that_is_not_a_repo(tmp_path: Path) -> None:
 
 def test_commit_waits_for_a_held_index_lock(store: Store) -> None:
     holder = hold_index_lock(store.home)  # a live git process: wait for it
-    threading.Timer(0.6, release, [holder]).start()
+    start = time.monotonic()
+    threading.Timer(0.3, release, [holder]).start()
     path = store.context / "OVERVIEW.md"
     path.write_text("new\n")
-    start = time.monotonic()
     assert commit_paths(store, [path], "chore: overview")
-    assert time.monotonic() - start >= 0.5
+    assert time.monotonic() - start >= 0.3
     assert porcelain(store.home) == ""
 
 
 def test_commit_waits_for_a_held_head_lock(store: Store) -> None:
     holder = hold_head_lock(store.home)
-    threading.Timer(0.5, release, [holder]).start()
+    threading.Timer(0.3, release, [holder]).start()
     path = store.context / "OVERVIEW.md"
     path.write_text("new\n")
     assert commit_paths(store, [path], "chore: overview")
@@ -308,7 +308,7 @@ def test_many_paths_take_as_many_git_processes_as_one(store: Store,
 
 def test_a_lock_that_is_never_released_is_a_clear_error(store: Store,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(git, "LOCK_WAIT_SECONDS", 0.3)
+    monkeypatch.setattr(git, "LOCK_WAIT_SECONDS", 0.1)
     holder = hold_index_lock(store.home)
     try:
         path = store.context / "OVERVIEW.md"
@@ -553,8 +553,9 @@ def test_what_a_killed_gc_left_is_removed_so_that_the_next_gc_packs(
     kill_9(hold_packed_refs_lock(home, "old"))
     gitdir = git.git_dir_of(home)
     assert (gitdir / "packed-refs.lock").exists() and (gitdir / "refs/heads/old.lock").exists()
-    failed = subprocess.run(["git", "-c", "gc.autoDetach=false", "gc", "--quiet"], cwd=home,
-                            capture_output=True, text=True)
+    # (core.packedRefsTimeout: not git's 1 s of waiting for a lock that nobody will let go)
+    failed = subprocess.run(["git", "-c", "gc.autoDetach=false", "-c", "core.packedRefsTimeout=0",
+                             "gc", "--quiet"], cwd=home, capture_output=True, text=True)
     assert failed.returncode != 0 and "packed-refs.lock" in failed.stderr
     sh(home, "config", "gc.auto", "30")
     assert commit_paths(store, notes(store), "notes")
@@ -717,7 +718,7 @@ def test_a_git_that_lost_its_object_folder_to_a_gc_runs_again(store: Store) -> N
 
 def test_an_object_folder_that_stays_lost_is_a_one_line_error(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(git, "LOCK_WAIT_SECONDS", 0.3)
+    monkeypatch.setattr(git, "LOCK_WAIT_SECONDS", 0.1)
     text, _, folder = _object_without_folder(store, "never written")
     folder.symlink_to(store.home / "no-such-folder")
     with pytest.raises(GitError, match="unable to create temporary file") as raised:

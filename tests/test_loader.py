@@ -333,16 +333,33 @@ def test_scan_reports_the_other_entries(project: Project,
     assert all(name != "EXP-001.md" for _, name in others)
 
 
+def lagging(real_share: Callable[..., forked.Shared | None]) -> Callable[..., object]:
+    """forked.share, its caller lagging until the forked process has taken every job from
+    the queue or has ended (at most 10 s): so that the child walks the folders."""
+    import array
+    import fcntl
+    import termios
+
+    def share(order: list[int], work: Callable[[int], object]) -> forked.Shared | None:
+        shared = real_share(order, work)
+        deadline = time.monotonic() + 10
+        queued = array.array("i", [0])
+        while shared is not None and time.monotonic() < deadline:
+            fcntl.ioctl(shared.queue, termios.FIONREAD, queued)  # (bytes left in the pipe)
+            if queued[0] == 0 or os.waitid(os.P_PID, shared.child.pid,
+                                           os.WEXITED | os.WNOHANG | os.WNOWAIT):
+                break  # (WNOWAIT: the child is left to be reaped by its owner)
+            time.sleep(0.005)
+        return shared
+
+    return share
+
+
 def _scan_all(store: Store, forked_walk: bool, monkeypatch: pytest.MonkeyPatch) -> object:
     """Everything a scan of every project says, walked by one process or shared with a
     forked child (its threshold forced down), against the same cache (nothing saved)."""
     monkeypatch.setattr(loader, "FORK_MIN_FILES", 0 if forked_walk else 1 << 62)
-    real_start, real_join, reported = forked.start, forked.Shared.join, []
-
-    def start(work: Callable[[], object]) -> object:
-        child = real_start(work)
-        time.sleep(0.2)  # the parent lags, so that the child takes the folders
-        return child
+    real_join, reported = forked.Shared.join, []
 
     def join(shared: forked.Shared) -> dict[int, object]:
         got = real_join(shared)
@@ -350,7 +367,7 @@ def _scan_all(store: Store, forked_walk: bool, monkeypatch: pytest.MonkeyPatch) 
         return got
 
     with monkeypatch.context() as m:
-        m.setattr(forked, "start", start)
+        m.setattr(forked, "share", lagging(forked.share))
         m.setattr(forked.Shared, "join", join)
         scans = loader.scan_many(store.projects(), save=False)
     assert bool(reported) == forked_walk
@@ -454,10 +471,11 @@ def test_a_scan_ahead_gives_what_a_scan_then_gives(
         monkeypatch.setattr(forked, "start", lambda work: real_start(lambda: os._exit(3)))
     elif child == "none":
         monkeypatch.setattr(forked, "start", lambda work: None)
+    # (the child, if any, takes every folder before the scans are taken)
+    monkeypatch.setattr(forked, "share", lagging(forked.share))
     before = _children()
     with loader.Ahead([other]) as ahead:
         assert ahead.names == {"second"}
-        time.sleep(0.2)  # (the child, if any, has walked every folder by now)
         taken = ahead.take()
     assert _records(taken) == _records(loader.scan_many([other], save=False))
     assert [sc.parsed for sc in taken] == [1]  # the file whose stamp moved

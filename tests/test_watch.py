@@ -121,16 +121,35 @@ def test_atomic_save_and_delete_count(watcher: watch.Watcher, project: Project,
     assert regen.calls == [["flywheel"], ["flywheel"], None]
 
 
-def test_debounce_waits_for_quiet(project: Project, regen: FakeRegen) -> None:
+class Clock:
+    """The watcher's `time`, its monotonic clock moved on by the test (`sleep`)."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def test_debounce_waits_for_quiet(project: Project, regen: FakeRegen,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(watch, "time", clock)
     w = watch.Watcher(project.store, debounce=0.5, regenerate=regen)
     w.on_event(FileModifiedEvent(str(exp(project))))
     w.tick()
-    time.sleep(0.3)
+    clock.sleep(0.3)
     w.on_event(FileModifiedEvent(str(exp(project))))
-    time.sleep(0.3)
+    clock.sleep(0.3)
     w.tick()
     assert regen.calls == []
-    time.sleep(0.3)
+    clock.sleep(0.3)
     w.tick()
     assert regen.calls == [["flywheel"]]
 
@@ -258,10 +277,61 @@ def committed(store: Store, rel: str) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
+class OwnWork:
+    """The watcher's own work as a second inotify watch of context/ sees it: the index.md
+    files it regenerates, and the sentinel file it makes and removes once a regeneration and
+    its commit are over (a read until that file's event counts as the watcher's own)."""
+
+    SENTINEL = ".cortex-watch."
+
+    def __init__(self, context: Path) -> None:
+        from watchdog.events import FileSystemEventHandler
+        from watchdog.observers import Observer
+
+        self.context = context
+        self.names: list[str] = []  # index.md, sentinels and markers, in inotify's order
+        names = self.names
+
+        class Handler(FileSystemEventHandler):
+            def on_any_event(self, event: Any) -> None:
+                for path in (event.src_path, getattr(event, "dest_path", "")):
+                    name = os.path.basename(os.fsdecode(path))
+                    if name == "index.md" or name.startswith((OwnWork.SENTINEL, ".marker.")):
+                        names.append(name)
+
+        self.observer = Observer()
+        self.observer.schedule(Handler(), str(context), recursive=True)
+        self.observer.start()
+
+    def wait_done(self) -> None:
+        """Wait until the regeneration that wrote the last index.md so far has ended.
+
+        A marker file made now comes, in this watch's events, after everything done
+        until now (inotify keeps the order): once it is seen, the last index.md written
+        before it must be followed by a sentinel."""
+        marker = self.context / f".marker.{len(self.names)}.tmp"  # (*.tmp: git ignores it)
+        marker.touch()
+        marker.unlink()
+
+        def done() -> bool:
+            seen = list(self.names)
+            if marker.name not in seen:
+                return False
+            rest = [n for n in seen if not n.startswith(".marker.")]
+            return bool(rest) and rest[-1].startswith(self.SENTINEL)
+
+        wait_until(done, what="the end of the watcher's own work")
+
+    def stop(self) -> None:
+        self.observer.stop()
+        self.observer.join(timeout=10)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify read events")
 def test_watcher_end_to_end(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     store = project.store
-    monkeypatch.setenv(watch.DEBOUNCE_ENV, "0.3")
+    monkeypatch.setenv(watch.DEBOUNCE_ENV, "0.1")
+    own = OwnWork(store.context)
     started = cortex(store, "watch")
     assert started.returncode == 0, started.stderr
     pid = int(started.stdout.split("(pid ")[1].split(")")[0])
@@ -294,17 +364,18 @@ def test_watcher_end_to_end(project: Project, monkeypatch: pytest.MonkeyPatch) -
 
         # a read in the very moment the watcher finishes its own commit would count as its
         # own: let it get there first
-        time.sleep(1.0)
+        own.wait_done()
         subprocess.run(["cat", str(exp(project))], capture_output=True, check=True)
         wait_until(lambda: watch_lines(project), what="the watch line of `cat`")
-        time.sleep(0.5)
-        assert [x["file"] for x in watch_lines(project)] == ["EXP-001.md"]
     except AssertionError:
         print((store.logs_dir / "watch.log").read_text())  # shown by pytest on failure
         raise
     finally:
         stopped = cortex(store, "watch", "--stop")
+        own.stop()
     assert stopped.returncode == 0 and f"pid {pid}" in stopped.stdout
+    # (the watcher logged every read it held on its way out: no second line came)
+    assert [x["file"] for x in watch_lines(project)] == ["EXP-001.md"]
     assert cortex(store, "watch", "--status").returncode == 1
     assert not watch.pid_file(store).exists()
     # the watch line was committed on the way out
