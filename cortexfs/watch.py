@@ -486,15 +486,25 @@ def run_foreground(store: Store, echo: Callable[[str], None] | None = None,
     fd = try_lock(lock_file(store))
     if fd is None:
         raise already_running(store, running_pid(store))
+    with contextlib.suppress(FileNotFoundError):
+        pid_file(store).unlink()  # a killed watcher's: while we hold the lock, only ours
     watcher = Watcher(store, echo=echo, **options)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
+
+    def watching() -> None:
+        # the pid file says "watching" (start_background returns on it): written once the
+        # observer is in place, not before, or a change made just after `cortex watch`
+        # returned could be missed
         from cortexfs.fsutil import atomic_write
 
         atomic_write(pid_file(store), f"{os.getpid()}\n")
+        if ready is not None:
+            ready()
+
+    try:
         for sig in previous:
             signal.signal(sig, lambda *_: watcher.stop())
-        watcher.run(ready=ready)
+        watcher.run(ready=watching)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -530,6 +540,10 @@ def start_background(store: Store, wait: float = 15.0) -> int:
 def stop(store: Store, wait: float = 15.0) -> int | None:
     """Stop the running watcher (SIGTERM, then wait for it to finish); its pid, or None."""
     pid = running_pid(store)
+    deadline = time.monotonic() + wait
+    while pid is not None and pid < 0 and time.monotonic() < deadline:
+        time.sleep(0.05)  # starting: it writes its pid file once it is watching
+        pid = running_pid(store)
     if pid is None:
         return None
     if pid <= 0:

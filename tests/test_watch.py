@@ -21,7 +21,7 @@ from watchdog.events import (
     FileMovedEvent,
 )
 
-from cortexfs import accesslog, watch
+from cortexfs import accesslog, layout, watch
 from cortexfs.store import Project, Store
 
 
@@ -383,6 +383,22 @@ def test_watcher_end_to_end(project: Project, monkeypatch: pytest.MonkeyPatch) -
     assert '"tool": "watch"' in log
     again = cortex(store, "watch", "--stop")
     assert again.returncode == 0 and "nothing to stop" in again.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
+def test_a_started_watcher_is_already_watching(project: Project) -> None:
+    """`cortex watch` returns on the watcher's pid file, which was written before its
+    observer was in place: a change made at once could be missed. And a killed watcher's
+    pid file, left over, is not taken for the new one's meanwhile."""
+    store = project.store
+    watch.pid_file(store).write_text("4194304\n")  # (above any pid: none's)
+    pid = watch.start_background(store)
+    try:
+        log = (store.logs_dir / layout.WATCH_LOG).read_text()
+        assert f"watching {store.context} (pid {pid})" in log
+    finally:
+        assert watch.stop(store) == pid
+    assert not watch.pid_file(store).exists()
 
 
 def test_foreground_stops_on_sigterm(project: Project) -> None:
