@@ -626,12 +626,31 @@ def keep_log_appends(store: Store, since_head: bool = False) -> Iterator[None]:
                                 # `git status`, until the log changed again, while every
                                 # reader counts it (two clones' generated files then differ
                                 # and each sync sends its own). A new inode makes git read
-                                # the file. (Appends wait: we hold Replacing.)
-                                rel = store.home_rel(path)
-                                atomic_write(path, current, root=_wall_root(store.home, rel))
+                                # the file. Its flock is held from the read to the rename:
+                                # an append that goes ahead all the same (Replacing not
+                                # held) then finds the file replaced and reopens the log.
+                                _new_inode(store, path)
                 finally:
                     os.close(fd)
             accesslog.drain_all(store.home)
+
+
+def _new_inode(store: Store, path: Path) -> None:
+    """Write the log at `path` again as it is, under its flock (see keep_log_appends)."""
+    try:
+        fd = accesslog.open_log(path, os.O_RDONLY)
+    except OSError:
+        return  # (gone, or a link: not part of the store)
+    try:
+        accesslog.lock(fd, renumber.LOG_LOCK_WAIT)
+        data = renumber.read_from(fd, 0)
+        if data:
+            rel = store.home_rel(path)
+            atomic_write(path, data, root=_wall_root(store.home, rel))
+    except OSError:
+        pass  # (a full disk: the line stays where it is, only git may not see it yet)
+    finally:
+        os.close(fd)
 
 
 def _regenerate(store: Store, projects: list[str], result: SyncResult) -> None:

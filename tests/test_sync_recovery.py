@@ -8,12 +8,16 @@ filter that kills the whole process group, git included, at the Nth file). The n
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
 import shutil
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from stores import Templates
@@ -33,6 +37,7 @@ from test_sync import (
 
 from cortexfs import accesslog, autocommit, git, layout
 from cortexfs import sync as sync_lib
+from cortexfs.store import Project, Store
 
 
 def _kill_at_git(tmp_path: Path, pattern: str, after: bool) -> dict[str, str]:
@@ -413,6 +418,45 @@ def test_a_line_in_a_log_git_wrote_is_never_hidden_from_git(tmp_path: Path,
     attributes.unlink()
     assert log.read_text().endswith(late)
     assert sh(b.home, "status", "--porcelain", "--", rel) == f" M {rel}\n"
+
+
+def test_an_append_while_a_log_git_wrote_gets_its_new_inode_is_kept(
+        store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The new inode (above) is a read of the log and a rename over it: an append that goes
+    ahead between them (Replacing not held: here its lock file cannot be opened) wrote into
+    the file about to be replaced, and was lost. The log's flock is held from the read to
+    the rename, so the append waits, finds the file replaced and writes to the new one."""
+    log = project.root / "_meta" / layout.ACCESS_LOG
+    log.write_bytes(b'{"old": 1}\n')
+    guard = store.home / layout.LOCKS / layout.ACCESS_LOGS_LOCK
+    guard.parent.mkdir(exist_ok=True)
+    guard.unlink(missing_ok=True)
+    guard.mkdir()  # (EISDIR: Replacing is not held, appends go ahead)
+    real = sync_lib.atomic_write
+    children: list[multiprocessing.process.BaseProcess] = []
+
+    def racing(path: Path, data: bytes, **kw: Any) -> Any:
+        if path == log:  # a hook's append comes between the read and the rename
+            child = multiprocessing.get_context("spawn").Process(
+                target=accesslog.append, args=(str(log), [b'{"late": 1}\n']))
+            child.start()
+            children.append(child)
+            fds = Path(f"/proc/{child.pid}/fd")
+            while child.is_alive():  # until the child has the log open
+                with contextlib.suppress(OSError):
+                    if any(os.readlink(f) == str(log) for f in fds.iterdir()):
+                        break
+            time.sleep(0.02)
+        return real(path, data, **kw)
+
+    monkeypatch.setattr(sync_lib, "atomic_write", racing)
+    with sync_lib.keep_log_appends(store):
+        new = log.with_name("new-copy")
+        new.write_bytes(log.read_bytes())
+        os.replace(new, log)  # as git writes it: a new file
+    for child in children:
+        child.join()
+    assert children and log.read_bytes() == b'{"old": 1}\n{"late": 1}\n'
 
 
 def test_a_fetch_that_lost_its_ref_to_a_git_a_killed_sync_left_is_run_again(
