@@ -512,7 +512,7 @@ def unbounded(data: Any) -> str | None:
     return None
 
 
-def too_deep(text: str) -> int | None:
+def too_deep(text: str, python: bool = False) -> int | None:
     """The 0-based line where YAML `text` nests deeper than MAX_YAML_DEPTH, else None.
 
     To be called before any YAML loader sees the text: the C composer recurses once per
@@ -520,6 +520,9 @@ def too_deep(text: str) -> int | None:
     RecursionError. Every level opens with `[`, `{`, `-`, `?` or a new line, so a text with
     fewer of those cannot be too deep (the common case costs a few str.count); otherwise
     the parser's event stream, which does not recurse, is walked until it is.
+    `python`: the text is then loaded with Python's loader (TASKS.yaml), which accepts some
+    of what libyaml refuses: where libyaml refuses it, Python's parser walks it too (~7x
+    slower; an atom's load is libyaml's, which refuses the same text, so it needs no walk).
     """
     bound = sum(map(text.count, ("[", "{", "-", "?", "\n")))
     if bound < MAX_YAML_DEPTH:
@@ -528,11 +531,12 @@ def too_deep(text: str) -> int | None:
 
     opening = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
     closing = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
-    # libyaml's parser first (fast); where it refuses the text, Python's, which accepts
-    # some of what libyaml refuses (a "\ud800" escape) and so may go on to load it with
-    # its recursive composer: the walk must get as far as any loader will
-    for loader in dict.fromkeys((getattr(yaml, "CSafeLoader", yaml.SafeLoader),
-                                 yaml.SafeLoader)):
+    # libyaml's parser first (fast); where it refuses the text and Python's loader is to
+    # load it, Python's, which accepts some of what libyaml refuses (a "\ud800" escape) and
+    # so may go on to load it with its recursive composer: the walk must get as far as the
+    # loader will
+    fast = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    for loader in dict.fromkeys((fast, yaml.SafeLoader) if python else (fast,)):
         depth = 0
         try:
             for event in yaml.parse(text, Loader=loader):

@@ -161,7 +161,7 @@ def parse(text: str, path: Path, archived: set[str] | None = None) -> TaskFile:
     import yaml
 
     tf = TaskFile(path, text, archived=archived or set())
-    deep = too_deep(text)
+    deep = too_deep(text, python=True)  # (loaded below with Python's loader)
     if deep is not None:
         tf.problems.append(Problem("error", deep + 1, f"the YAML nests more than "
                                    f"{MAX_YAML_DEPTH} levels deep: write the tasks out plainly"))
