@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from stores import Cli, Templates
@@ -632,6 +633,15 @@ def test_a_sync_asks_git_each_thing_once(tmp_path: Path, templates: Templates,
 
 
 # --- errors ------------------------------------------------------------------------------------
+
+def test_a_remote_with_no_url_is_no_remote_to_sync_with(store: Store, cli: Any) -> None:
+    """`cortex status` said "remote: none" for a remote with only a fetch refspec while
+    `cortex sync` tried to fetch from it and failed: one rule (Remotes.has_remote) now."""
+    sh(store.home, "config", "remote.only-fetch.fetch", "+refs/heads/*:refs/remotes/x/*")
+    result = cli("sync")
+    assert result.exit_code == 0, result.stderr
+    assert "no remote to sync with: add one with `cortex remote set URL`" in result.stdout
+
 
 def test_sync_without_a_remote_commits_locally(store: Store) -> None:
     (store.context / "ideas" / "idea.md").write_text("an idea\n")

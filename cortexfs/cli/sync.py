@@ -73,7 +73,7 @@ def sync() -> None:
     fmt = common.output_format()
     store = common.open_store()
     known = git.remotes(store.home) if git.is_repo(store.home) else None
-    if known is not None and not known.names:
+    if known is not None and not known.has_remote:
         with common.writing(store, has_no_commit=False) as txn:
             txn.add(Change())
         _committed(txn.result, fmt, "no remote to sync with: add one with `cortex remote set "
