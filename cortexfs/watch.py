@@ -263,10 +263,10 @@ class Watcher:
         observer.schedule(Handler(), str(self.store.context), recursive=True,
                           event_filter=wanted)
         observer.start()
-        self.log(f"watching {self.store.context} (pid {os.getpid()})")
-        if ready is not None:
-            ready()
         try:
+            self.log(f"watching {self.store.context} (pid {os.getpid()})")
+            if ready is not None:
+                ready()  # (may fail: writing the pid file; the observer is stopped all the same)
             while not self._stop.wait(TICK):
                 try:
                     self.tick()

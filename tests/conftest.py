@@ -70,7 +70,10 @@ def rewrite_tests(config: pytest.Config) -> None:
         return
     if not todo:
         return
-    child = os.fork() if len(todo) > 1 else -1  # the parent takes the even ones
+    try:
+        child = os.fork() if len(todo) > 1 else -1  # the parent takes the even ones
+    except OSError:
+        child = -1  # (no fork: all of them here)
     try:
         for fn, pyc in todo[child == 0::2] if child >= 0 else todo:
             pyc.parent.mkdir(exist_ok=True)
