@@ -201,23 +201,25 @@ def _rename_lines(data: bytes, rename: dict[str, str]) -> bytes:
 
 
 def replace_log(path: Path, whole: Callable[[bytes], bytes],
-                tail: Callable[[bytes], bytes]) -> bool:
+                tail: Callable[[bytes], bytes], *, again: bool = False) -> bool:
     """Atomically replace an append-only log with `whole(content)`, losing no late append.
 
     `tail` transforms lines that a writer appended to the old file after it was read.
+    `again`: replace it even when `whole` changes nothing (a new file, which git reads again
+    whatever its stat data says: see sync.keep_log_appends).
     """
     home = accesslog.store_home(path)
     if not home:
-        return _replace_log(path, whole, tail)
+        return _replace_log(path, whole, tail, again)
     with accesslog.Replacing(home):
         accesslog.drain(path)  # lines set aside earlier are the log's: `whole` sees them
-        replaced = _replace_log(path, whole, tail)
+        replaced = _replace_log(path, whole, tail, again)
         accesslog.drain(path, tail)  # (set aside meanwhile: meant for the old log)
     return replaced
 
 
 def _replace_log(path: Path, whole: Callable[[bytes], bytes],
-                 tail: Callable[[bytes], bytes]) -> bool:
+                 tail: Callable[[bytes], bytes], again: bool) -> bool:
     try:
         fd = accesslog.open_log(path, os.O_RDONLY)  # never a linked log (cortexfs.wall)
     except FileNotFoundError:
@@ -226,7 +228,7 @@ def _replace_log(path: Path, whole: Callable[[bytes], bytes],
         data = read_from(fd, 0)
         end = data.rfind(b"\n") + 1
         new = whole(data[:end])
-        if new == data[:end]:
+        if new == data[:end] and not (again and data):
             return False
         # The new copy is written and synced first; only then is the old file's flock
         # taken, for what arrived meanwhile and the rename: appends wait for it and then

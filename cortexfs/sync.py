@@ -626,31 +626,17 @@ def keep_log_appends(store: Store, since_head: bool = False) -> Iterator[None]:
                                 # `git status`, until the log changed again, while every
                                 # reader counts it (two clones' generated files then differ
                                 # and each sync sends its own). A new inode makes git read
-                                # the file. Its flock is held from the read to the rename:
-                                # an append that goes ahead all the same (Replacing not
-                                # held) then finds the file replaced and reopens the log.
-                                _new_inode(store, path)
+                                # the file. (A full disk: the line stays where it is; only
+                                # git may not see it until the log changes again.)
+                                with contextlib.suppress(OSError):
+                                    renumber.replace_log(path, _same, _same, again=True)
                 finally:
                     os.close(fd)
             accesslog.drain_all(store.home)
 
 
-def _new_inode(store: Store, path: Path) -> None:
-    """Write the log at `path` again as it is, under its flock (see keep_log_appends)."""
-    try:
-        fd = accesslog.open_log(path, os.O_RDONLY)
-    except OSError:
-        return  # (gone, or a link: not part of the store)
-    try:
-        accesslog.lock(fd, renumber.LOG_LOCK_WAIT)
-        data = renumber.read_from(fd, 0)
-        if data:
-            rel = store.home_rel(path)
-            atomic_write(path, data, root=_wall_root(store.home, rel))
-    except OSError:
-        pass  # (a full disk: the line stays where it is, only git may not see it yet)
-    finally:
-        os.close(fd)
+def _same(data: bytes) -> bytes:
+    return data
 
 
 def _regenerate(store: Store, projects: list[str], result: SyncResult) -> None:
@@ -817,7 +803,7 @@ def _dedup_logs(store: Store, upstream: str) -> None:
                     kept.append(line)
             return b"".join(kept)
 
-        if renumber.replace_log(home / rel, once, lambda data: data):
+        if renumber.replace_log(home / rel, once, _same):
             git.git_run(home, "add", "--", rel)
 
 
@@ -956,7 +942,7 @@ def _undo_log(path: Path, mine: bytes, sides: bytes) -> None:
         return mine + accesslog.missing_lines(sides, data)
 
     if path.exists():
-        renumber.replace_log(path, keep, lambda data: data)
+        renumber.replace_log(path, keep, _same)
     else:
         atomic_write(path, mine, root=path.parents[3])  # (context/, four folders up)
 

@@ -35,7 +35,7 @@ from test_sync import (
     sh,
 )
 
-from cortexfs import accesslog, autocommit, git, layout
+from cortexfs import accesslog, autocommit, git, layout, renumber
 from cortexfs import sync as sync_lib
 from cortexfs.store import Project, Store
 
@@ -424,15 +424,15 @@ def test_an_append_while_a_log_git_wrote_gets_its_new_inode_is_kept(
         store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     """The new inode (above) is a read of the log and a rename over it: an append that goes
     ahead between them (Replacing not held: here its lock file cannot be opened) wrote into
-    the file about to be replaced, and was lost. The log's flock is held from the read to
-    the rename, so the append waits, finds the file replaced and writes to the new one."""
+    the file about to be replaced, and was lost. It is a renumber.replace_log now, which
+    takes what reached the old file before the rename (under its flock) into the new one."""
     log = project.root / "_meta" / layout.ACCESS_LOG
     log.write_bytes(b'{"old": 1}\n')
     guard = store.home / layout.LOCKS / layout.ACCESS_LOGS_LOCK
     guard.parent.mkdir(exist_ok=True)
     guard.unlink(missing_ok=True)
     guard.mkdir()  # (EISDIR: Replacing is not held, appends go ahead)
-    real = sync_lib.atomic_write
+    real = renumber.write_temp
     children: list[multiprocessing.process.BaseProcess] = []
 
     def racing(path: Path, data: bytes, **kw: Any) -> Any:
@@ -449,7 +449,7 @@ def test_an_append_while_a_log_git_wrote_gets_its_new_inode_is_kept(
             time.sleep(0.02)
         return real(path, data, **kw)
 
-    monkeypatch.setattr(sync_lib, "atomic_write", racing)
+    monkeypatch.setattr(renumber, "write_temp", racing)
     with sync_lib.keep_log_appends(store):
         new = log.with_name("new-copy")
         new.write_bytes(log.read_bytes())
